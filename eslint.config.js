@@ -1,0 +1,45 @@
+import nx from '@nx/eslint-plugin';
+
+// Module boundaries encode DESIGN.md's dependency direction:
+// apps -> libs; core depends on nothing of ours; a lib never imports an app;
+// providers knows nothing of queues and queue nothing of providers;
+// the learning libs (es, grpo, router-model) are pure computation on core.
+const lib = (scope, allowed) => ({
+  sourceTag: `scope:${scope}`,
+  onlyDependOnLibsWithTags: allowed.map((s) => `scope:${s}`),
+});
+
+export default [
+  ...nx.configs['flat/base'],
+  ...nx.configs['flat/typescript'],
+  { ignores: ['**/node_modules', '**/.tools', '**/dist', '**/.nx', 'reports', '.fugu'] },
+  {
+    files: ['**/*.ts'],
+    rules: {
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          enforceBuildableLibDependency: false,
+          allow: [],
+          depConstraints: [
+            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'] },
+            { sourceTag: 'type:lib', onlyDependOnLibsWithTags: ['type:lib'] },
+            lib('core', []),
+            lib('telemetry', ['core']),
+            lib('config', ['core']),
+            lib('datasets', ['core']),
+            lib('providers', ['core', 'telemetry']),
+            lib('queue', ['core', 'config', 'telemetry']),
+            lib('db', ['core', 'config', 'telemetry']),
+            lib('es', ['core']),
+            lib('grpo', ['core']),
+            lib('router-model', ['core']),
+            lib('conductor', ['core']),
+          ],
+        },
+      ],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-non-null-assertion': 'off',
+    },
+  },
+];
