@@ -1,1 +1,3 @@
-export {};
+export * from './schema.ts';
+export * from './connection.ts';
+export * from './repositories.ts';

@@ -1,1 +1,3 @@
-export {};
+export * from './logger.ts';
+export * from './ops-server.ts';
+export { Registry, Counter, Histogram, Gauge } from 'prom-client';

@@ -1,0 +1,161 @@
+// One zod schema for all of fugu's settings. Sources, later ones winning:
+// defaults < the file named by FUGU_CONFIG (YAML or JSON) < environment variables.
+// Every variable is listed in README.md with its default.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ConfigError, PROVIDERS, type ProviderKind } from '@fugu/core';
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+const positiveInt = z.coerce.number().int().positive();
+const nonNegInt = z.coerce.number().int().nonnegative();
+const bool = z.union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no']).transform((v) => ['true', '1', 'yes'].includes(v))]);
+
+const rateLimitSchema = z
+  .object({
+    /** requests per minute shared by every worker process of the provider; 0 = unlimited */
+    requestsPerMinute: nonNegInt.default(0),
+    /** tokens (in + out, estimated before the call) per minute; 0 = unlimited */
+    tokensPerMinute: nonNegInt.default(0),
+  })
+  .strict();
+export type RateLimit = z.infer<typeof rateLimitSchema>;
+
+export const configSchema = z
+  .object({
+    /** Redis for the queues (BullMQ). The default is the project's own instance, started by `fugu up`. */
+    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6390'),
+    /** Postgres for calls, rewards, runs, checkpoints. The default is the project's own instance. */
+    databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').default('postgres://fugu@127.0.0.1:5440/fugu'),
+    /** key prefix of every BullMQ queue */
+    queuePrefix: z.string().regex(/^[A-Za-z0-9_-]+$/).default('fugu'),
+    /** where `fugu up` keeps the local services' data, and where reports and labels go by default */
+    home: z.string().default(path.join(repoRoot, '.fugu')),
+    logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+    /** directory of the LLMRouter data (the replay pool and the demo dataset) */
+    llmrouterDir: z.string().default(path.resolve(repoRoot, '../shared/data/llmrouter')),
+    worker: z
+      .object({
+        /** providers whose queues this process consumes (comma list in env); default all */
+        providers: z.array(z.enum(PROVIDERS)).default([...PROVIDERS]),
+        /** jobs processed at once per provider queue in one process */
+        concurrency: positiveInt.default(64),
+        /** port of /healthz and /metrics; 0 picks a free port */
+        port: nonNegInt.default(9464),
+        /** bound on the drain at SIGTERM; keep it below the pod's termination grace period */
+        drainTimeoutMs: positiveInt.default(20_000),
+        /** attempts per call for transient errors (429s do not count) */
+        attempts: positiveInt.default(6),
+        /** base of the exponential backoff with full jitter */
+        backoffMs: positiveInt.default(1_000),
+        /** per-call timeout */
+        callTimeoutMs: positiveInt.default(120_000),
+        /** cache responses by request hash so retried or repeated calls do not pay twice */
+        responseCache: bool.default(true),
+        /** rows written to Postgres per batch by one worker process */
+        writeBatchSize: positiveInt.default(256),
+      })
+      .strict()
+      .prefault({}),
+    rateLimits: z.partialRecord(z.enum(PROVIDERS), rateLimitSchema).default({}),
+  })
+  .strict();
+
+export type FuguConfig = z.infer<typeof configSchema>;
+
+/** Environment variable -> config path. */
+export const ENV_VARS: Record<string, string> = {
+  FUGU_REDIS_URL: 'redisUrl',
+  FUGU_DATABASE_URL: 'databaseUrl',
+  FUGU_QUEUE_PREFIX: 'queuePrefix',
+  FUGU_HOME: 'home',
+  FUGU_LOG_LEVEL: 'logLevel',
+  FUGU_LLMROUTER_DIR: 'llmrouterDir',
+  FUGU_WORKER_PROVIDERS: 'worker.providers',
+  FUGU_WORKER_CONCURRENCY: 'worker.concurrency',
+  FUGU_WORKER_PORT: 'worker.port',
+  FUGU_WORKER_DRAIN_TIMEOUT_MS: 'worker.drainTimeoutMs',
+  FUGU_CALL_ATTEMPTS: 'worker.attempts',
+  FUGU_CALL_BACKOFF_MS: 'worker.backoffMs',
+  FUGU_CALL_TIMEOUT_MS: 'worker.callTimeoutMs',
+  FUGU_RESPONSE_CACHE: 'worker.responseCache',
+  FUGU_WRITE_BATCH_SIZE: 'worker.writeBatchSize',
+};
+// FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
+
+function setPath(obj: Record<string, unknown>, dotted: string, value: unknown): void {
+  const keys = dotted.split('.');
+  let o = obj;
+  for (const k of keys.slice(0, -1)) {
+    if (typeof o[k] !== 'object' || o[k] === null) o[k] = {};
+    o = o[k] as Record<string, unknown>;
+  }
+  o[keys.at(-1)!] = value;
+}
+
+function envName(provider: ProviderKind): string {
+  return provider.toUpperCase().replace(/-/g, '_');
+}
+
+/** Where each config path came from, so errors can name the variable a user sets. */
+function variableFor(pathKey: string, fromFile: string | undefined): string {
+  const env = Object.entries(ENV_VARS).find(([, p]) => p === pathKey)?.[0];
+  const m = /^rateLimits\.([a-z-]+)\.(requestsPerMinute|tokensPerMinute)/.exec(pathKey);
+  if (m) return `FUGU_${m[2] === 'requestsPerMinute' ? 'RPM' : 'TPM'}_${envName(m[1] as ProviderKind)}`;
+  return env ?? (fromFile ? `${pathKey} in ${fromFile}` : pathKey);
+}
+
+/** Load and validate the configuration. Throws ConfigError naming the variable to set. */
+export function loadConfig(env: Record<string, string | undefined> = process.env, overrides: Record<string, unknown> = {}): FuguConfig {
+  let raw: Record<string, unknown> = {};
+  const file = env.FUGU_CONFIG;
+  if (file) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (e) {
+      throw new ConfigError(`FUGU_CONFIG=${file}: cannot read the file (${(e as Error).message})`, 'FUGU_CONFIG');
+    }
+    try {
+      const parsed: unknown = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
+      if (parsed !== null && typeof parsed !== 'object') throw new Error('not a mapping');
+      raw = (parsed ?? {}) as Record<string, unknown>;
+    } catch (e) {
+      throw new ConfigError(`FUGU_CONFIG=${file}: not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'} (${(e as Error).message})`, 'FUGU_CONFIG');
+    }
+  }
+  for (const [name, p] of Object.entries(ENV_VARS)) {
+    const v = env[name];
+    if (v === undefined || v === '') continue;
+    setPath(raw, p, p === 'worker.providers' ? v.split(',').map((s) => s.trim()).filter(Boolean) : v);
+  }
+  for (const provider of PROVIDERS) {
+    for (const [prefix, key] of [['RPM', 'requestsPerMinute'], ['TPM', 'tokensPerMinute']] as const) {
+      const v = env[`FUGU_${prefix}_${envName(provider)}`];
+      if (v !== undefined && v !== '') setPath(raw, `rateLimits.${provider}.${key}`, v);
+    }
+  }
+  for (const [p, v] of Object.entries(overrides)) if (v !== undefined) setPath(raw, p, v);
+  const result = configSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const key = issue.path.join('.');
+    const variable = variableFor(key, file);
+    throw new ConfigError(`invalid configuration: ${variable}: ${issue.message}`, variable);
+  }
+  return result.data;
+}
+
+/** URL with any password replaced, for logs and messages. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
+  }
+}

@@ -1,0 +1,127 @@
+// The Postgres schema as kysely sees it. Money is numeric(24,12) and reaches JavaScript as a
+// decimal string (exact); int8 counts are parsed to numbers (see connection.ts).
+import type { ColumnType, Generated, JSONColumnType } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Money = ColumnType<string, string | undefined, string>;
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+type NullableJson<T> = ColumnType<T | null, string | null | undefined, string | null>;
+
+export type RunStatus = 'pending' | 'enqueuing' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled';
+export type CallStatus = 'ok' | 'error';
+
+export interface DatasetsTable {
+  id: Generated<number>;
+  name: string;
+  source: string;
+  content_hash: string;
+  item_count: number;
+  created_at: Timestamp;
+}
+
+export interface ItemsTable {
+  id: Generated<number>;
+  dataset_id: number;
+  idx: number;
+  ext_id: string;
+  task: string;
+  prompt: string;
+  ground_truth: string | null;
+  metric: string | null;
+  choices: NullableJson<{ labels: string[]; texts: string[] }>;
+  source_split: string | null;
+  recorded: NullableJson<Record<string, { score: number; tokensIn?: number; tokensOut?: number; answer?: string }>>;
+}
+
+export interface WorkerPoolsTable {
+  id: Generated<number>;
+  name: string;
+  content_hash: string;
+  created_at: Timestamp;
+}
+
+export interface WorkersTable {
+  id: Generated<number>;
+  pool_id: number;
+  name: string;
+  provider: string;
+  model: string;
+  base_url: string | null;
+  api_key_env: string | null;
+  settings: JSONColumnType<Record<string, unknown>>;
+  input_price: Money;
+  output_price: Money;
+}
+
+export interface EvalRunsTable {
+  id: string;
+  dataset_id: number;
+  pool_id: number;
+  repetitions: number;
+  sample_size: number | null;
+  seed: number;
+  item_count: number;
+  total_calls: number;
+  enqueued_calls: Generated<number>;
+  done_calls: Generated<number>;
+  failed_calls: Generated<number>;
+  spent: Money;
+  spend_cap: ColumnType<string | null, string | null | undefined, string | null>;
+  status: RunStatus;
+  status_reason: string | null;
+  options: JSONColumnType<Record<string, unknown>>;
+  created_at: Timestamp;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+}
+
+export interface CallsTable {
+  id: Generated<number>;
+  run_id: string;
+  item_id: number;
+  worker_id: number;
+  repetition: number;
+  request_hash: string;
+  status: CallStatus;
+  response: NullableJson<Record<string, unknown>>;
+  tokens_in: number;
+  tokens_out: number;
+  cost: Money;
+  latency_ms: number;
+  attempts: number;
+  cached: boolean;
+  error_kind: string | null;
+  error: string | null;
+  created_at: Timestamp;
+}
+
+export interface RewardsTable {
+  call_id: number;
+  run_id: string;
+  item_id: number;
+  worker_id: number;
+  repetition: number;
+  score: number;
+  verifier: string;
+}
+
+export interface ResponseCacheTable {
+  request_hash: string;
+  provider: string;
+  model: string;
+  response: JSONColumnType<Record<string, unknown>>;
+  tokens_in: number;
+  tokens_out: number;
+  created_at: Timestamp;
+}
+
+export interface Database {
+  datasets: DatasetsTable;
+  items: ItemsTable;
+  worker_pools: WorkerPoolsTable;
+  workers: WorkersTable;
+  eval_runs: EvalRunsTable;
+  calls: CallsTable;
+  rewards: RewardsTable;
+  response_cache: ResponseCacheTable;
+}
