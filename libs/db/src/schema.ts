@@ -7,7 +7,7 @@ type Money = ColumnType<string, string | undefined, string>;
 type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
 type NullableJson<T> = ColumnType<T | null, string | null | undefined, string | null>;
 
-export type RunStatus = 'pending' | 'enqueuing' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled';
+export type RunStatus = 'pending' | 'running' | 'paused' | 'completed' | 'failed' | 'cancelled';
 export type CallStatus = 'ok' | 'error';
 
 export interface DatasetsTable {

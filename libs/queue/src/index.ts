@@ -1,1 +1,6 @@
-export {};
+export * from './connection.ts';
+export * from './names.ts';
+export * from './contracts.ts';
+export * from './token-bucket.ts';
+export * from './producer.ts';
+export * from './shutdown.ts';

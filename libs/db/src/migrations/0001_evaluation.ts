@@ -68,7 +68,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('spent', sql`numeric(24,12)`, (c) => c.notNull().defaultTo(0))
     .addColumn('spend_cap', sql`numeric(24,12)`)
     .addColumn('status', 'text', (c) =>
-      c.notNull().check(sql`status in ('pending','enqueuing','running','paused','completed','failed','cancelled')`),
+      c.notNull().check(sql`status in ('pending','running','paused','completed','failed','cancelled')`),
     )
     .addColumn('status_reason', 'text')
     .addColumn('options', 'jsonb', (c) => c.notNull().defaultTo(sql`'{}'::jsonb`))

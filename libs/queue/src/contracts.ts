@@ -1,0 +1,41 @@
+// Typed job contracts, validated with zod where a job is made AND where it is processed: a
+// payload that fails validation is rejected with a message naming the field, never processed.
+// Payloads carry ids only (never prompts, keys or parameter vectors).
+import { z } from 'zod';
+import { UnrecoverableError } from 'bullmq';
+import { PROVIDERS } from '@fugu/core';
+
+export const providerCallJobSchema = z
+  .object({
+    v: z.literal(1),
+    runId: z.string().min(1).max(100).regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only'),
+    itemId: z.number().int().positive(),
+    workerId: z.number().int().positive(),
+    repetition: z.number().int().nonnegative(),
+    provider: z.enum(PROVIDERS),
+  })
+  .strict();
+export type ProviderCallJob = z.infer<typeof providerCallJobSchema>;
+
+export type ProviderCallResult =
+  | { outcome: 'recorded'; status: 'ok' | 'error'; cached: boolean }
+  | { outcome: 'skipped'; reason: string };
+
+/** A job payload that does not match its contract; never retried. */
+export class InvalidJobError extends UnrecoverableError {
+  readonly field: string;
+  constructor(queue: string, jobId: string | undefined, field: string, message: string) {
+    super(`invalid ${queue} job ${jobId ?? '?'}: field ${field || '(root)'}: ${message}`);
+    this.name = 'InvalidJobError';
+    this.field = field;
+  }
+}
+
+export function parseJob<S extends z.ZodType>(schema: S, data: unknown, queue: string, jobId?: string): z.infer<S> {
+  const r = schema.safeParse(data);
+  if (!r.success) {
+    const issue = r.error.issues[0]!;
+    throw new InvalidJobError(queue, jobId, issue.path.join('.'), issue.message);
+  }
+  return r.data;
+}
