@@ -1,0 +1,198 @@
+// `fugu eval`: create (or resume) an evaluation run, stream its calls onto the provider queues,
+// and follow it to the end with a progress bar. Ctrl-C pauses the run; `--resume` goes on.
+import { randomBytes } from 'node:crypto';
+import { parseUsd, InputError } from '@fugu/core';
+import {
+  createRun, getDataset, getPoolWorkers, getRun, saveDataset, savePool, setEnqueued, setRunStatus, type RunRow, type StoredWorker,
+} from '@fugu/db';
+import { enqueueStream, parseJob, providerCallJobSchema, providerCallQueue } from '@fugu/queue';
+import type { JobsOptions } from 'bullmq';
+import type { Context } from '../context.ts';
+import { createProgress } from '../progress.ts';
+import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, selectWorkers } from './inputs.ts';
+import { startLocalWorkers, type LocalWorkers } from './local-workers.ts';
+import { planCalls } from './plan.ts';
+
+export type EvalOptions = {
+  dataset?: string;
+  pool?: string;
+  workers?: string[];
+  repetitions: number;
+  sample: number | null;
+  seed: number;
+  spendCap: string | null;
+  runId?: string;
+  resume?: string;
+  /** provider worker processes to start here; 'auto' starts some when no worker is connected */
+  localWorkers: number | 'auto';
+  keyCheck: boolean;
+  /** follow the run until it ends (default); false returns after enqueueing */
+  wait: boolean;
+  /** seconds without progress, with nothing queued, before missing calls are enqueued again */
+  stallSeconds?: number;
+  log?: (line: string) => void;
+  signal?: AbortSignal;
+};
+
+export type EvalOutcome = { run: RunRow; interrupted: boolean; elapsedS: number };
+
+const newRunId = (): string => `run_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
+
+export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutcome> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const { config, db } = ctx;
+  let run: RunRow;
+  let workers: StoredWorker[];
+
+  if (opts.resume) {
+    const found = await getRun(db, opts.resume);
+    if (!found) throw new InputError(`no evaluation run "${opts.resume}"`, { field: '--resume' });
+    run = found;
+    const all = await getPoolWorkers(db, run.poolId);
+    const chosen = (run.options.workers as string[] | undefined) ?? all.map((w) => w.name);
+    workers = all.filter((w) => chosen.includes(w.name));
+    if (run.status === 'completed') {
+      log(`run ${run.id} is already completed`);
+      return { run, interrupted: false, elapsedS: 0 };
+    }
+    if (opts.spendCap !== null) await setRunStatus(db, run.id, run.status, { reason: run.statusReason, spendCap: opts.spendCap });
+    const capped = opts.spendCap ?? run.spendCap;
+    if (capped !== null && parseUsd(run.spent) >= parseUsd(capped)) {
+      throw new InputError(`run ${run.id} has spent $${run.spent} of its $${capped} cap: give a higher --spend-cap to resume`, { field: '--spend-cap' });
+    }
+    await setRunStatus(db, run.id, 'running', { from: ['pending', 'running', 'paused', 'failed'] });
+    log(`resuming run ${run.id}: ${run.doneCalls + run.failedCalls}/${run.totalCalls} calls recorded`);
+  } else {
+    if (!opts.dataset || !opts.pool) throw new InputError('give --dataset and --pool (or --resume <run>)', { field: '--dataset' });
+    const dataset = await resolveDataset(opts.dataset, config.llmrouterDir);
+    const pool = selectWorkers(await resolveWorkerPool(opts.pool, config.llmrouterDir), opts.workers);
+    checkPoolAgainstDataset(pool, dataset, opts.keyCheck ? process.env : null);
+    if (opts.repetitions < 1) throw new InputError('must be at least 1', { field: '--repetitions' });
+    if (opts.sample !== null && opts.sample < 1) throw new InputError('must be at least 1', { field: '--sample' });
+    const ds = await saveDataset(db, { name: dataset.name, source: dataset.source, contentHash: dataset.contentHash, items: dataset.items });
+    const saved = await savePool(db, pool, poolContentHash(pool));
+    workers = saved.workers;
+    const itemCount = opts.sample === null ? dataset.items.length : Math.min(opts.sample, dataset.items.length);
+    run = await createRun(db, {
+      id: opts.runId ?? newRunId(),
+      datasetId: ds.id,
+      poolId: saved.poolId,
+      repetitions: opts.repetitions,
+      sampleSize: opts.sample,
+      seed: opts.seed,
+      itemCount,
+      totalCalls: itemCount * workers.length * opts.repetitions,
+      spendCap: opts.spendCap,
+      options: { dataset: opts.dataset, pool: opts.pool, workers: workers.map((w) => w.name), datasetItems: dataset.items.length },
+    });
+    await setRunStatus(db, run.id, 'running', { from: ['pending'] });
+    log(`run ${run.id}: ${dataset.name} (${itemCount} items) x ${workers.length} workers x ${opts.repetitions} repetitions = ${run.totalCalls} calls`);
+  }
+
+  const dataset = await getDataset(db, run.datasetId);
+  const providers = [...new Set(workers.map((w) => w.provider))];
+  const queueNames = providers.map(providerCallQueue);
+
+  let local: LocalWorkers | undefined;
+  let count = opts.localWorkers;
+  if (count === 'auto') {
+    const connected = await Promise.all(queueNames.map((q) => ctx.queue(q).getWorkersCount()));
+    count = connected.every((n) => n > 0) ? 0 : 2;
+  }
+  const started = Date.now();
+  try {
+    if (count > 0) {
+      local = await startLocalWorkers(config, { count, providers, onEvent: log });
+      log(`started ${count} local provider worker(s); logs in ${local.logDir}`);
+    }
+
+    const jobOptions: JobsOptions = {
+      attempts: config.worker.attempts,
+      backoff: { type: 'exponential', delay: config.worker.backoffMs, jitter: 0.5 },
+      removeOnComplete: true,
+      removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
+    };
+    const enqueue = async (skipExisting: boolean): Promise<number> => {
+      const jobs = planCalls({
+        db, runId: run.id, datasetId: run.datasetId, itemCount: dataset!.item_count, sampleSize: run.sampleSize, seed: run.seed,
+        workers, repetitions: run.repetitions, jobOptions, skipExisting,
+      });
+      const validated = (async function* () {
+        for await (const j of jobs) {
+          parseJob(providerCallJobSchema, j.data, j.queue, j.opts?.jobId);
+          yield j;
+        }
+      })();
+      return enqueueStream((n) => ctx.queue(n), validated, { chunkSize: 1000, ...(opts.signal && { signal: opts.signal }) });
+    };
+
+    // failed jobs keep their ids in Redis (so re-adding them would be ignored): drop this run's
+    if (opts.resume) await removeFailedJobs(ctx, queueNames, run.id);
+    const enqueued = await enqueue(Boolean(opts.resume));
+    await setEnqueued(db, run.id, enqueued + (opts.resume ? run.doneCalls + run.failedCalls : 0));
+    if (!opts.wait) return { run: (await getRun(db, run.id))!, interrupted: false, elapsedS: (Date.now() - started) / 1000 };
+
+    const progress = createProgress({ total: run.totalCalls, label: run.id });
+    let lastDone = -1;
+    let lastChange = Date.now();
+    let interrupted = false;
+    try {
+      for (;;) {
+        if (opts.signal?.aborted) {
+          interrupted = true;
+          await setRunStatus(db, run.id, 'paused', { reason: `interrupted; resume with \`fugu eval --resume ${run.id}\``, from: ['running'] });
+          break;
+        }
+        const cur = (await getRun(db, run.id))!;
+        const done = cur.doneCalls + cur.failedCalls;
+        progress.update(done, cur.failedCalls);
+        if (cur.status !== 'running') break;
+        if (done >= cur.totalCalls) {
+          await setRunStatus(db, run.id, 'completed', { from: ['running'] });
+          continue;
+        }
+        if (done !== lastDone) {
+          lastDone = done;
+          lastChange = Date.now();
+        } else if (Date.now() - lastChange > (opts.stallSeconds ?? 60) * 1000) {
+          // no progress: if nothing of the run is queued any more (a lost write, a flushed
+          // Redis), put the missing calls back; the unique key keeps re-runs harmless
+          const pending = await Promise.all(queueNames.map((q) => ctx.queue(q).getJobCounts('waiting', 'active', 'delayed', 'prioritized')));
+          const queued = pending.reduce((s, c) => s + Object.values(c).reduce((a, b) => a + b, 0), 0);
+          if (queued === 0) {
+            const again = await enqueue(true);
+            log(`no progress for ${opts.stallSeconds ?? 60}s and nothing queued: re-enqueued ${again} missing calls`);
+          }
+          lastChange = Date.now();
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    } finally {
+      progress.stop();
+    }
+    const final = (await getRun(db, run.id))!;
+    if (final.status === 'paused' && final.statusReason) log(`run ${final.id} paused: ${final.statusReason}`);
+    return { run: final, interrupted, elapsedS: (Date.now() - started) / 1000 };
+  } finally {
+    await local?.stop();
+  }
+}
+
+async function removeFailedJobs(ctx: Context, queueNames: string[], runId: string): Promise<void> {
+  for (const name of queueNames) {
+    const q = ctx.queue(name);
+    let offset = 0;
+    for (;;) {
+      const jobs = await q.getFailed(offset, offset + 499);
+      let removed = 0;
+      for (const j of jobs) {
+        if (j.id?.startsWith(`${runId}.`)) {
+          await j.remove();
+          removed++;
+        }
+      }
+      offset += jobs.length - removed;
+      if (jobs.length < 500) break;
+    }
+  }
+}

@@ -1,0 +1,48 @@
+// `node apps/provider-worker/src/main.ts` — the provider-call worker process (the same command
+// its container runs). Configuration: environment (see README), e.g. FUGU_REDIS_URL,
+// FUGU_DATABASE_URL, FUGU_WORKER_PROVIDERS, FUGU_WORKER_CONCURRENCY, FUGU_WORKER_PORT.
+import { loadConfig } from '@fugu/config';
+import { connectDb, migrate } from '@fugu/db';
+import { assertRedis, installShutdown } from '@fugu/queue';
+import { createLogger, Registry, startOpsServer } from '@fugu/telemetry';
+import { collectDefaultMetrics } from 'prom-client';
+import { startProviderWorker } from './worker.ts';
+
+const log = createLogger({ name: 'provider-worker' });
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  await assertRedis(config.redisUrl);
+  const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-provider-worker' });
+  await migrate(db);
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const lockDurationMs = Number(process.env.FUGU_WORKER_LOCK_MS) || undefined;
+  const worker = await startProviderWorker({
+    config, db, log, registry,
+    ...(lockDurationMs && { lockDurationMs, stalledIntervalMs: lockDurationMs }),
+  });
+  const ops = await startOpsServer({
+    port: config.worker.port,
+    registry,
+    ready: () => worker.isRunning(),
+    details: () => ({ queues: worker.queues }),
+  });
+  log.info({ port: ops.port }, 'health and metrics on /healthz, /readyz, /metrics');
+  // a parent process (fugu eval) reads this line to learn the port
+  if (process.send) process.send({ type: 'ready', port: ops.port });
+  installShutdown(
+    [
+      { name: 'workers', close: (deadline) => worker.close(deadline) },
+      { name: 'ops server', close: () => ops.close() },
+      { name: 'postgres', close: () => db.destroy() },
+    ],
+    { timeoutMs: config.worker.drainTimeoutMs + 5_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
+  );
+}
+
+main().catch((e: unknown) => {
+  // one clear line for the errors a user can fix (config, unreachable services)
+  process.stderr.write(`provider-worker: ${(e as Error).message}\n`);
+  process.exit(1);
+});
