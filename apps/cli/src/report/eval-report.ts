@@ -1,0 +1,514 @@
+// The HTML report of one evaluation run (`fugu report <run>`): a single self-contained file with
+// inline CSS and inline SVG charts (no scripts, no external assets), readable on screen and on paper.
+// This module only renders; gathering EvalReportData from Postgres is the caller's job.
+
+import { formatUsd, parseUsd } from '@fugu/core';
+import { barChart, escapeXml, heatmap, paletteColor, scatterChart } from './svg.ts';
+
+export type EvalReportData = {
+  run: {
+    id: string;
+    dataset: string;
+    pool: string;
+    repetitions: number;
+    seed: number;
+    sampleSize: number | null;
+    status: string;
+    createdAt: string;
+    finishedAt: string | null;
+    durationS: number | null;
+    calls: { total: number; ok: number; failed: number };
+    callsPerS: number | null;
+    /** exact decimal string */
+    spendUsd: string;
+    spendCapUsd: string | null;
+  };
+  workers: Array<{
+    name: string;
+    provider: string;
+    model: string;
+    inputPerMTok: string;
+    outputPerMTok: string;
+    mean: number;
+    calls: number;
+    failed: number;
+    tokensIn: number;
+    tokensOut: number;
+    costUsd: string;
+    latencyP50Ms: number | null;
+    latencyP95Ms: number | null;
+    /** fraction of items where this worker is among the best */
+    oracleShare: number;
+  }>;
+  tasks: string[];
+  /** task -> worker -> mean reward */
+  perTask: Record<string, Record<string, number>>;
+  taskCounts: Record<string, number>;
+  reference: {
+    n: number;
+    bestSingle: { worker: string; mean: number };
+    bestPerTask: { mean: number; choice: Record<string, string> };
+    oracle: number;
+  };
+  bySplit: Record<string, { n: number; bestSingle: { worker: string; mean: number }; bestPerTask: { mean: number }; oracle: number }>;
+  labels?: { tau: number; meanEntropy: number; argmaxCounts: Record<string, number> };
+};
+
+export type EvalReportOptions = {
+  /** shown in the footer; omitted by default so the same data renders to the same bytes */
+  generatedAt?: string;
+};
+
+type Worker = EvalReportData['workers'][number];
+
+// ---------------------------------------------------------------------------------------------
+// Formatting (every value that reaches the page goes through one of these, then through esc)
+
+const esc = escapeXml;
+const DASH = '—';
+const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+
+const fmtReward = (v: unknown): string => (finite(v) ? v.toFixed(3) : DASH);
+function fmtPct(frac: unknown, digits = 1): string {
+  if (!finite(frac)) return DASH;
+  const pct = frac * 100;
+  const min = 10 ** -digits;
+  // a small but non-zero share should not read as 0
+  if (pct > 0 && pct < min) return `<${min.toFixed(digits)}%`;
+  return `${pct.toFixed(digits)}%`;
+}
+const fmtInt = (v: unknown): string => (finite(v) ? Math.round(v).toLocaleString('en-US') : DASH);
+
+function fmtMs(ms: unknown): string {
+  if (!finite(ms)) return DASH;
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+function fmtDuration(s: unknown): string {
+  if (!finite(s) || s < 0) return DASH;
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)} s`;
+  const total = Math.round(s);
+  const h = Math.floor(total / 3600);
+  const m = Math.floor((total % 3600) / 60);
+  const sec = total % 60;
+  const pad = (n: number) => String(n).padStart(2, '0');
+  return h > 0 ? `${h} h ${pad(m)} min ${pad(sec)} s` : `${m} min ${pad(sec)} s`;
+}
+
+/** ISO timestamp as "YYYY-MM-DD HH:MM:SS UTC"; anything unparseable is shown as given. */
+function fmtTime(iso: string | null): string {
+  if (!iso) return DASH;
+  const t = new Date(iso);
+  if (Number.isNaN(t.getTime())) return iso;
+  return `${t.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+function picoOrNull(usd: string | null | undefined): bigint | null {
+  if (usd === null || usd === undefined) return null;
+  try {
+    return parseUsd(usd);
+  } catch {
+    return null;
+  }
+}
+
+/** Exact USD for display: trailing zeros dropped, at least 2 decimals ("$0.0012345", "$12.50"). */
+function usdText(pico: bigint): string {
+  const s = formatUsd(pico);
+  const [whole, frac = ''] = s.split('.');
+  const trimmed = frac.replace(/0+$/, '').padEnd(2, '0');
+  return `$${whole}.${trimmed}`;
+}
+
+/** A money string from the data, exact; shown verbatim (escaped) when it is not a decimal. */
+function fmtUsd(usd: string | null | undefined): string {
+  const pico = picoOrNull(usd);
+  if (pico !== null) return usdText(pico);
+  return usd === null || usd === undefined ? DASH : String(usd);
+}
+
+/** Worker order for tables and charts: mean reward descending, then name. */
+function byMean(workers: readonly Worker[]): Worker[] {
+  return [...workers].sort((a, b) => (finite(b.mean) ? b.mean : -Infinity) - (finite(a.mean) ? a.mean : -Infinity) || a.name.localeCompare(b.name));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+function fact(label: string, value: string, title?: string): string {
+  return `<div class="fact"><dt>${esc(label)}</dt><dd${title ? ` title="${esc(title)}"` : ''}>${esc(value)}</dd></div>`;
+}
+
+function statusClass(status: string): string {
+  const s = status.toLowerCase();
+  if (['completed', 'complete', 'done', 'finished', 'succeeded', 'success'].includes(s)) return 'ok';
+  if (['failed', 'error', 'cancelled', 'canceled', 'aborted'].includes(s)) return 'bad';
+  if (['running', 'queued', 'pending', 'paused', 'active'].includes(s)) return 'warn';
+  return 'neutral';
+}
+
+function header(d: EvalReportData): string {
+  const r = d.run;
+  const spend = picoOrNull(r.spendUsd);
+  const cap = picoOrNull(r.spendCapUsd);
+  let spendText = fmtUsd(r.spendUsd);
+  if (r.spendCapUsd !== null) {
+    spendText += ` of ${fmtUsd(r.spendCapUsd)} cap`;
+    // exact share of the cap, in basis points, without going through floats
+    if (spend !== null && cap !== null && cap > 0n) spendText += ` (${(Number((spend * 10_000n) / cap) / 100).toFixed(1)}%)`;
+  }
+  const calls = r.calls;
+  const failedShare = calls.total > 0 ? ` (${fmtPct(calls.failed / calls.total)})` : '';
+  const facts = [
+    fact('Dataset', r.dataset),
+    fact('Worker pool', r.pool),
+    fact('Repetitions', fmtInt(r.repetitions)),
+    fact('Seed', String(r.seed)),
+    fact('Sample', r.sampleSize === null ? 'all items' : `${fmtInt(r.sampleSize)} items`),
+    fact('Created', fmtTime(r.createdAt), r.createdAt),
+    fact('Finished', r.finishedAt === null ? 'not finished' : fmtTime(r.finishedAt), r.finishedAt ?? undefined),
+    fact('Duration', fmtDuration(r.durationS)),
+    fact('Calls', `${fmtInt(calls.total)} total · ${fmtInt(calls.ok)} ok · ${fmtInt(calls.failed)} failed${failedShare}`),
+    fact('Throughput', finite(r.callsPerS) ? `${r.callsPerS.toFixed(r.callsPerS < 10 ? 2 : 1)} calls/s` : DASH),
+    fact('Spend', spendText, r.spendUsd),
+  ].join('');
+  return (
+    `<header>` +
+    `<p class="kicker">fugu · evaluation report</p>` +
+    `<h1>Run <code>${esc(r.id)}</code> <span class="status ${statusClass(r.status)}">${esc(r.status)}</span></h1>` +
+    `<dl class="facts">${facts}</dl>` +
+    `</header>`
+  );
+}
+
+function summary(d: EvalReportData): string {
+  const ref = d.reference;
+  const parts: string[] = [];
+  if (finite(ref.bestSingle.mean)) {
+    parts.push(`The best single model, <b>${esc(ref.bestSingle.worker)}</b>, reaches a mean reward of <b>${esc(fmtReward(ref.bestSingle.mean))}</b> on ${esc(fmtInt(ref.n))} items.`);
+  }
+  if (finite(ref.bestPerTask.mean) && finite(ref.bestSingle.mean)) {
+    const gain = ref.bestPerTask.mean - ref.bestSingle.mean;
+    parts.push(`Choosing the best model per task gives <b>${esc(fmtReward(ref.bestPerTask.mean))}</b> (${esc(signed(gain))}).`);
+  }
+  if (finite(ref.oracle) && finite(ref.bestSingle.mean)) {
+    const gain = ref.oracle - ref.bestSingle.mean;
+    parts.push(`A per-question oracle, which always picks a best worker, would reach <b>${esc(fmtReward(ref.oracle))}</b> (${esc(signed(gain))}): the headroom a router can aim for.`);
+  }
+  return parts.length > 0 ? `<p class="summary">${parts.join(' ')}</p>` : '';
+}
+
+/** Conventional split order (train, validation, test), then the rest alphabetically. */
+function orderSplits(names: string[]): string[] {
+  const rank = (n: string) => {
+    const i = ['train', 'training', 'dev', 'val', 'valid', 'validation', 'test', 'eval', 'holdout'].indexOf(n.toLowerCase());
+    return i < 0 ? 100 : i;
+  };
+  return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
+const signed = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(3)}`;
+
+function referenceSection(d: EvalReportData): string {
+  const splits = orderSplits(Object.keys(d.bySplit));
+  const cols: Array<{ name: string; n: number; bestSingle: { worker: string; mean: number }; bestPerTask: number; oracle: number }> = [
+    { name: 'All items', n: d.reference.n, bestSingle: d.reference.bestSingle, bestPerTask: d.reference.bestPerTask.mean, oracle: d.reference.oracle },
+    ...splits.map((s) => {
+      const v = d.bySplit[s]!;
+      return { name: `Split: ${s}`, n: v.n, bestSingle: v.bestSingle, bestPerTask: v.bestPerTask.mean, oracle: v.oracle };
+    }),
+  ];
+  const head = `<tr><th scope="col">Reference</th>${cols.map((c) => `<th scope="col" class="num">${esc(c.name)}</th>`).join('')}</tr>`;
+  const row = (label: string, note: string, cell: (c: (typeof cols)[number]) => string) =>
+    `<tr><th scope="row">${esc(label)}<span class="note">${esc(note)}</span></th>${cols.map((c) => `<td class="num">${cell(c)}</td>`).join('')}</tr>`;
+  const body = [
+    row('Items', 'questions scored', (c) => esc(fmtInt(c.n))),
+    row('Best single model', 'one worker for every item', (c) => `${esc(fmtReward(c.bestSingle.mean))}<span class="who">${esc(c.bestSingle.worker)}</span>`),
+    row('Best model per task', 'one worker per task', (c) => esc(fmtReward(c.bestPerTask))),
+    row('Per-question oracle', 'a best worker for every item', (c) => esc(fmtReward(c.oracle))),
+    row('Oracle headroom', 'oracle − best single', (c) => (finite(c.oracle) && finite(c.bestSingle.mean) ? esc(signed(c.oracle - c.bestSingle.mean)) : DASH)),
+  ].join('');
+  return (
+    `<section id="reference"><h2>Reference figures</h2>` +
+    summary(d) +
+    `<div class="scroll"><table class="ref"><thead>${head}</thead><tbody>${body}</tbody></table></div></section>`
+  );
+}
+
+/** Token counts in short form (2.38 M), the exact count in the tooltip. */
+function tokensCell(n: number): string {
+  if (!finite(n)) return `<td class="num">${DASH}</td>`;
+  const short = n >= 1e6 ? `${(n / 1e6).toFixed(2)} M` : n >= 1e5 ? `${Math.round(n / 1e3)} k` : n >= 1e4 ? `${(n / 1e3).toFixed(1)} k` : fmtInt(n);
+  return `<td class="num" title="${esc(fmtInt(n))} tokens">${esc(short)}</td>`;
+}
+
+function workerSection(d: EvalReportData): string {
+  const ws = byMean(d.workers);
+  if (ws.length === 0) return `<section id="workers"><h2>Workers</h2><p class="empty">No workers in this run.</p></section>`;
+  const bestMean = Math.max(...ws.map((w) => (finite(w.mean) ? w.mean : -Infinity)));
+  const col = (label: string, unit?: string) => `<th scope="col" class="num">${esc(label)}${unit ? `<span class="unit">${esc(unit)}</span>` : ''}</th>`;
+  const head =
+    `<tr><th scope="col">Worker<span class="unit">provider · model</span></th>` +
+    col('Price in / out', 'USD per M tokens') +
+    col('Mean', 'reward') +
+    col('Calls') +
+    col('Failed') +
+    col('Tokens', 'in') +
+    col('Tokens', 'out') +
+    col('Cost', 'USD') +
+    col('Latency', 'p50') +
+    col('Latency', 'p95') +
+    col('Oracle', 'share') +
+    `</tr>`;
+  const rows = ws
+    .map((w) => {
+      const best = finite(w.mean) && w.mean === bestMean;
+      const failed = w.calls > 0 && w.failed > 0 ? `${fmtInt(w.failed)} (${fmtPct(w.failed / w.calls)})` : fmtInt(w.failed);
+      return (
+        `<tr><th scope="row">${esc(w.name)}<span class="note">${esc(w.provider)} · ${esc(w.model)}</span></th>` +
+        `<td class="num">${esc(fmtUsd(w.inputPerMTok))} / ${esc(fmtUsd(w.outputPerMTok))}</td>` +
+        `<td class="num${best ? ' best' : ''}">${esc(fmtReward(w.mean))}</td>` +
+        `<td class="num">${esc(fmtInt(w.calls))}</td>` +
+        `<td class="num${w.failed > 0 ? ' warn' : ''}">${esc(failed)}</td>` +
+        tokensCell(w.tokensIn) +
+        tokensCell(w.tokensOut) +
+        `<td class="num" title="${esc(w.costUsd)}">${esc(fmtUsd(w.costUsd))}</td>` +
+        `<td class="num">${esc(fmtMs(w.latencyP50Ms))}</td>` +
+        `<td class="num">${esc(fmtMs(w.latencyP95Ms))}</td>` +
+        `<td class="num">${esc(fmtPct(w.oracleShare))}</td></tr>`
+      );
+    })
+    .join('');
+  // totals: costs summed exactly in picodollars
+  const sum = (f: (w: Worker) => number) => ws.reduce((a, w) => a + (finite(f(w)) ? f(w) : 0), 0);
+  let cost: bigint | null = 0n;
+  for (const w of ws) {
+    const p = picoOrNull(w.costUsd);
+    cost = cost === null || p === null ? null : cost + p;
+  }
+  const foot =
+    `<tr><th scope="row">Total</th><td></td><td></td><td class="num">${esc(fmtInt(sum((w) => w.calls)))}</td>` +
+    `<td class="num">${esc(fmtInt(sum((w) => w.failed)))}</td>${tokensCell(sum((w) => w.tokensIn))}` +
+    `${tokensCell(sum((w) => w.tokensOut))}<td class="num">${esc(cost === null ? DASH : usdText(cost))}</td>` +
+    `<td></td><td></td><td></td></tr>`;
+  return (
+    `<section id="workers"><h2>Workers</h2>` +
+    `<p class="hint">Sorted by mean reward; the best is highlighted. Oracle share: the fraction of items on which the worker is among the best.</p>` +
+    `<div class="scroll"><table class="workers"><thead>${head}</thead><tbody>${rows}</tbody><tfoot>${foot}</tfoot></table></div></section>`
+  );
+}
+
+function perTaskSection(d: EvalReportData): string {
+  const ws = byMean(d.workers);
+  if (d.tasks.length === 0 || ws.length === 0) return `<section id="tasks"><h2>Accuracy per task</h2><p class="empty">No per-task results.</p></section>`;
+  const head =
+    `<tr><th scope="col">Task</th><th scope="col" class="num">Items</th>` +
+    ws.map((w) => `<th scope="col" class="num wk">${esc(w.name)}</th>`).join('') +
+    `<th scope="col">Chosen per task</th></tr>`;
+  const rowOf = (label: string, count: string, values: Array<number | undefined>, chosen: string, cls = '') => {
+    const fin = values.filter(finite);
+    const best = fin.length > 0 ? Math.max(...fin) : NaN;
+    const cells = values.map((v) => `<td class="num${finite(v) && v === best ? ' best' : ''}">${esc(fmtReward(v))}</td>`).join('');
+    return `<tr${cls ? ` class="${cls}"` : ''}><th scope="row">${esc(label)}</th><td class="num">${esc(count)}</td>${cells}<td>${esc(chosen)}</td></tr>`;
+  };
+  const rows = d.tasks.map((t) => rowOf(t, fmtInt(d.taskCounts[t]), ws.map((w) => d.perTask[t]?.[w.name]), d.reference.bestPerTask.choice[t] ?? DASH)).join('');
+  const total = rowOf('All tasks', fmtInt(d.reference.n), ws.map((w) => w.mean), '', 'total');
+  return (
+    `<section id="tasks"><h2>Accuracy per task</h2>` +
+    `<p class="hint">Mean reward of each worker on each task; the best worker of each row is highlighted. “Chosen per task” is the reference figures' best-model-per-task choice.</p>` +
+    `<div class="scroll"><table class="pertask"><thead>${head}</thead><tbody>${rows}</tbody><tfoot>${total}</tfoot></table></div></section>`
+  );
+}
+
+function figure(svg: string, caption: string): string {
+  return `<figure>${svg}<figcaption>${caption}</figcaption></figure>`;
+}
+
+/** Chart width in px; the SVGs scale down to the page (and to paper) with max-width: 100%. */
+const CHART_W = 840;
+
+function plotsSection(d: EvalReportData): string {
+  const ws = byMean(d.workers);
+  const names = ws.map((w) => w.name);
+  const ref = d.reference;
+  const figs: string[] = [];
+
+  figs.push(
+    figure(
+      barChart({
+        title: 'Mean reward per worker',
+        width: CHART_W,
+        labels: names,
+        values: ws.map((w) => w.mean),
+        valueLabel: 'mean reward',
+        domain: ws.every((w) => !finite(w.mean) || (w.mean >= 0 && w.mean <= 1)) ? [0, 1] : undefined,
+        format: (v) => v.toFixed(3),
+        colors: ws.map((_, i) => paletteColor(i)),
+        tooltips: ws.map((w) => `${w.provider} · ${w.model}; ${fmtInt(w.calls)} calls`),
+        refLines: [
+          { value: ref.bestPerTask.mean, label: 'best per task', color: '#7A4FA0' },
+          { value: ref.oracle, label: 'oracle', color: '#B00020' },
+        ],
+      }),
+      'Mean reward over all items and repetitions. Dashed lines: best model per task and the per-question oracle.',
+    ),
+  );
+
+  figs.push(
+    figure(
+      heatmap({
+        title: 'Mean reward per worker and task',
+        width: CHART_W,
+        rows: names,
+        cols: d.tasks,
+        values: ws.map((w) => d.tasks.map((t) => d.perTask[t]?.[w.name])),
+        xLabel: 'task',
+        valueLabel: 'mean reward',
+        format: (v) => v.toFixed(2),
+        mark: 'col-max',
+      }),
+      'Each cell is a worker’s mean reward on one task; the best worker of each task is outlined. Grey cells have no data.',
+    ),
+  );
+
+  figs.push(
+    figure(
+      scatterChart({
+        title: 'Cost vs accuracy',
+        width: CHART_W,
+        points: ws.map((w, i) => ({
+          x: Number(w.costUsd),
+          y: w.mean,
+          label: w.name,
+          color: paletteColor(i),
+          tooltip: `cost ${fmtUsd(w.costUsd)}, mean ${fmtReward(w.mean)}`,
+        })),
+        xLabel: 'cost in this run (USD)',
+        yLabel: 'mean reward',
+        xScale: 'auto',
+        formatX: (v) => `$${Number(v.toPrecision(3))}`,
+        formatY: (v) => v.toFixed(3),
+      }),
+      'Total cost of each worker over this run against its mean reward. Workers on the dashed Pareto frontier are not beaten on both cost and reward by any other.',
+    ),
+  );
+
+  figs.push(
+    figure(
+      barChart({
+        title: 'Share of oracle wins per worker',
+        width: CHART_W,
+        labels: names,
+        values: ws.map((w) => w.oracleShare),
+        valueLabel: 'fraction of items where the worker is among the best',
+        domain: [0, 1],
+        format: (v) => fmtPct(v),
+        colors: ws.map((_, i) => paletteColor(i)),
+      }),
+      'Fraction of items on which each worker is among the best (ties count for every tied worker, so shares can sum to more than 100%).',
+    ),
+  );
+
+  if (d.labels) {
+    const l = d.labels;
+    // workers of the pool first (in table order), then any other names the labels mention
+    const keys = [...names.filter((n) => n in l.argmaxCounts), ...Object.keys(l.argmaxCounts).filter((k) => !names.includes(k)).sort()];
+    const totalCount = keys.reduce((a, k) => a + (finite(l.argmaxCounts[k]) ? l.argmaxCounts[k]! : 0), 0);
+    figs.push(
+      figure(
+        barChart({
+          title: 'Soft labels: argmax distribution',
+          width: CHART_W,
+          labels: keys,
+          values: keys.map((k) => l.argmaxCounts[k] ?? NaN),
+          valueLabel: 'items whose soft label peaks at the worker',
+          format: (v) => (totalCount > 0 ? `${fmtInt(v)} (${fmtPct(v / totalCount)})` : fmtInt(v)),
+          colors: keys.map((k) => paletteColor(Math.max(0, names.indexOf(k)))),
+        }),
+        `Soft labels p(j) = softmax(r̄ / τ) with τ = ${esc(String(l.tau))}; mean entropy ${esc(finite(l.meanEntropy) ? l.meanEntropy.toFixed(3) : DASH)} nats. Bars count the items whose label puts the most mass on each worker.`,
+      ),
+    );
+  }
+  return `<section id="plots"><h2>Plots</h2>${figs.join('')}</section>`;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const CSS = `
+:root { color-scheme: light; --fg: #1b1b1b; --muted: #5f6368; --line: #dcdcdc; --zebra: #f7f7f8; --accent: #0072B2; --best: #e5f3ea; }
+* { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
+body { margin: 0; background: #fff; color: var(--fg); font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1120px; margin: 0 auto; padding: 28px 32px 48px; }
+h1 { font-size: 26px; line-height: 1.25; margin: 4px 0 16px; font-weight: 650; }
+h1 code { font: 600 0.9em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: break-word; }
+h2 { font-size: 19px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 2px solid var(--fg); }
+.kicker { margin: 0; text-transform: uppercase; letter-spacing: .08em; font-size: 12px; color: var(--muted); }
+.status { display: inline-block; vertical-align: middle; font-size: 13px; font-weight: 600; padding: 2px 10px; border-radius: 999px; border: 1px solid; }
+.status.ok { color: #0b6b2f; background: #e5f3ea; border-color: #9fd1b0; }
+.status.bad { color: #9b1020; background: #fbe9eb; border-color: #eaa6ae; }
+.status.warn { color: #7a4d00; background: #fff3d6; border-color: #e9c76b; }
+.status.neutral { color: #333; background: #f1f1f1; border-color: #ccc; }
+dl.facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 10px 24px; margin: 0; padding: 14px 16px; background: var(--zebra); border: 1px solid var(--line); border-radius: 6px; }
+.fact dt { font-size: 12px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); }
+.fact dd { margin: 0; font-variant-numeric: tabular-nums; overflow-wrap: break-word; }
+nav.toc { margin: 14px 0 0; font-size: 14px; }
+nav.toc a { color: var(--accent); margin-right: 16px; text-decoration: none; }
+.summary { font-size: 15.5px; max-width: 80ch; }
+.hint { color: var(--muted); font-size: 13.5px; margin: 4px 0 10px; max-width: 90ch; }
+.empty { color: var(--muted); font-style: italic; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; }
+th, td { padding: 6px 9px; border-bottom: 1px solid var(--line); vertical-align: top; text-align: left; }
+thead th { border-bottom: 2px solid var(--fg); font-weight: 600; white-space: nowrap; vertical-align: bottom; }
+tbody tr:nth-child(even) { background: var(--zebra); }
+tbody th, tfoot th { font-weight: 600; overflow-wrap: break-word; }
+tfoot th, tfoot td { border-top: 2px solid var(--fg); border-bottom: none; font-weight: 600; }
+.num { text-align: right; white-space: nowrap; }
+th.wk { white-space: normal; max-width: 12em; overflow-wrap: break-word; }
+td.best { background: var(--best); font-weight: 700; color: #0b5a2a; }
+td.warn { color: #9b1020; }
+.note, .unit, .who { display: block; font-size: 12px; font-weight: 400; color: var(--muted); white-space: normal; overflow-wrap: break-word; }
+.note { overflow-wrap: anywhere; }
+.who { text-align: right; }
+table.ref th[scope=row] { min-width: 15em; }
+table.workers tbody th { min-width: 12em; }
+table.pertask tbody th { min-width: 8em; }
+figure { margin: 22px 0 30px; break-inside: avoid; page-break-inside: avoid; }
+figure svg { display: block; max-width: 100%; height: auto; }
+figcaption { color: var(--muted); font-size: 13.5px; margin-top: 6px; max-width: 90ch; }
+footer { margin-top: 40px; color: var(--muted); font-size: 12px; border-top: 1px solid var(--line); padding-top: 8px; }
+@media print {
+  @page { size: A4; margin: 14mm 12mm; }
+  body { font-size: 10.5pt; }
+  main { max-width: none; padding: 0; }
+  nav.toc { display: none; }
+  h2 { break-after: avoid; page-break-after: avoid; }
+  .scroll { overflow: visible; }
+  table { font-size: 9pt; }
+  thead { display: table-header-group; }
+  tr { break-inside: avoid; page-break-inside: avoid; }
+  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
+}
+`;
+
+/** Render the whole report as one HTML document (UTF-8, no scripts, no external resources). */
+export function renderEvalReport(data: EvalReportData, options: EvalReportOptions = {}): string {
+  const toc =
+    `<nav class="toc" aria-label="Sections"><a href="#reference">Reference figures</a><a href="#workers">Workers</a>` +
+    `<a href="#tasks">Accuracy per task</a><a href="#plots">Plots</a></nav>`;
+  const footer = `<footer>Generated by fugu${options.generatedAt ? ` on ${esc(fmtTime(options.generatedAt))}` : ''} · run ${esc(data.run.id)}</footer>`;
+  return (
+    `<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n` +
+    `<meta name="viewport" content="width=device-width, initial-scale=1">\n` +
+    `<title>fugu evaluation report: ${esc(data.run.id)}</title>\n` +
+    `<style>${CSS}</style>\n</head>\n<body>\n<main>\n` +
+    header(data).replace('</header>', `${toc}</header>`) +
+    referenceSection(data) +
+    workerSection(data) +
+    perTaskSection(data) +
+    plotsSection(data) +
+    footer +
+    `\n</main>\n</body>\n</html>\n`
+  );
+}

@@ -1,0 +1,265 @@
+import { describe, expect, it } from 'vitest';
+import {
+  barChart,
+  escapeXml,
+  groupedBarChart,
+  heatmap,
+  histogram,
+  histogramBins,
+  lineChart,
+  logTicks,
+  niceTicks,
+  paretoFrontier,
+  scatterChart,
+  sequentialColor,
+  textColorOn,
+} from './svg.ts';
+
+const EVIL = '<script>&"x"';
+
+// Attributes that carry coordinates or lengths: all must hold finite numbers only.
+const GEOMETRY = /\b(x|y|x1|x2|y1|y2|cx|cy|r|width|height|d|points|transform|viewBox)="([^"]*)"/g;
+
+/** Every coordinate is a finite number; tags are balanced; nothing unescaped leaks. */
+function assertSaneSvg(svg: string): void {
+  expect(svg.startsWith('<svg ')).toBe(true);
+  expect(svg.endsWith('</svg>')).toBe(true);
+  expect(svg).not.toMatch(/NaN|Infinity|undefined/);
+  for (const m of svg.matchAll(GEOMETRY)) {
+    const nums = m[2]!.replace(/rotate|[MLHVZ(),]/gi, ' ').trim().split(/\s+/).filter(Boolean);
+    expect(nums.length, `${m[1]}="${m[2]}"`).toBeGreaterThan(0);
+    for (const n of nums) expect(Number.isFinite(Number(n)), `${m[1]}="${m[2]}"`).toBe(true);
+  }
+  // tag balance: every open tag is closed in order (self-closing tags excluded)
+  const stack: string[] = [];
+  for (const m of svg.matchAll(/<(\/?)([a-zA-Z]+)[^>]*?(\/?)>/g)) {
+    const [, close, name, self] = m;
+    if (self) continue;
+    if (close) expect(stack.pop()).toBe(name);
+    else stack.push(name!);
+  }
+  expect(stack).toEqual([]);
+  expect(svg).not.toContain('<script');
+}
+
+describe('escapeXml', () => {
+  it('escapes markup characters and drops control characters', () => {
+    expect(escapeXml(EVIL)).toBe('&lt;script&gt;&amp;&quot;x&quot;');
+    expect(escapeXml("it's\u0001")).toBe('it&#39;s\uFFFD');
+  });
+});
+
+describe('niceTicks / logTicks', () => {
+  it('covers the data with 1-2-5 steps', () => {
+    const t = niceTicks(0.13, 0.87, 5);
+    expect(t.lo).toBeLessThanOrEqual(0.13);
+    expect(t.hi).toBeGreaterThanOrEqual(0.87);
+    expect(t.ticks).toEqual([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]);
+  });
+  it('pads a degenerate domain', () => {
+    expect(niceTicks(0, 0).ticks.length).toBeGreaterThan(1);
+    const t = niceTicks(5, 5);
+    expect(t.lo).toBeLessThan(5);
+    expect(t.hi).toBeGreaterThan(5);
+    expect(niceTicks(Number.NaN, Number.NaN).ticks.every(Number.isFinite)).toBe(true);
+  });
+  it('swaps a reversed domain', () => {
+    expect(niceTicks(10, 0).ticks[0]).toBe(0);
+  });
+  it('gives decades for a log axis', () => {
+    expect(logTicks(0.003, 40).ticks).toEqual([0.001, 0.01, 0.1, 1, 10, 100]);
+    expect(logTicks(2, 30).ticks).toEqual([1, 2, 5, 10, 20, 50, 100]);
+    expect(logTicks(10, 10).ticks.length).toBeGreaterThan(1);
+  });
+});
+
+describe('colours', () => {
+  it('interpolates viridis and picks readable text', () => {
+    expect(sequentialColor(0)).toBe('#440154');
+    expect(sequentialColor(1)).toBe('#fde725');
+    expect(sequentialColor(Number.NaN)).toBe('#440154');
+    expect(textColorOn('#440154')).toBe('#fff');
+    expect(textColorOn('#fde725')).toBe('#111');
+  });
+});
+
+describe('barChart', () => {
+  it('draws one bar per finite value with escaped labels and tooltips', () => {
+    const svg = barChart({ title: `Mean ${EVIL}`, labels: ['a', EVIL, 'c', 'dropped'], values: [0.5, 0.9, 0, Number.NaN], valueLabel: 'mean' });
+    assertSaneSvg(svg);
+    expect(svg).not.toContain(EVIL);
+    expect(svg).toContain('&lt;script&gt;&amp;&quot;x&quot;: 0.9');
+    expect(svg).not.toContain('dropped');
+    expect(svg.match(/<rect [^>]*height="16"/g)).toHaveLength(3);
+  });
+  it('handles empty, single, all-equal, negative and reference lines', () => {
+    const empty = barChart({ title: 'Empty', labels: [], values: [] });
+    assertSaneSvg(empty);
+    expect(empty).toContain('No data');
+    assertSaneSvg(barChart({ title: 'All missing', labels: ['a'], values: [Number.NaN] }));
+    assertSaneSvg(barChart({ title: 'One', labels: ['a'], values: [3] }));
+    assertSaneSvg(barChart({ title: 'Zeros', labels: ['a', 'b'], values: [0, 0] }));
+    assertSaneSvg(barChart({ title: 'Equal', labels: ['a', 'b'], values: [0.4, 0.4], domain: [0, 1] }));
+    const neg = barChart({ title: 'Neg', labels: ['a', 'b'], values: [-2, 3], refLines: [{ value: 1, label: 'ref' }, { value: Number.NaN, label: 'gone' }] });
+    assertSaneSvg(neg);
+    expect(neg).toContain('ref 1');
+    expect(neg).not.toContain('gone');
+  });
+});
+
+describe('groupedBarChart', () => {
+  it('draws categories x series with a legend and skips NaN bars', () => {
+    const svg = groupedBarChart({
+      title: 'Grouped',
+      categories: ['t1', 't2', EVIL],
+      series: [
+        { name: 'w1', values: [0.1, 0.2, 0.3] },
+        { name: 'w2', values: [0.4, Number.NaN, 0.6] },
+      ],
+      yLabel: 'reward',
+    });
+    assertSaneSvg(svg);
+    expect(svg.match(/<rect [^>]*><title>/g)).toHaveLength(5);
+    expect(svg).toContain('<title>w2</title>');
+  });
+  it('handles empty and degenerate input', () => {
+    expect(groupedBarChart({ title: 'E', categories: [], series: [] })).toContain('No data');
+    expect(groupedBarChart({ title: 'E', categories: ['a'], series: [{ name: 's', values: [Number.NaN] }] })).toContain('No data');
+    assertSaneSvg(groupedBarChart({ title: 'One', categories: ['a'], series: [{ name: 's', values: [1] }] }));
+    assertSaneSvg(groupedBarChart({ title: 'Long', categories: ['a very long category name indeed', 'another very long one'], series: [{ name: 's', values: [1, 1] }] }));
+  });
+});
+
+describe('heatmap', () => {
+  it('colours cells, marks the best per column and shows missing cells', () => {
+    const svg = heatmap({
+      title: 'H',
+      rows: ['r1', EVIL],
+      cols: ['c1', 'c2', 'c3'],
+      values: [
+        [0.1, 0.9, null],
+        [0.5, 0.2, Number.NaN],
+      ],
+      mark: 'col-max',
+      valueLabel: 'reward',
+    });
+    assertSaneSvg(svg);
+    expect(count(svg, 'no data</title>')).toBe(2);
+    expect(count(svg, 'stroke="#D55E00"')).toBe(2); // c1 -> row 2, c2 -> row 1; c3 has no data
+    expect(svg).toContain('&lt;script&gt;&amp;&quot;x&quot; / c1: 0.5');
+  });
+  it('handles empty, one cell and all-equal values', () => {
+    expect(heatmap({ title: 'E', rows: [], cols: [], values: [] })).toContain('No data');
+    expect(heatmap({ title: 'E', rows: ['a'], cols: ['b'], values: [[null]] })).toContain('No data');
+    assertSaneSvg(heatmap({ title: 'One', rows: ['a'], cols: ['b'], values: [[0.3]] }));
+    assertSaneSvg(heatmap({ title: 'Equal', rows: ['a', 'b'], cols: ['x', 'y'], values: [[1, 1], [1, 1]], mark: 'row-max' }));
+    // ragged rows: missing entries are "no data", not a crash
+    assertSaneSvg(heatmap({ title: 'Ragged', rows: ['a', 'b'], cols: ['x', 'y'], values: [[1]] }));
+  });
+});
+
+describe('paretoFrontier', () => {
+  it('keeps the non-dominated points, cheapest first', () => {
+    const pts = [
+      { x: 1, y: 0.5, n: 'a' },
+      { x: 2, y: 0.4, n: 'dominated' },
+      { x: 3, y: 0.8, n: 'b' },
+      { x: 3, y: 0.7, n: 'same cost, worse' },
+      { x: 10, y: 0.9, n: 'c' },
+      { x: 12, y: 0.9, n: 'tie, dearer' },
+      { x: Number.NaN, y: 1, n: 'nan' },
+    ];
+    expect(paretoFrontier(pts).map((p) => p.n)).toEqual(['a', 'b', 'c']);
+    expect(paretoFrontier(pts, { x: 'max', y: 'max' }).map((p) => p.n)).toEqual(['tie, dearer']);
+    expect(paretoFrontier([])).toEqual([]);
+  });
+});
+
+describe('scatterChart', () => {
+  it('draws labelled points and the frontier', () => {
+    const svg = scatterChart({
+      title: 'Cost vs accuracy',
+      points: [
+        { x: 0.01, y: 0.5, label: 'cheap' },
+        { x: 1, y: 0.8, label: EVIL },
+        { x: 2, y: 0.6, label: 'dominated' },
+        { x: Number.NaN, y: 0.9, label: 'nan' },
+      ],
+      xLabel: 'cost',
+      yLabel: 'reward',
+      xScale: 'auto',
+    });
+    assertSaneSvg(svg);
+    expect(count(svg, '<circle')).toBe(3);
+    expect(svg).toContain('Pareto frontier');
+    expect(svg).not.toContain('>nan<');
+    expect(count(svg, '<path ')).toBe(1);
+  });
+  it('handles empty, one point, equal points and x <= 0 on a log axis', () => {
+    expect(scatterChart({ title: 'E', points: [] })).toContain('No data');
+    const one = scatterChart({ title: 'One', points: [{ x: 0, y: 0, label: 'only' }] });
+    assertSaneSvg(one);
+    expect(count(one, '<path ')).toBe(0);
+    assertSaneSvg(scatterChart({ title: 'Same', points: [{ x: 1, y: 1, label: 'a' }, { x: 1, y: 1, label: 'b' }] }));
+    const log = scatterChart({ title: 'Log', points: [{ x: 0, y: 1 }, { x: 0.1, y: 0.5 }, { x: 100, y: 0.9 }], xScale: 'log' });
+    assertSaneSvg(log);
+    expect(count(log, '<circle')).toBe(2);
+    expect(scatterChart({ title: 'Log', points: [{ x: 0, y: 1 }], xScale: 'log' })).toContain('No data');
+  });
+});
+
+describe('lineChart', () => {
+  it('draws several series, breaks lines at NaN and supports a right axis', () => {
+    const svg = lineChart({
+      title: 'Fitness',
+      series: [
+        { name: 'mean', points: [{ x: 0, y: 0.1 }, { x: 1, y: 0.2 }, { x: 2, y: Number.NaN }, { x: 3, y: 0.4 }, { x: 4, y: 0.5 }] },
+        { name: 'best', points: [{ x: 0, y: 0.3 }, { x: 4, y: 0.7 }], dashed: true },
+        { name: 'sigma', points: [{ x: 0, y: 0.5 }, { x: 4, y: 0.05 }], axis: 'right' },
+      ],
+      xLabel: 'generation',
+      yLabel: 'fitness',
+      y2Label: 'sigma',
+    });
+    assertSaneSvg(svg);
+    expect(count(svg, '<path ')).toBe(4); // mean in two pieces, best, sigma
+    expect(svg).toContain('sigma (right axis)');
+    expect(svg).toContain('stroke-dasharray');
+  });
+  it('handles empty, one point, all-equal and all-NaN series', () => {
+    expect(lineChart({ title: 'E', series: [] })).toContain('No data');
+    expect(lineChart({ title: 'E', series: [{ name: 's', points: [{ x: Number.NaN, y: 1 }] }] })).toContain('No data');
+    const one = lineChart({ title: 'One', series: [{ name: 's', points: [{ x: 5, y: 2 }] }] });
+    assertSaneSvg(one);
+    expect(count(one, '<circle')).toBe(1);
+    assertSaneSvg(lineChart({ title: 'Flat', series: [{ name: 's', points: [{ x: 1, y: 2 }, { x: 2, y: 2 }, { x: 3, y: 2 }] }] }));
+    assertSaneSvg(lineChart({ title: 'Right only', series: [{ name: 's', points: [{ x: 1, y: 2 }, { x: 2, y: 3 }], axis: 'right' }] }));
+  });
+});
+
+describe('histogram', () => {
+  it('bins values, last edge inclusive, NaN dropped', () => {
+    const bins = histogramBins([0, 0.1, 0.5, 0.99, 1, Number.NaN, Infinity], [0, 0.5, 1]);
+    expect(bins).toEqual([
+      { x0: 0, x1: 0.5, count: 2 },
+      { x0: 0.5, x1: 1, count: 3 },
+    ]);
+    const auto = histogramBins(Array.from({ length: 100 }, (_, i) => i / 10));
+    expect(auto.reduce((a, b) => a + b.count, 0)).toBe(100);
+    expect(histogramBins([3, 3, 3])).toEqual([{ x0: 2.5, x1: 3.5, count: 3 }]);
+    expect(histogramBins([])).toEqual([]);
+  });
+  it('draws bars and handles edge cases', () => {
+    const svg = histogram({ title: 'Latency', values: [1, 2, 2, 3, 3, 3, Number.NaN], bins: 3, xLabel: 'ms' });
+    assertSaneSvg(svg);
+    expect(svg).toContain('>count<');
+    expect(histogram({ title: 'E', values: [] })).toContain('No data');
+    expect(histogram({ title: 'E', values: [Number.NaN] })).toContain('No data');
+    assertSaneSvg(histogram({ title: 'One', values: [42] }));
+    assertSaneSvg(histogram({ title: 'Equal', values: [7, 7, 7, 7] }));
+  });
+});
+
+function count(s: string, sub: string): number {
+  return s.split(sub).length - 1;
+}
