@@ -11,6 +11,5 @@ export default defineConfig({
     fileParallelism: true,
     maxWorkers: 2,
     reporters: ['default', './test/support/summary-reporter.ts'],
-    globalSetup: ['./test/support/global-setup.ts'],
   },
 });

@@ -100,7 +100,7 @@ function evalOptions(flags: Flags, signal: AbortSignal): EvalOptions {
     localWorkers: lw === undefined || lw === 'auto' ? 'auto' : int(lw, '--local-workers', 0),
     keyCheck: !flags['no-key-check'],
     wait: !flags['no-wait'],
-    stallSeconds: int(flags['stall-seconds'], '--stall-seconds', 60),
+    stallSeconds: int(flags['stall-seconds'], '--stall-seconds', 15),
     signal,
   };
 }

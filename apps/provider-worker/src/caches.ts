@@ -43,7 +43,10 @@ export class ItemLoader {
       for (const it of items) this.#cache.set(it.dbId, it);
       for (const [id, list] of waiting) {
         const it = this.#cache.get(id);
-        for (const w of list) (it ? w.resolve(it) : w.reject(new Error(`item ${id} does not exist`)));
+        for (const w of list) {
+          if (it) w.resolve(it);
+          else w.reject(new Error(`item ${id} does not exist`));
+        }
       }
     } catch (e) {
       for (const list of waiting.values()) for (const w of list) w.reject(e);

@@ -13,6 +13,9 @@ import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorker
 import { startLocalWorkers, type LocalWorkers } from './local-workers.ts';
 import { planCalls } from './plan.ts';
 
+/** how long a provider worker may act on a stale run status (its cache TTL) */
+const RUN_STATUS_TTL_MS = 1_000;
+
 export type EvalOptions = {
   dataset?: string;
   pool?: string;
@@ -129,6 +132,12 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
     // failed jobs keep their ids in Redis (so re-adding them would be ignored): drop this run's
     if (opts.resume) await removeFailedJobs(ctx, queueNames, run.id);
     const enqueued = await enqueue(Boolean(opts.resume));
+    if (opts.resume) {
+      // a worker that still saw the run as paused may have skipped a job whose id made our add
+      // a no-op; once every worker sees `running` (status cache TTL), put such calls back
+      await new Promise((r) => setTimeout(r, RUN_STATUS_TTL_MS * 2));
+      await enqueue(true);
+    }
     await setEnqueued(db, run.id, enqueued + (opts.resume ? run.doneCalls + run.failedCalls : 0));
     if (!opts.wait) return { run: (await getRun(db, run.id))!, interrupted: false, elapsedS: (Date.now() - started) / 1000 };
 
@@ -154,14 +163,13 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
         if (done !== lastDone) {
           lastDone = done;
           lastChange = Date.now();
-        } else if (Date.now() - lastChange > (opts.stallSeconds ?? 60) * 1000) {
+        } else if (Date.now() - lastChange > (opts.stallSeconds ?? 15) * 1000) {
           // no progress: if nothing of the run is queued any more (a lost write, a flushed
           // Redis), put the missing calls back; the unique key keeps re-runs harmless
-          const pending = await Promise.all(queueNames.map((q) => ctx.queue(q).getJobCounts('waiting', 'active', 'delayed', 'prioritized')));
-          const queued = pending.reduce((s, c) => s + Object.values(c).reduce((a, b) => a + b, 0), 0);
+          const queued = await queuedJobs(ctx, queueNames).catch(() => undefined); // Redis away: ask again later
           if (queued === 0) {
             const again = await enqueue(true);
-            log(`no progress for ${opts.stallSeconds ?? 60}s and nothing queued: re-enqueued ${again} missing calls`);
+            log(`no progress for ${opts.stallSeconds ?? 15}s and nothing queued: re-enqueued ${again} missing calls`);
           }
           lastChange = Date.now();
         }
@@ -176,6 +184,11 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
   } finally {
     await local?.stop();
   }
+}
+
+async function queuedJobs(ctx: Context, queueNames: string[]): Promise<number> {
+  const counts = await Promise.all(queueNames.map((q) => ctx.queue(q).getJobCounts('waiting', 'active', 'delayed', 'prioritized')));
+  return counts.reduce((s, c) => s + Object.values(c).reduce((a, b) => a + b, 0), 0);
 }
 
 async function removeFailedJobs(ctx: Context, queueNames: string[], runId: string): Promise<void> {

@@ -105,10 +105,12 @@ export function formatSummary(s: RunSummary): string {
   if (!summary) return `run ${s.run.id}: no item has a reward from every worker yet\n`;
   const names = s.workers.map((w) => w.name);
   const tasks = report.tasks;
-  const short = (n: string) => (n.length > 14 ? `${n.slice(0, 13)}~` : n);
-  const col = 15;
-  out.push(`mean reward per worker and task (${summary.n} items${summary.n < s.run.itemCount ? ` of ${s.run.itemCount}` : ''}, ${s.run.repetitions} repetition(s)):`);
-  out.push(['task'.padEnd(22), 'n'.padStart(5), ...names.map((n) => short(n).padStart(col))].join(''));
+  // columns are numbered (names are long and share prefixes); the legend names them
+  const col = 9;
+  const head = names.map((_, j) => `w${j + 1}`);
+  out.push(`workers: ${names.map((n, j) => `w${j + 1} ${n}`).join(', ')}`);
+  out.push(`mean reward per worker and task (${summary.n} items${summary.n < s.run.itemCount ? ` of ${s.run.itemCount}` : ''}, ${s.run.repetitions} repetition(s); * best of the row):`);
+  out.push(['task'.padEnd(22), 'n'.padStart(5), ...head.map((h) => h.padStart(col))].join(''));
   for (const t of tasks) {
     const best = Math.max(...names.map((n) => summary.perTask[t]![n]!));
     out.push([t.padEnd(22).slice(0, 22), String(report.taskCounts[t] ?? 0).padStart(5), ...names.map((n) => {

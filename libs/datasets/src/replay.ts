@@ -1,0 +1,55 @@
+// Recorded outcomes of one worker, looked up by item id or by prompt text: what the replay
+// provider answers with. The interface matches libs/providers' ReplayStore structurally
+// (datasets depends only on core, so it is declared here too).
+
+import { InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
+import type { Dataset } from './format.ts';
+import { normalizePrompt } from './normalize.ts';
+
+export type ReplayHit = { itemId: string; outcome: RecordedOutcome };
+
+export type ReplayStore = {
+  /** by item id when given and known, else by exact prompt text, else by normalised prompt */
+  lookup(prompt: string, itemId?: string): ReplayHit | undefined;
+};
+
+/**
+ * A ReplayStore over the recorded outcomes of `worker`. When several items share a prompt
+ * (LLMRouter has questions in both train and test), a prompt lookup returns the first in
+ * order; pass the item id to get a specific one. Throws an InputError if no item has a
+ * recorded outcome for the worker.
+ */
+export function replayStoreFor(source: Dataset | readonly DatasetItem[], worker: string): ReplayStore {
+  const items: readonly DatasetItem[] = Array.isArray(source) ? source : (source as Dataset).items;
+  const byId = new Map<string, ReplayHit>();
+  const byPrompt = new Map<string, ReplayHit>();
+  const byNormalized = new Map<string, ReplayHit>();
+  const others = new Set<string>();
+  for (const item of items) {
+    const outcome = item.recorded?.[worker];
+    if (!outcome) {
+      for (const w of Object.keys(item.recorded ?? {})) others.add(w);
+      continue;
+    }
+    const hit = { itemId: item.id, outcome };
+    byId.set(item.id, hit);
+    if (!byPrompt.has(item.prompt)) byPrompt.set(item.prompt, hit);
+    const norm = normalizePrompt(item.prompt);
+    if (!byNormalized.has(norm)) byNormalized.set(norm, hit);
+  }
+  if (byId.size === 0) {
+    const known = [...others];
+    throw new InputError(`no recorded outcomes for worker "${worker}"${known.length ? ` (recorded workers: ${known.join(', ')})` : ''}`, {
+      field: 'worker',
+    });
+  }
+  return {
+    lookup(prompt: string, itemId?: string): ReplayHit | undefined {
+      if (itemId !== undefined) {
+        const hit = byId.get(itemId);
+        if (hit) return hit;
+      }
+      return byPrompt.get(prompt) ?? byNormalized.get(normalizePrompt(prompt));
+    },
+  };
+}

@@ -1,0 +1,127 @@
+// An isolated evaluation environment for integration and fault tests: a fresh Postgres
+// database, a queue prefix of its own on the given Redis, a configuration pointing at both,
+// a small seeded dataset with recorded scores, and provider-worker processes started with the
+// same command as their container.
+import { fork, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { rng, type DatasetItem, type WorkerPool } from '@fugu/core';
+import { loadConfig, type FuguConfig } from '@fugu/config';
+import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
+import { openContext, type Context } from '../../apps/cli/src/context.ts';
+import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
+
+export const testRedisUrl = (): string => process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export type EvalEnv = {
+  config: FuguConfig;
+  database: TestDatabase;
+  ctx: Context;
+  dir: string;
+  cleanup(): Promise<void>;
+};
+
+export async function createEvalEnv(opts: { redisUrl?: string; overrides?: Record<string, unknown>; env?: Record<string, string> } = {}): Promise<EvalEnv> {
+  const database = await createTestDatabase();
+  const dir = await mkdtemp(path.join(tmpdir(), 'fugu-eval-'));
+  const prefix = `fugut${randomBytes(4).toString('hex')}`;
+  const config = loadConfig(
+    { ...opts.env, FUGU_REDIS_URL: opts.redisUrl ?? testRedisUrl(), FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: prefix, FUGU_HOME: dir, FUGU_LOG_LEVEL: 'warn' },
+    opts.overrides,
+  );
+  const ctx = await openContext({ redis: true, config });
+  return {
+    config,
+    database,
+    ctx,
+    dir,
+    async cleanup() {
+      const keys = ctx.redis ? await ctx.redis.keys(`${prefix}:*`).catch(() => []) : [];
+      for (let i = 0; i < keys.length; i += 500) await ctx.redis!.del(...keys.slice(i, i + 500)).catch(() => {});
+      await ctx.close().catch(() => {});
+      await database.drop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export const REPLAY_WORKERS = ['alpha', 'beta', 'gamma'] as const;
+
+/** n items over 3 tasks with seeded 0/1 (and some fractional) recorded scores for alpha, beta, gamma. */
+export function syntheticItems(n: number, seed = 7): DatasetItem[] {
+  const r = rng('synthetic', seed);
+  const tasks = ['math', 'qa', 'code'];
+  return Array.from({ length: n }, (_, i) => {
+    const task = tasks[i % 3]!;
+    const skill: Record<string, number> = { alpha: task === 'math' ? 0.8 : 0.3, beta: task === 'qa' ? 0.9 : 0.4, gamma: 0.5 };
+    const recorded = Object.fromEntries(
+      REPLAY_WORKERS.map((w) => [w, { score: i % 11 === 0 ? Math.round(r.next() * 100) / 100 : r.next() < skill[w]! ? 1 : 0 }]),
+    );
+    return { id: `q${i}`, task, prompt: `Question ${i} about ${task}: what is ${i} + ${i}?`, groundTruth: String(2 * i), sourceSplit: i % 5 === 0 ? 'test' : 'train', recorded };
+  });
+}
+
+export const replayPool = (workers: readonly string[] = REPLAY_WORKERS): WorkerPool => ({
+  name: 'synthetic',
+  workers: workers.map((w, j) => ({ name: w, provider: 'replay', model: `model-${w}`, settings: {}, prices: { inputPerMTok: `0.${j + 1}`, outputPerMTok: `0.${j + 2}` } })),
+});
+
+export async function writeFixtures(dir: string, items: DatasetItem[], pool: WorkerPool): Promise<{ dataset: string; pool: string }> {
+  const dataset = path.join(dir, 'dataset.jsonl');
+  const poolFile = path.join(dir, 'pool.yaml');
+  await writeDatasetJsonl(dataset, items);
+  await writeWorkerPool(poolFile, pool);
+  return { dataset, pool: poolFile };
+}
+
+export type WorkerProcess = {
+  child: ChildProcess;
+  port: number;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  kill9(): Promise<void>;
+  term(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+};
+
+/** Starts `node apps/provider-worker/src/main.ts` (the container's command) against the env's config. */
+export async function startWorkerProcess(config: FuguConfig, env: Record<string, string> = {}): Promise<WorkerProcess> {
+  const child = fork(providerWorkerMain, [], {
+    env: {
+      PATH: process.env.PATH,
+      FUGU_REDIS_URL: config.redisUrl,
+      FUGU_DATABASE_URL: config.databaseUrl,
+      FUGU_QUEUE_PREFIX: config.queuePrefix,
+      FUGU_HOME: config.home,
+      FUGU_WORKER_PORT: '0',
+      FUGU_LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const port = await new Promise<number>((resolve, reject) => {
+    child.on('message', (m: { type?: string; port?: number }) => { if (m?.type === 'ready') resolve(m.port!); });
+    void exited.then(({ code }) => reject(new Error(`provider worker exited during start (code ${code}): ${stderr.slice(-2000)}`)));
+  });
+  return {
+    child,
+    port,
+    exited,
+    kill9: async () => { child.kill('SIGKILL'); await exited; },
+    term: async () => { child.kill('SIGTERM'); return exited; },
+  };
+}
+
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000, everyMs = 100): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
