@@ -7,7 +7,7 @@
 // error row so the run still completes with exactly one row per call.
 import { Queue, RateLimitError as QueueRateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { estimateTokens, formatUsd, parseUsd, tokenCost, type ProviderKind } from '@fugu/core';
+import { ConfigError, estimateTokens, formatUsd, InputError, parseUsd, tokenCost, type ProviderKind } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { getCachedResponse, putCachedResponse, setRunStatus, type Db, type RunProgress, type StoredWorker } from '@fugu/db';
 import { createChatModel, isProviderError, requestHash, type ChatModel, type ChatRequest, type ChatResult } from '@fugu/providers';
@@ -156,10 +156,11 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
               throw new QueueRateLimitError();
             }
             if (e.transient && attempt < (job.opts.attempts ?? 1)) throw e;
-          } else if (attempt < (job.opts.attempts ?? 1)) {
+          } else if (!(e instanceof ConfigError) && attempt < (job.opts.attempts ?? 1)) {
             throw e;
           }
-          const kind = isProviderError(e) ? e.kind : 'internal';
+          // a missing API key is recorded at once: retrying cannot fix it, the message names the variable
+          const kind = isProviderError(e) ? e.kind : e instanceof ConfigError ? 'config' : 'internal';
           await writer.write({ ...base, status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, cached: false, errorKind: kind, error: (e as Error).message.slice(0, 2000), score: null, verifier: null });
           metrics.calls.inc({ provider, worker: worker.name, status: 'error' });
           return { outcome: 'recorded', status: 'error', cached: false };
@@ -169,7 +170,16 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         if (useCache) await putCachedResponse(db, { requestHash: hash, provider, model: worker.model, response: result as unknown as Record<string, unknown>, tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens });
       }
 
-      const reward = verify(item, result.text, result.providerMetadata);
+      // an answer that cannot be checked here (e.g. code from a live model: nothing executes
+      // it) is recorded without a reward, with the reason
+      let reward: { score: number; verifier: string } | null = null;
+      let unverifiable: string | null = null;
+      try {
+        reward = verify(item, result.text, result.providerMetadata);
+      } catch (e) {
+        if (!(e instanceof InputError)) throw e;
+        unverifiable = e.message;
+      }
       // a cached response was paid for by the call that filled the cache
       const cost = cached ? 0n : tokenCost(result.usage.inputTokens, result.usage.outputTokens, worker.prices);
       await writer.write({
@@ -181,10 +191,10 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         cost: formatUsd(cost),
         latencyMs,
         cached,
-        errorKind: null,
-        error: null,
-        score: reward.score,
-        verifier: reward.verifier,
+        errorKind: unverifiable ? 'unverifiable' : null,
+        error: unverifiable,
+        score: reward?.score ?? null,
+        verifier: reward?.verifier ?? null,
       });
       metrics.calls.inc({ provider, worker: worker.name, status: cached ? 'cached' : 'ok' });
       metrics.tokens.inc({ provider, direction: 'in' }, result.usage.inputTokens);
