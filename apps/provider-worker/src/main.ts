@@ -17,11 +17,7 @@ async function main(): Promise<void> {
   await migrate(db);
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
-  const lockDurationMs = Number(process.env.FUGU_WORKER_LOCK_MS) || undefined;
-  const worker = await startProviderWorker({
-    config, db, log, registry,
-    ...(lockDurationMs && { lockDurationMs, stalledIntervalMs: lockDurationMs }),
-  });
+  const worker = await startProviderWorker({ config, db, log, registry });
   const ops = await startOpsServer({
     port: config.worker.port,
     registry,

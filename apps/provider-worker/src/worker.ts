@@ -25,9 +25,6 @@ export type ProviderWorkerOptions = {
   registry: Registry;
   /** where API keys are read (by the variable names the worker pool gives) */
   env?: Record<string, string | undefined>;
-  /** BullMQ lock settings; shorter locks make crashed workers' jobs come back sooner */
-  lockDurationMs?: number;
-  stalledIntervalMs?: number;
 };
 
 export type ProviderWorkerHandle = {
@@ -209,8 +206,11 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
       prefix: config.queuePrefix,
       concurrency: config.worker.concurrency,
       ...(limiter && { limiter }),
-      ...(opts.lockDurationMs && { lockDuration: opts.lockDurationMs }),
-      ...(opts.stalledIntervalMs && { stalledInterval: opts.stalledIntervalMs }),
+      lockDuration: config.worker.lockDurationMs,
+      // check for stalled jobs as often as a lock lasts; a job may stall (its worker died) a few
+      // times before BullMQ gives up on it
+      stalledInterval: config.worker.lockDurationMs,
+      maxStalledCount: 3,
     });
     w.on('error', (e) => log.warn({ queue: name, err: e }, 'worker error'));
     w.on('failed', (job, e) => log.warn({ queue: name, job: job?.id, attempts: job?.attemptsMade, err: e }, 'job attempt failed'));

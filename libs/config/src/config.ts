@@ -55,6 +55,8 @@ export const configSchema = z
         callTimeoutMs: positiveInt.default(120_000),
         /** cache responses by request hash so retried or repeated calls do not pay twice */
         responseCache: bool.default(true),
+        /** BullMQ job lock; a crashed worker's jobs return to the queue after about this long */
+        lockDurationMs: positiveInt.default(30_000),
         /** rows written to Postgres per batch by one worker process */
         writeBatchSize: positiveInt.default(256),
       })
@@ -83,6 +85,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_CALL_TIMEOUT_MS: 'worker.callTimeoutMs',
   FUGU_RESPONSE_CACHE: 'worker.responseCache',
   FUGU_WRITE_BATCH_SIZE: 'worker.writeBatchSize',
+  FUGU_WORKER_LOCK_MS: 'worker.lockDurationMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

@@ -26,6 +26,7 @@ export async function startLocalWorkers(
     FUGU_HOME: config.home,
     FUGU_WORKER_PROVIDERS: opts.providers.join(','),
     FUGU_WORKER_CONCURRENCY: String(config.worker.concurrency),
+    FUGU_WORKER_LOCK_MS: String(config.worker.lockDurationMs),
     FUGU_WORKER_PORT: '0',
   };
   let stopping = false;

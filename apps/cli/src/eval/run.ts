@@ -168,6 +168,7 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
           // Redis), put the missing calls back; the unique key keeps re-runs harmless
           const queued = await queuedJobs(ctx, queueNames).catch(() => undefined); // Redis away: ask again later
           if (queued === 0) {
+            await removeFailedJobs(ctx, queueNames, run.id);
             const again = await enqueue(true);
             log(`no progress for ${opts.stallSeconds ?? 15}s and nothing queued: re-enqueued ${again} missing calls`);
           }
