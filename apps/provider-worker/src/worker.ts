@@ -239,10 +239,14 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
   };
 }
 
-/** requests per minute -> BullMQ limiter: one-second windows where possible, so bursts stay small. */
+/**
+ * requests per minute -> BullMQ limiter, paced evenly: one job per 1/rate seconds up to 10 a
+ * second, then windows of 100 ms. Providers count requests over sliding windows, so a burst of a
+ * whole minute's (or second's) budget at the start of a window would earn 429s.
+ */
 export function limiterFor(rpm: number): { max: number; duration: number } | undefined {
   if (rpm <= 0) return undefined;
-  if (rpm >= 60) return { max: Math.floor(rpm / 60), duration: 1_000 };
+  if (rpm >= 6_000) return { max: Math.floor(rpm / 600), duration: 100 };
   return { max: 1, duration: Math.ceil(60_000 / rpm) };
 }
 
