@@ -240,13 +240,14 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
 }
 
 /**
- * requests per minute -> BullMQ limiter, paced evenly: one job per 1/rate seconds up to 10 a
- * second, then windows of 100 ms. Providers count requests over sliding windows, so a burst of a
- * whole minute's (or second's) budget at the start of a window would earn 429s.
+ * requests per minute -> BullMQ limiter, paced in windows of 200 ms (one job per 1/rate seconds
+ * below 5 a second). Providers count requests over sliding windows, so a burst of a whole
+ * minute's budget at the start of a window would earn 429s; and windows much shorter than
+ * 200 ms lose throughput to the limiter's own round trips.
  */
 export function limiterFor(rpm: number): { max: number; duration: number } | undefined {
   if (rpm <= 0) return undefined;
-  if (rpm >= 6_000) return { max: Math.floor(rpm / 600), duration: 100 };
+  if (rpm >= 300) return { max: Math.floor(rpm / 300), duration: 200 };
   return { max: 1, duration: Math.ceil(60_000 / rpm) };
 }
 
