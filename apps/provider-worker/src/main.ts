@@ -29,7 +29,8 @@ async function main(): Promise<void> {
   if (process.send) process.send({ type: 'ready', port: ops.port });
   installShutdown(
     [
-      { name: 'workers', close: (deadline) => worker.close(deadline) },
+      // the drain gets its own bound, so closing the rest still has time after it
+      { name: 'workers', close: (deadline) => worker.close(Math.min(deadline, Date.now() + config.worker.drainTimeoutMs)) },
       { name: 'ops server', close: () => ops.close() },
       { name: 'postgres', close: () => db.destroy() },
     ],

@@ -139,7 +139,9 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
             throw new QueueRateLimitError();
           }
         }
-        await connection.hincrby(counterKey, provider, 1);
+        // counted before the call, without waiting for the answer: the command is on the wire
+        // before the call starts, so even a worker killed mid-call has counted it
+        void connection.hincrby(counterKey, provider, 1).catch(() => {});
         const started = performance.now();
         try {
           result = await modelFor(worker).generate(request);

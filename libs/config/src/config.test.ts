@@ -10,7 +10,7 @@ describe('loadConfig', () => {
     const c = loadConfig({});
     expect(c.redisUrl).toBe('redis://127.0.0.1:6390');
     expect(c.databaseUrl).toMatch(/^postgres:\/\/.*:5440\/fugu$/);
-    expect(c.worker.concurrency).toBe(64);
+    expect(c.worker.concurrency).toBe(256);
     expect(c.worker.providers).toContain('replay');
     expect(c.rateLimits).toEqual({});
   });

@@ -42,14 +42,14 @@ export const configSchema = z
         /** providers whose queues this process consumes (comma list in env); default all */
         providers: z.array(z.enum(PROVIDERS)).default([...PROVIDERS]),
         /** jobs processed at once per provider queue in one process */
-        concurrency: positiveInt.default(64),
+        concurrency: positiveInt.default(256),
         /** port of /healthz and /metrics; 0 picks a free port */
         port: nonNegInt.default(9464),
         /** bound on the drain at SIGTERM; keep it below the pod's termination grace period */
         drainTimeoutMs: positiveInt.default(20_000),
         /** attempts per call for transient errors (429s do not count) */
         attempts: positiveInt.default(6),
-        /** base of the exponential backoff with full jitter */
+        /** base of the exponential backoff; each delay is jittered down by up to half */
         backoffMs: positiveInt.default(1_000),
         /** per-call timeout */
         callTimeoutMs: positiveInt.default(120_000),
