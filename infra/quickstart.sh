@@ -2,6 +2,8 @@
 # fugu quickstart, behind `npm run demo` and `npm test`:
 #   bash infra/quickstart.sh demo [args...]   start the local services, then run the demo
 #   bash infra/quickstart.sh test [args...]   typecheck, lint and run the tests (args go to vitest)
+#   bash infra/quickstart.sh bench <name>      run test/bench/<name>.bench.ts on the tests' services
+#   bash infra/quickstart.sh fugu <command>    the fugu CLI with Node 24
 # Needs only Node and npm: Node 24 comes from the npm registry when the system Node is older,
 # and Redis/Postgres are the project's own (127.0.0.1:6390 and :5440, data in FUGU_HOME,
 # default .fugu/) unless the configured or test URLs answer.
@@ -67,9 +69,9 @@ run_demo() {
   exec node apps/cli/src/main.ts demo "$@"
 }
 
-# test: FUGU_TEST_*_URL when set; else the machine's Redis on 6379 and Postgres database `test`
-# on 5432 when they answer; else the project's own services.
-run_tests() {
+# Services for tests and benchmarks: FUGU_TEST_*_URL when set; else the machine's Redis on 6379
+# and Postgres database `test` on 5432 when they answer; else the project's own services.
+select_test_services() {
   if [ -z "${FUGU_TEST_REDIS_URL:-}" ]; then
     if reachable redis://127.0.0.1:6379; then
       FUGU_TEST_REDIS_URL=redis://127.0.0.1:6379
@@ -85,8 +87,18 @@ run_tests() {
     fi
   fi
   export FUGU_TEST_REDIS_URL FUGU_TEST_DATABASE_URL
-  say "tests use Redis $(redact <<<"$FUGU_TEST_REDIS_URL") and Postgres $(redact <<<"$FUGU_TEST_DATABASE_URL")"
+  say "using Redis $(redact <<<"$FUGU_TEST_REDIS_URL") and Postgres $(redact <<<"$FUGU_TEST_DATABASE_URL")"
+}
 
+run_bench() {
+  local name="${1:?usage: quickstart.sh bench <name>}"
+  shift
+  select_test_services
+  exec node "test/bench/$name.bench.ts" "$@"
+}
+
+run_tests() {
+  select_test_services
   local failed=()
   say "typecheck (tsc)"
   npx tsc -p tsconfig.json || failed+=(typecheck)
@@ -106,5 +118,7 @@ cmd="${1:-}"
 case "$cmd" in
   demo) ensure_deps; run_demo "$@" ;;
   test) ensure_deps; run_tests "$@" ;;
-  *) echo "usage: bash infra/quickstart.sh demo|test [args...]" >&2; exit 2 ;;
+  bench) ensure_deps; run_bench "$@" ;;
+  fugu) ensure_deps; exec node apps/cli/src/main.ts "$@" ;;
+  *) echo "usage: bash infra/quickstart.sh demo|test|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
 esac
