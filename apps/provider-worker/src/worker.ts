@@ -12,7 +12,7 @@ import type { FuguConfig } from '@fugu/config';
 import { getCachedResponse, putCachedResponse, setRunStatus, type Db, type RunProgress, type StoredWorker } from '@fugu/db';
 import { createChatModel, isProviderError, requestHash, type ChatModel, type ChatRequest, type ChatResult } from '@fugu/providers';
 import { verify } from '@fugu/datasets';
-import { createRedis, parseJob, providerCallJobSchema, providerCallQueue, TokenBucket, type ProviderCallJob, type ProviderCallResult } from '@fugu/queue';
+import { callJobId, createRedis, parseJob, providerCallJobSchema, providerCallQueue, TokenBucket, type ProviderCallJob, type ProviderCallResult } from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
 import { CallWriter } from './call-writer.ts';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
@@ -120,14 +120,19 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
       const base = { runId: data.runId, itemId: data.itemId, workerId: data.workerId, repetition: data.repetition, requestHash: hash, attempts: attempt };
       const useCache = config.worker.responseCache && worker.provider !== 'replay';
 
+      const callKey = callJobId(data.runId, data.itemId, data.workerId, data.repetition);
       let result: ChatResult | undefined;
       let cached = false;
+      // a cached answer costs nothing, unless this very call paid for it in an earlier attempt
+      // whose row was never written (a crash between the call and the write)
+      let paidEarlier = false;
       let latencyMs = 0;
       if (useCache) {
         const hit = await getCachedResponse(db, hash);
         if (hit) {
           result = hit.response as unknown as ChatResult;
           cached = true;
+          paidEarlier = hit.paidBy === callKey;
         }
       }
       if (!result) {
@@ -166,7 +171,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         }
         latencyMs = Math.round(performance.now() - started);
         metrics.latency.observe({ provider }, latencyMs / 1000);
-        if (useCache) await putCachedResponse(db, { requestHash: hash, provider, model: worker.model, response: result as unknown as Record<string, unknown>, tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens });
+        if (useCache) await putCachedResponse(db, { requestHash: hash, provider, model: worker.model, response: result as unknown as Record<string, unknown>, tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens, paidBy: callKey });
       }
 
       // an answer that cannot be checked here (e.g. code from a live model: nothing executes
@@ -179,8 +184,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         if (!(e instanceof InputError)) throw e;
         unverifiable = e.message;
       }
-      // a cached response was paid for by the call that filled the cache
-      const cost = cached ? 0n : tokenCost(result.usage.inputTokens, result.usage.outputTokens, worker.prices);
+      const cost = cached && !paidEarlier ? 0n : tokenCost(result.usage.inputTokens, result.usage.outputTokens, worker.prices);
       await writer.write({
         ...base,
         status: 'ok',

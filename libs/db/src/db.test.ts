@@ -91,9 +91,9 @@ describe('db', () => {
   });
 
   it('caches responses by request hash', async () => {
-    await putCachedResponse(t.db, { requestHash: 'r1', provider: 'openai', model: 'gpt', response: { text: 'hi' }, tokensIn: 3, tokensOut: 1 });
-    await putCachedResponse(t.db, { requestHash: 'r1', provider: 'openai', model: 'gpt', response: { text: 'other' }, tokensIn: 3, tokensOut: 1 });
-    expect(await getCachedResponse(t.db, 'r1')).toEqual({ response: { text: 'hi' }, tokensIn: 3, tokensOut: 1 });
+    await putCachedResponse(t.db, { requestHash: 'r1', provider: 'openai', model: 'gpt', response: { text: 'hi' }, tokensIn: 3, tokensOut: 1, paidBy: 'run1.1.1.0' });
+    await putCachedResponse(t.db, { requestHash: 'r1', provider: 'openai', model: 'gpt', response: { text: 'other' }, tokensIn: 3, tokensOut: 1, paidBy: 'run2.1.1.0' });
+    expect(await getCachedResponse(t.db, 'r1')).toEqual({ response: { text: 'hi' }, tokensIn: 3, tokensOut: 1, paidBy: 'run1.1.1.0' });
     expect(await getCachedResponse(t.db, 'nope')).toBeUndefined();
   });
 

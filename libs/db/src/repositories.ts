@@ -299,17 +299,17 @@ export async function recordCalls(db: Db, records: readonly CallRecord[]): Promi
 
 // ---------------------------------------------------------------- response cache
 
-export type CachedResponse = { response: Record<string, unknown>; tokensIn: number; tokensOut: number };
+export type CachedResponse = { response: Record<string, unknown>; tokensIn: number; tokensOut: number; paidBy: string };
 
 export async function getCachedResponse(db: Db, requestHash: string): Promise<CachedResponse | undefined> {
-  const r = await db.selectFrom('response_cache').select(['response', 'tokens_in', 'tokens_out']).where('request_hash', '=', requestHash).executeTakeFirst();
-  return r && { response: r.response, tokensIn: r.tokens_in, tokensOut: r.tokens_out };
+  const r = await db.selectFrom('response_cache').select(['response', 'tokens_in', 'tokens_out', 'paid_by']).where('request_hash', '=', requestHash).executeTakeFirst();
+  return r && { response: r.response, tokensIn: r.tokens_in, tokensOut: r.tokens_out, paidBy: r.paid_by };
 }
 
 export async function putCachedResponse(db: Db, e: { requestHash: string; provider: string; model: string } & CachedResponse): Promise<void> {
   await db
     .insertInto('response_cache')
-    .values({ request_hash: e.requestHash, provider: e.provider, model: e.model, response: JSON.stringify(e.response), tokens_in: e.tokensIn, tokens_out: e.tokensOut })
+    .values({ request_hash: e.requestHash, provider: e.provider, model: e.model, response: JSON.stringify(e.response), tokens_in: e.tokensIn, tokens_out: e.tokensOut, paid_by: e.paidBy })
     .onConflict((oc) => oc.column('request_hash').doNothing())
     .execute();
 }

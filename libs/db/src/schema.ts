@@ -112,6 +112,7 @@ export interface ResponseCacheTable {
   response: JSONColumnType<Record<string, unknown>>;
   tokens_in: number;
   tokens_out: number;
+  paid_by: string;
   created_at: Timestamp;
 }
 

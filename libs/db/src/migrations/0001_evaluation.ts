@@ -120,6 +120,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('response', 'jsonb', (c) => c.notNull())
     .addColumn('tokens_in', 'integer', (c) => c.notNull())
     .addColumn('tokens_out', 'integer', (c) => c.notNull())
+    // the call (run.item.worker.repetition) that paid for this response
+    .addColumn('paid_by', 'text', (c) => c.notNull())
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
 }
