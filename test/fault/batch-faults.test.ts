@@ -60,6 +60,7 @@ describe('fault injection', () => {
     // every call was made once, plus at most the jobs the killed worker had in hand
     const calls = Number(await env.ctx.redis!.hget(providerCallCounterKey(env.config.queuePrefix), 'replay'));
     const reexecuted = calls - total;
+    process.stdout.write(`kill -9 at ${doneAtKill}/${total} calls: ${reexecuted} re-executed (concurrency ${CONCURRENCY})\n`);
     expect(reexecuted).toBeGreaterThanOrEqual(0);
     expect(reexecuted).toBeLessThanOrEqual(CONCURRENCY);
   });
