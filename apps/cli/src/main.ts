@@ -203,10 +203,7 @@ async function cmdEval(config: FuguConfig, opts: EvalOptions): Promise<number> {
   const ctx = await openContext({ redis: true, config });
   try {
     const outcome = await runEval(ctx, opts);
-    if (outcome.interrupted) {
-      process.stderr.write(`run ${outcome.run.id} paused; resume with: fugu eval --resume ${outcome.run.id}\n`);
-      return 130;
-    }
+    if (outcome.interrupted) return 130; // runEval said how to resume
     if (!opts.wait) {
       process.stdout.write(`enqueued run ${outcome.run.id}; follow it with: fugu status ${outcome.run.id}\n`);
       return 0;

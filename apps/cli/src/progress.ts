@@ -23,12 +23,12 @@ export function createProgress(opts: { total: number; label: string; stream?: No
   };
   const payload = (done: number, failed: number, note = '') => {
     const r = rate(done);
-    return { failed, rate: r.toFixed(0), eta: fmtDuration(r > 0 ? (opts.total - done) / r : NaN), note };
+    return { failed, rate: r.toFixed(0), remaining: fmtDuration(r > 0 ? (opts.total - done) / r : NaN), note };
   };
   if (stream.isTTY) {
     const bar = new cliProgress.SingleBar(
       {
-        format: `${opts.label} {bar} {percentage}% | {value}/{total} calls | failed {failed} | {rate}/s | ETA {eta} {note}`,
+        format: `${opts.label} {bar} {percentage}% | {value}/{total} calls | failed {failed} | {rate}/s | ETA {remaining} {note}`,
         stream,
         hideCursor: true,
         etaBuffer: 50,
@@ -53,7 +53,7 @@ export function createProgress(opts: { total: number; label: string; stream?: No
       if (now - last.at < every && done < opts.total) return;
       last = { done, failed, at: now };
       const p = payload(done, failed, note);
-      stream.write(`${opts.label} ${done}/${opts.total} calls (${((100 * done) / Math.max(1, opts.total)).toFixed(1)}%) | failed ${failed} | ${p.rate}/s | ETA ${p.eta}${note ? ` | ${note}` : ''}\n`);
+      stream.write(`${opts.label} ${done}/${opts.total} calls (${((100 * done) / Math.max(1, opts.total)).toFixed(1)}%) | failed ${failed} | ${p.rate}/s | ETA ${p.remaining}${note ? ` | ${note}` : ''}\n`);
     },
     stop() {},
   };

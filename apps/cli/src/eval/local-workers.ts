@@ -52,7 +52,10 @@ export async function startLocalWorkers(
           reject(new Error(`local provider worker ${slot} exited during start (code ${code}); see ${path.join(logDir, `provider-worker-${slot}.log`)}`));
           return;
         }
-        if (!stopping) {
+        // a worker that drained on a signal (Ctrl-C reaches the whole process group) or exited
+        // cleanly is not restarted; a crash is
+        const crashed = code !== 0 && signal !== 'SIGINT' && signal !== 'SIGTERM';
+        if (!stopping && crashed) {
           restarts++;
           opts.onEvent?.(`local provider worker ${slot} exited (${signal ?? `code ${code}`}); restarting it`);
           spawnOne(slot).catch((e: Error) => opts.onEvent?.(e.message));

@@ -115,6 +115,10 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
       removeOnComplete: true,
       removeOnFail: { age: 7 * 24 * 3600, count: 10_000 },
     };
+    // enqueueing stops at the next chunk when the run is interrupted or stops running
+    const stopEnqueue = new AbortController();
+    opts.signal?.addEventListener('abort', () => stopEnqueue.abort(), { once: true });
+    let enqueued = 0; // for the progress bar
     const enqueue = async (skipExisting: boolean): Promise<number> => {
       const jobs = planCalls({
         db, runId: run.id, datasetId: run.datasetId, itemCount: dataset!.item_count, sampleSize: run.sampleSize, seed: run.seed,
@@ -126,27 +130,39 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
           yield j;
         }
       })();
-      return enqueueStream((n) => ctx.queue(n), validated, { chunkSize: 1000, ...(opts.signal && { signal: opts.signal }) });
+      return enqueueStream((n) => ctx.queue(n), validated, { chunkSize: 1000, signal: stopEnqueue.signal, onChunk: (n) => { enqueued += n; } });
     };
-
-    // failed jobs keep their ids in Redis (so re-adding them would be ignored): drop this run's
-    if (opts.resume) await removeFailedJobs(ctx, queueNames, run.id);
-    const enqueued = await enqueue(Boolean(opts.resume));
-    if (opts.resume) {
-      // a worker that still saw the run as paused may have skipped a job whose id made our add
-      // a no-op; once every worker sees `running` (status cache TTL), put such calls back
-      await new Promise((r) => setTimeout(r, RUN_STATUS_TTL_MS * 2));
-      await enqueue(true);
+    const enqueueAll = async (): Promise<void> => {
+      // failed jobs keep their ids in Redis (so re-adding them would be ignored): drop this run's
+      if (opts.resume) await removeFailedJobs(ctx, queueNames, run.id);
+      const added = await enqueue(Boolean(opts.resume));
+      await setEnqueued(db, run.id, added + (opts.resume ? run.doneCalls + run.failedCalls : 0));
+      if (opts.resume && !stopEnqueue.signal.aborted) {
+        // a worker that still saw the run as paused may have skipped a job whose id made our add
+        // a no-op; once every worker sees `running` (status cache TTL), put such calls back
+        await new Promise((r) => setTimeout(r, RUN_STATUS_TTL_MS * 2));
+        await enqueue(true);
+      }
+    };
+    if (!opts.wait) {
+      await enqueueAll();
+      return { run: (await getRun(db, run.id))!, interrupted: false, elapsedS: (Date.now() - started) / 1000 };
     }
-    await setEnqueued(db, run.id, enqueued + (opts.resume ? run.doneCalls + run.failedCalls : 0));
-    if (!opts.wait) return { run: (await getRun(db, run.id))!, interrupted: false, elapsedS: (Date.now() - started) / 1000 };
 
+    // workers start on the first chunk while the rest streams in; the bar shows both
+    let enqueueDone = false;
+    let enqueueError: unknown;
+    const enqueuing = enqueueAll().then(
+      () => { enqueueDone = true; },
+      (e: unknown) => { enqueueError = e; enqueueDone = true; },
+    );
     const progress = createProgress({ total: run.totalCalls, label: run.id });
     let lastDone = -1;
     let lastChange = Date.now();
     let interrupted = false;
     try {
       for (;;) {
+        if (enqueueError) throw enqueueError;
         if (opts.signal?.aborted) {
           interrupted = true;
           await setRunStatus(db, run.id, 'paused', { reason: `interrupted; resume with \`fugu eval --resume ${run.id}\``, from: ['running'] });
@@ -154,13 +170,13 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
         }
         const cur = (await getRun(db, run.id))!;
         const done = cur.doneCalls + cur.failedCalls;
-        progress.update(done, cur.failedCalls);
+        progress.update(done, cur.failedCalls, enqueueDone ? '' : `(enqueued ${enqueued})`);
         if (cur.status !== 'running') break;
         if (done >= cur.totalCalls) {
           await setRunStatus(db, run.id, 'completed', { from: ['running'] });
           continue;
         }
-        if (done !== lastDone) {
+        if (done !== lastDone || !enqueueDone) {
           lastDone = done;
           lastChange = Date.now();
         } else if (Date.now() - lastChange > (opts.stallSeconds ?? 15) * 1000) {
@@ -178,6 +194,8 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
       }
     } finally {
       progress.stop();
+      stopEnqueue.abort();
+      await enqueuing;
     }
     const final = (await getRun(db, run.id))!;
     if (final.status === 'paused' && final.statusReason) log(`run ${final.id} paused: ${final.statusReason}`);
