@@ -116,6 +116,31 @@ export interface ResponseCacheTable {
   created_at: Timestamp;
 }
 
+export type CheckpointStage = 'init' | 'sft' | 'es' | 'import';
+
+export interface RouterCheckpointsTable {
+  id: string;
+  stage: CheckpointStage;
+  backbone_id: string;
+  backbone: JSONColumnType<Record<string, unknown>>;
+  workers: JSONColumnType<Array<{ name: string; inputPerMTok: string; outputPerMTok: string }>>;
+  theta: Buffer;
+  theta_layout: JSONColumnType<Array<{ name: string; offset: number; shape: number[] }>>;
+  tau: number | null;
+  training: JSONColumnType<Record<string, unknown>>;
+  metrics: JSONColumnType<Record<string, unknown>>;
+  parent_id: string | null;
+  created_at: Timestamp;
+}
+
+export interface RouterFeaturesTable {
+  backbone_id: string;
+  text_hash: string;
+  dim: number;
+  data: Buffer;
+  created_at: Timestamp;
+}
+
 export interface Database {
   datasets: DatasetsTable;
   items: ItemsTable;
@@ -125,4 +150,6 @@ export interface Database {
   calls: CallsTable;
   rewards: RewardsTable;
   response_cache: ResponseCacheTable;
+  router_checkpoints: RouterCheckpointsTable;
+  router_features: RouterFeaturesTable;
 }
