@@ -1,1 +1,2 @@
-export {};
+// The router model: ONNX graph building and sessions (more to come: trunks, SVF, head, policy, SFT).
+export * from './onnx/index.ts';
