@@ -1,2 +1,3 @@
 // The router model: ONNX graph building and sessions (more to come: trunks, SVF, head, policy, SFT).
 export * from './onnx/index.ts';
+export * from './backbones/use-lite/index.ts';
