@@ -7,3 +7,5 @@ export * from './params.ts';
 export * from './reference.ts';
 export * from './load.ts';
 export * from './test-sentences.ts';
+export * from './graph.ts';
+export * from './encoder.ts';
