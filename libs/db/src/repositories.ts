@@ -316,16 +316,16 @@ export async function putCachedResponse(db: Db, e: { requestHash: string; provid
 
 // ---------------------------------------------------------------- summaries
 
-/** Mean reward per (item, worker) over repetitions, with the item's task and source split. */
-export async function itemWorkerMeans(db: Db, runId: string): Promise<Array<{ itemId: number; extId: string; task: string; sourceSplit: string | null; workerId: number; mean: number; n: number }>> {
-  const rows = await sql<{ item_id: number; ext_id: string; task: string; source_split: string | null; worker_id: number; mean: number; n: number }>`
-    select r.item_id, i.ext_id, i.task, i.source_split, r.worker_id, avg(r.score)::float8 as mean, count(*)::int as n
-      from rewards r join items i on i.id = r.item_id
+/** Mean reward and mean cost (USD) per (item, worker) over repetitions, with the item's task and source split. */
+export async function itemWorkerMeans(db: Db, runId: string): Promise<Array<{ itemId: number; extId: string; task: string; sourceSplit: string | null; workerId: number; mean: number; meanCost: number; n: number }>> {
+  const rows = await sql<{ item_id: number; ext_id: string; task: string; source_split: string | null; worker_id: number; mean: number; mean_cost: number; n: number }>`
+    select r.item_id, i.ext_id, i.task, i.source_split, r.worker_id, avg(r.score)::float8 as mean, avg(c.cost)::float8 as mean_cost, count(*)::int as n
+      from rewards r join items i on i.id = r.item_id join calls c on c.id = r.call_id
      where r.run_id = ${runId}
      group by r.item_id, i.ext_id, i.task, i.source_split, r.worker_id
      order by r.item_id, r.worker_id
   `.execute(db);
-  return rows.rows.map((r) => ({ itemId: r.item_id, extId: r.ext_id, task: r.task, sourceSplit: r.source_split, workerId: r.worker_id, mean: r.mean, n: r.n }));
+  return rows.rows.map((r) => ({ itemId: r.item_id, extId: r.ext_id, task: r.task, sourceSplit: r.source_split, workerId: r.worker_id, mean: r.mean, meanCost: r.mean_cost, n: r.n }));
 }
 
 /** Per-worker call statistics of a run: counts, tokens, exact cost, latency percentiles. */
