@@ -6,13 +6,15 @@ import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { FuguError, InputError, parseUsd, formatUsd } from '@fugu/core';
 import { loadConfig, redactUrl, type FuguConfig } from '@fugu/config';
-import { callErrors, connectDb, listRuns, migrate } from '@fugu/db';
+import { callErrors, connectDb, getCheckpoint, listRuns, migrate } from '@fugu/db';
+import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@fugu/router-model';
 import { providerCallQueue } from '@fugu/queue';
 import { openContext } from './context.ts';
 import { runEval, type EvalOptions } from './eval/run.ts';
 import { collectRunSummary, formatSummary, writeSoftLabels } from './eval/summary.ts';
 import { down, isReachable, localServiceUrls, servicesStatus, up } from './local-services.ts';
 import { renderEvalReport } from './report/eval-report.ts';
+import { trainRouter } from './router/train.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -36,6 +38,12 @@ evaluation batches
                           soft labels p_i(j) = softmax(rbar_ij / tau) as JSONL
   report RUN [--out FILE] [--tau 0.1]
                           HTML report: per-worker/per-task table, reference figures, plots
+router model
+  router info [CHECKPOINT]  the backbone, the adapted matrices and the flat theta layout and size
+  router train --run RUN [--tau 0.1] [--seed 0] [--split-seed 0] [--epochs 40] [--batch 256]
+       [--lr 0.003] [--patience 5] [--head-only]
+                          SFT of the router on a run's rewards (features cached per backbone)
+
   demo [--repetitions 4] [--sample N]
                           the embedded default: the full LLMRouter batch through replay workers,
                           the summary table, soft labels and the HTML report
@@ -57,6 +65,13 @@ function int(v: unknown, name: string, dflt: number): number {
   if (v === undefined) return dflt;
   const n = Number(v);
   if (!Number.isInteger(n)) throw new InputError(`must be a whole number, got "${String(v)}"`, { field: name });
+  return n;
+}
+
+function num(v: unknown, name: string, dflt: number): number {
+  if (v === undefined) return dflt;
+  const n = Number(v);
+  if (!Number.isFinite(n)) throw new InputError(`must be a number, got "${String(v)}"`, { field: name });
   return n;
 }
 
@@ -238,6 +253,52 @@ async function cmdDemo(config: FuguConfig, flags: Flags, signal: AbortSignal): P
   return 0;
 }
 
+async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  switch (sub) {
+    case 'info': {
+      const { positionals } = parse(rest, {});
+      const ctx = positionals[0] ? await openContext({ redis: false, config }) : undefined;
+      try {
+        const ckpt = positionals[0] ? await getCheckpoint(ctx!.db, positionals[0]) : undefined;
+        if (positionals[0] && !ckpt) throw new InputError(`no router checkpoint "${positionals[0]}"`, { field: 'checkpoint' });
+        const backbone = await loadUseLite();
+        const K = ckpt ? ckpt.workers.length : 9;
+        process.stdout.write(`backbone: use-lite ${backbone.backboneId} (feature 512, SVF-adapted: tanh_layer_0 512x512)\n`);
+        if (ckpt) process.stdout.write(`checkpoint ${ckpt.id} (${ckpt.stage}, parent ${ckpt.parentId ?? '-'}), workers: ${ckpt.workers.map((w) => w.name).join(', ')}\n`);
+        else process.stdout.write(`(no checkpoint given: shown for K = ${K} workers)\n`);
+        process.stdout.write(`${describeThetaLayout(useLiteHeadDims(K))}\n`);
+        process.stdout.write(`theta size: ${thetaSize(useLiteHeadDims(K))}\n`);
+      } finally {
+        await ctx?.close();
+      }
+      return 0;
+    }
+    case 'train': {
+      const { flags, positionals } = parse(rest, {
+        run: { type: 'string' }, tau: { type: 'string' }, seed: { type: 'string' }, 'split-seed': { type: 'string' }, epochs: { type: 'string' },
+        batch: { type: 'string' }, lr: { type: 'string' }, patience: { type: 'string' }, 'head-only': { type: 'boolean' },
+      });
+      if (positionals.length) throw new InputError(`unexpected argument "${positionals[0]}"`, { field: 'arguments' });
+      if (typeof flags.run !== 'string') throw new InputError('give the evaluation run to train on: --run <run>', { field: '--run' });
+      const ctx = await openContext({ redis: false, config });
+      try {
+        const out = await trainRouter(ctx.db, {
+          run: flags.run, tau: num(flags.tau, '--tau', 0.1), seed: int(flags.seed, '--seed', 0), splitSeed: int(flags['split-seed'], '--split-seed', 0),
+          epochs: int(flags.epochs, '--epochs', 40), batchSize: int(flags.batch, '--batch', 256), lr: num(flags.lr, '--lr', 0.003),
+          patience: int(flags.patience, '--patience', 5), headOnly: Boolean(flags['head-only']), home: config.home,
+        });
+        process.stdout.write(`${out.checkpointId}\n`);
+      } finally {
+        await ctx.close();
+      }
+      return 0;
+    }
+    default:
+      throw new InputError(`unknown router command "${sub ?? ''}" (info, train)`, { field: 'command' });
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === 'help' || command === '--help' || command === '-h') {
@@ -292,6 +353,8 @@ async function main(argv: string[]): Promise<number> {
       await cmdReport(config, positionals[0], flags);
       return 0;
     }
+    case 'router':
+      return cmdRouter(config, rest);
     case 'demo': {
       const { flags } = parse(rest, { repetitions: { type: 'string' }, sample: { type: 'string' }, seed: { type: 'string' }, 'local-workers': { type: 'string' } });
       return cmdDemo(config, flags, interruptSignal());

@@ -74,7 +74,7 @@ export function gapClosed(router: number, bestSingle: number, oracle: number): n
  * The call-performance curve of a threshold router between a strong model S and a weak model W.
  *
  * Source: Ong et al., "RouteLLM: Learning to Route LLMs with Preference Data" (2024,
- * arXiv:2406.18665), section "Evaluation metrics", and lm-sys/RouteLLM routellm/evals/evaluate.py.
+ * arXiv:2406.18665), its evaluation metrics (PGR, APGR, CPT), and lm-sys/RouteLLM routellm/evals/evaluate.py.
  * A router R_alpha sends item x to S when its score (their "strong win rate" P(S wins | x)) is
  * >= alpha. With c(R_alpha) the fraction of calls to S and r(.) the mean reward:
  *
@@ -217,7 +217,7 @@ export function strongWeakMetrics(
  * AIQ, Average Improvement in Quality, of a router swept over its willingness to pay.
  *
  * Source: Hu et al., "RouterBench: A Benchmark for Multi-LLM Routing System" (2024,
- * arXiv:2403.12031), section 3 (the cost-quality plane), and withmartian/routerbench
+ * arXiv:2403.12031), its cost-quality framework (non-decreasing convex hull, AIQ), and withmartian/routerbench
  * evaluation/AIQ.py. With R~ the non-decreasing convex hull of the router's (cost, quality) points:
  *
  *   AIQ(R) = 1 / (c_max - c_min) * integral_{c_min}^{c_max} R~(c) dc

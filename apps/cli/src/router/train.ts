@@ -1,0 +1,93 @@
+// `fugu router train`: SFT of the router on an evaluation run's rewards. Soft labels
+// p_i(j) = softmax(rbar_ij / tau); loss KL(p_i || pi_theta) averaged over questions; Adam,
+// minibatches, early stopping on a validation split; seeded. The split is by unique prompt.
+import { randomBytes } from 'node:crypto';
+import { InputError, softLabels } from '@fugu/core';
+import { saveCheckpoint, type Db } from '@fugu/db';
+import { splitByPrompt } from '@fugu/datasets';
+import { thetaLayout, trainSft, type SftEpoch } from '@fugu/router-model';
+import { routingDataFromRun, type RoutingData } from './data.ts';
+import { cachedFeatures } from './features.ts';
+import { loadRouterModel, USE_LITE_BACKBONE } from './model.ts';
+
+export const SPLIT_FRACTIONS = { train: 0.8, val: 0.1, test: 0.1 } as const;
+
+export type TrainOptions = {
+  run: string;
+  tau: number;
+  seed: number;
+  splitSeed: number;
+  epochs: number;
+  batchSize: number;
+  lr: number;
+  patience: number;
+  headOnly: boolean;
+  home: string;
+  log?: (line: string) => void;
+};
+
+export type TrainOutcome = { checkpointId: string; history: SftEpoch[]; bestEpoch: number; bestValLoss: number; items: number; split: Record<string, number> };
+
+/** Item indices per split name (by unique prompt, seeded). */
+export function splitIndices(data: RoutingData, seed: number): Record<'train' | 'val' | 'test', number[]> {
+  const bySplit = splitByPrompt(data.items, { seed, fractions: { ...SPLIT_FRACTIONS } });
+  const out = { train: [] as number[], val: [] as number[], test: [] as number[] };
+  data.items.forEach((it, i) => out[bySplit.get(it.id) as 'train' | 'val' | 'test'].push(i));
+  return out;
+}
+
+export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutcome> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  if (!(opts.tau > 0)) throw new InputError(`tau must be > 0, got ${opts.tau}`, { field: '--tau' });
+  const data = await routingDataFromRun(db, opts.run);
+  const K = data.workers.length;
+  const model = await loadRouterModel(opts.home, K);
+  try {
+    log(`routing data: ${data.items.length} items x ${K} workers from run ${opts.run}; backbone use-lite ${model.backboneId}`);
+    const { features, stats } = await cachedFeatures(db, model.encoder, data.items.map((i) => i.prompt), {
+      onProgress: (done, total) => log(`features: ${done}/${total} encoded`),
+    });
+    log(`features: ${stats.cached} cached, ${stats.computed} computed`);
+    const labels = data.rewards.map((r) => Float32Array.from(softLabels([...r], opts.tau)));
+    const split = splitIndices(data, opts.splitSeed);
+    log(`split by prompt (seed ${opts.splitSeed}): ${split.train.length} train, ${split.val.length} val, ${split.test.length} test`);
+    const started = Date.now();
+    const result = await trainSft({
+      head: model.head,
+      features,
+      labels,
+      split: { train: split.train, val: split.val },
+      seed: opts.seed,
+      epochs: opts.epochs,
+      batchSize: opts.batchSize,
+      lr: opts.lr,
+      patience: opts.patience,
+      trainZ: !opts.headOnly,
+      onEpoch: (e) => log(`epoch ${String(e.epoch).padStart(3)}/${opts.epochs}  train KL ${e.trainLoss.toFixed(5)}  val KL ${e.valLoss.toFixed(5)}  (${((Date.now() - started) / 1000).toFixed(1)} s)`),
+    });
+    const checkpointId = `ckpt_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
+    await saveCheckpoint(db, {
+      id: checkpointId,
+      stage: 'sft',
+      backboneId: model.backboneId,
+      backbone: { ...USE_LITE_BACKBONE, dims: model.head.dims },
+      workers: data.workers,
+      theta: result.theta,
+      thetaLayout: thetaLayout(model.head.dims).map(({ name, offset, shape }) => ({ name, offset, shape })),
+      tau: opts.tau,
+      training: {
+        run: opts.run, splitSeed: opts.splitSeed, fractions: SPLIT_FRACTIONS, seed: opts.seed, epochs: opts.epochs, batchSize: opts.batchSize,
+        lr: opts.lr, patience: opts.patience, headOnly: opts.headOnly, seconds: (Date.now() - started) / 1000,
+      },
+      metrics: { history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss },
+      parentId: null,
+    });
+    log(`best epoch ${result.bestEpoch} (val KL ${result.bestValLoss.toFixed(5)}); saved checkpoint ${checkpointId}`);
+    return {
+      checkpointId, history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss, items: data.items.length,
+      split: { train: split.train.length, val: split.val.length, test: split.test.length },
+    };
+  } finally {
+    await model.release();
+  }
+}
