@@ -15,6 +15,7 @@ import { collectRunSummary, formatSummary, writeSoftLabels } from './eval/summar
 import { down, isReachable, localServiceUrls, servicesStatus, up } from './local-services.ts';
 import { renderEvalReport } from './report/eval-report.ts';
 import { trainRouter } from './router/train.ts';
+import { evaluateRouter, formatRouterEval } from './router/evaluate.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -43,6 +44,8 @@ router model
   router train --run RUN [--tau 0.1] [--seed 0] [--split-seed 0] [--epochs 40] [--batch 256]
        [--lr 0.003] [--patience 5] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
+  router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10]
+                          the router beside best single, best per task, kNN, random, oracle
 
   demo [--repetitions 4] [--sample N]
                           the embedded default: the full LLMRouter batch through replay workers,
@@ -277,7 +280,7 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
     case 'train': {
       const { flags, positionals } = parse(rest, {
         run: { type: 'string' }, tau: { type: 'string' }, seed: { type: 'string' }, 'split-seed': { type: 'string' }, epochs: { type: 'string' },
-        batch: { type: 'string' }, lr: { type: 'string' }, patience: { type: 'string' }, 'head-only': { type: 'boolean' },
+        batch: { type: 'string' }, lr: { type: 'string' }, patience: { type: 'string' }, 'head-only': { type: 'boolean' }, 'select-by': { type: 'string' }, 'weight-decay': { type: 'string' },
       });
       if (positionals.length) throw new InputError(`unexpected argument "${positionals[0]}"`, { field: 'arguments' });
       if (typeof flags.run !== 'string') throw new InputError('give the evaluation run to train on: --run <run>', { field: '--run' });
@@ -287,6 +290,7 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
           run: flags.run, tau: num(flags.tau, '--tau', 0.1), seed: int(flags.seed, '--seed', 0), splitSeed: int(flags['split-seed'], '--split-seed', 0),
           epochs: int(flags.epochs, '--epochs', 40), batchSize: int(flags.batch, '--batch', 256), lr: num(flags.lr, '--lr', 0.003),
           patience: int(flags.patience, '--patience', 5), headOnly: Boolean(flags['head-only']), home: config.home,
+          selectBy: flags['select-by'] === 'loss' ? 'loss' : 'reward', weightDecay: num(flags['weight-decay'], '--weight-decay', 0),
         });
         process.stdout.write(`${out.checkpointId}\n`);
       } finally {
@@ -294,8 +298,26 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'eval': {
+      const { flags, positionals } = parse(rest, { run: { type: 'string' }, split: { type: 'string' }, 'split-seed': { type: 'string' }, k: { type: 'string' }, out: { type: 'string' } });
+      if (!positionals[0]) throw new InputError('give the checkpoint: fugu router eval <checkpoint>', { field: 'checkpoint' });
+      const split = (flags.split as string | undefined) ?? 'test';
+      if (split !== 'test' && split !== 'val') throw new InputError(`must be test or val, got "${split}"`, { field: '--split' });
+      const ctx = await openContext({ redis: false, config });
+      try {
+        const r = await evaluateRouter(ctx.db, {
+          checkpoint: positionals[0], split, k: int(flags.k, '--k', 10), home: config.home,
+          ...(typeof flags.run === 'string' && { run: flags.run }),
+          ...(flags['split-seed'] !== undefined && { splitSeed: int(flags['split-seed'], '--split-seed', 0) }),
+        });
+        process.stdout.write(formatRouterEval(r));
+      } finally {
+        await ctx.close();
+      }
+      return 0;
+    }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (info, train)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval)`, { field: 'command' });
   }
 }
 

@@ -2,8 +2,28 @@
 // inline CSS and inline SVG charts (no scripts, no external assets), readable on screen and on paper.
 // This module only renders; gathering EvalReportData from Postgres is the caller's job.
 
-import { formatUsd, parseUsd } from '@fugu/core';
-import { barChart, escapeXml, heatmap, paletteColor, scatterChart } from './svg.ts';
+import {
+  CHART_W,
+  DASH,
+  esc,
+  fact,
+  figure,
+  finite,
+  fmtInt,
+  fmtPct,
+  fmtReward,
+  fmtTime,
+  fmtUsd,
+  htmlDocument,
+  pageFooter,
+  pageHeader,
+  picoOrNull,
+  signed,
+  table,
+  toc,
+  usdText,
+} from './page.ts';
+import { barChart, heatmap, paletteColor, scatterChart } from './svg.ts';
 
 export type EvalReportData = {
   run: {
@@ -62,22 +82,7 @@ export type EvalReportOptions = {
 type Worker = EvalReportData['workers'][number];
 
 // ---------------------------------------------------------------------------------------------
-// Formatting (every value that reaches the page goes through one of these, then through esc)
-
-const esc = escapeXml;
-const DASH = '—';
-const finite = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
-
-const fmtReward = (v: unknown): string => (finite(v) ? v.toFixed(3) : DASH);
-function fmtPct(frac: unknown, digits = 1): string {
-  if (!finite(frac)) return DASH;
-  const pct = frac * 100;
-  const min = 10 ** -digits;
-  // a small but non-zero share should not read as 0
-  if (pct > 0 && pct < min) return `<${min.toFixed(digits)}%`;
-  return `${pct.toFixed(digits)}%`;
-}
-const fmtInt = (v: unknown): string => (finite(v) ? Math.round(v).toLocaleString('en-US') : DASH);
+// Formatting (the shared formatters are in page.ts)
 
 function fmtMs(ms: unknown): string {
   if (!finite(ms)) return DASH;
@@ -95,38 +100,6 @@ function fmtDuration(s: unknown): string {
   return h > 0 ? `${h} h ${pad(m)} min ${pad(sec)} s` : `${m} min ${pad(sec)} s`;
 }
 
-/** ISO timestamp as "YYYY-MM-DD HH:MM:SS UTC"; anything unparseable is shown as given. */
-function fmtTime(iso: string | null): string {
-  if (!iso) return DASH;
-  const t = new Date(iso);
-  if (Number.isNaN(t.getTime())) return iso;
-  return `${t.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
-}
-
-function picoOrNull(usd: string | null | undefined): bigint | null {
-  if (usd === null || usd === undefined) return null;
-  try {
-    return parseUsd(usd);
-  } catch {
-    return null;
-  }
-}
-
-/** Exact USD for display: trailing zeros dropped, at least 2 decimals ("$0.0012345", "$12.50"). */
-function usdText(pico: bigint): string {
-  const s = formatUsd(pico);
-  const [whole, frac = ''] = s.split('.');
-  const trimmed = frac.replace(/0+$/, '').padEnd(2, '0');
-  return `$${whole}.${trimmed}`;
-}
-
-/** A money string from the data, exact; shown verbatim (escaped) when it is not a decimal. */
-function fmtUsd(usd: string | null | undefined): string {
-  const pico = picoOrNull(usd);
-  if (pico !== null) return usdText(pico);
-  return usd === null || usd === undefined ? DASH : String(usd);
-}
-
 /** Worker order for tables and charts: mean reward descending, then name. */
 function byMean(workers: readonly Worker[]): Worker[] {
   return [...workers].sort((a, b) => (finite(b.mean) ? b.mean : -Infinity) - (finite(a.mean) ? a.mean : -Infinity) || a.name.localeCompare(b.name));
@@ -134,10 +107,6 @@ function byMean(workers: readonly Worker[]): Worker[] {
 
 // ---------------------------------------------------------------------------------------------
 // Sections
-
-function fact(label: string, value: string, title?: string): string {
-  return `<div class="fact"><dt>${esc(label)}</dt><dd${title ? ` title="${esc(title)}"` : ''}>${esc(value)}</dd></div>`;
-}
 
 function statusClass(status: string): string {
   const s = status.toLowerCase();
@@ -147,7 +116,7 @@ function statusClass(status: string): string {
   return 'neutral';
 }
 
-function header(d: EvalReportData): string {
+function header(d: EvalReportData, after: string): string {
   const r = d.run;
   const spend = picoOrNull(r.spendUsd);
   const cap = picoOrNull(r.spendCapUsd);
@@ -171,14 +140,9 @@ function header(d: EvalReportData): string {
     fact('Calls', `${fmtInt(calls.total)} total · ${fmtInt(calls.ok)} ok · ${fmtInt(calls.failed)} failed${failedShare}`),
     fact('Throughput', finite(r.callsPerS) ? `${r.callsPerS.toFixed(r.callsPerS < 10 ? 2 : 1)} calls/s` : DASH),
     fact('Spend', spendText, r.spendUsd),
-  ].join('');
-  return (
-    `<header>` +
-    `<p class="kicker">fugu · evaluation report</p>` +
-    `<h1>Run <code>${esc(r.id)}</code> <span class="status ${statusClass(r.status)}">${esc(r.status)}</span></h1>` +
-    `<dl class="facts">${facts}</dl>` +
-    `</header>`
-  );
+  ];
+  const title = `Run <code>${esc(r.id)}</code> <span class="status ${statusClass(r.status)}">${esc(r.status)}</span>`;
+  return pageHeader('fugu · evaluation report', title, facts, after);
 }
 
 function summary(d: EvalReportData): string {
@@ -207,8 +171,6 @@ function orderSplits(names: string[]): string[] {
   return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 }
 
-const signed = (v: number) => `${v >= 0 ? '+' : '−'}${Math.abs(v).toFixed(3)}`;
-
 function referenceSection(d: EvalReportData): string {
   const splits = orderSplits(Object.keys(d.bySplit));
   const cols: Array<{ name: string; n: number; bestSingle: { worker: string; mean: number }; bestPerTask: number; oracle: number }> = [
@@ -231,7 +193,8 @@ function referenceSection(d: EvalReportData): string {
   return (
     `<section id="reference"><h2>Reference figures</h2>` +
     summary(d) +
-    `<div class="scroll"><table class="ref"><thead>${head}</thead><tbody>${body}</tbody></table></div></section>`
+    table('ref', head, body) +
+    `</section>`
   );
 }
 
@@ -294,7 +257,8 @@ function workerSection(d: EvalReportData): string {
   return (
     `<section id="workers"><h2>Workers</h2>` +
     `<p class="hint">Sorted by mean reward; the best is highlighted. Oracle share: the fraction of items on which the worker is among the best.</p>` +
-    `<div class="scroll"><table class="workers"><thead>${head}</thead><tbody>${rows}</tbody><tfoot>${foot}</tfoot></table></div></section>`
+    table('workers', head, rows, foot) +
+    `</section>`
   );
 }
 
@@ -316,16 +280,10 @@ function perTaskSection(d: EvalReportData): string {
   return (
     `<section id="tasks"><h2>Accuracy per task</h2>` +
     `<p class="hint">Mean reward of each worker on each task; the best worker of each row is highlighted. “Chosen per task” is the reference figures' best-model-per-task choice.</p>` +
-    `<div class="scroll"><table class="pertask"><thead>${head}</thead><tbody>${rows}</tbody><tfoot>${total}</tfoot></table></div></section>`
+    table('pertask', head, rows, total) +
+    `</section>`
   );
 }
-
-function figure(svg: string, caption: string): string {
-  return `<figure>${svg}<figcaption>${caption}</figcaption></figure>`;
-}
-
-/** Chart width in px; the SVGs scale down to the page (and to paper) with max-width: 100%. */
-const CHART_W = 840;
 
 function plotsSection(d: EvalReportData): string {
   const ws = byMean(d.workers);
@@ -434,81 +392,29 @@ function plotsSection(d: EvalReportData): string {
 
 // ---------------------------------------------------------------------------------------------
 
+/** This page's own table rules, added to the shared stylesheet. */
 const CSS = `
-:root { color-scheme: light; --fg: #1b1b1b; --muted: #5f6368; --line: #dcdcdc; --zebra: #f7f7f8; --accent: #0072B2; --best: #e5f3ea; }
-* { box-sizing: border-box; }
-html { -webkit-text-size-adjust: 100%; }
-body { margin: 0; background: #fff; color: var(--fg); font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1120px; margin: 0 auto; padding: 28px 32px 48px; }
-h1 { font-size: 26px; line-height: 1.25; margin: 4px 0 16px; font-weight: 650; }
-h1 code { font: 600 0.9em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: break-word; }
-h2 { font-size: 19px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 2px solid var(--fg); }
-.kicker { margin: 0; text-transform: uppercase; letter-spacing: .08em; font-size: 12px; color: var(--muted); }
-.status { display: inline-block; vertical-align: middle; font-size: 13px; font-weight: 600; padding: 2px 10px; border-radius: 999px; border: 1px solid; }
-.status.ok { color: #0b6b2f; background: #e5f3ea; border-color: #9fd1b0; }
-.status.bad { color: #9b1020; background: #fbe9eb; border-color: #eaa6ae; }
-.status.warn { color: #7a4d00; background: #fff3d6; border-color: #e9c76b; }
-.status.neutral { color: #333; background: #f1f1f1; border-color: #ccc; }
-dl.facts { display: grid; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); gap: 10px 24px; margin: 0; padding: 14px 16px; background: var(--zebra); border: 1px solid var(--line); border-radius: 6px; }
-.fact dt { font-size: 12px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted); }
-.fact dd { margin: 0; font-variant-numeric: tabular-nums; overflow-wrap: break-word; }
-nav.toc { margin: 14px 0 0; font-size: 14px; }
-nav.toc a { color: var(--accent); margin-right: 16px; text-decoration: none; }
-.summary { font-size: 15.5px; max-width: 80ch; }
-.hint { color: var(--muted); font-size: 13.5px; margin: 4px 0 10px; max-width: 90ch; }
-.empty { color: var(--muted); font-style: italic; }
-.scroll { overflow-x: auto; }
-table { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; }
-th, td { padding: 6px 9px; border-bottom: 1px solid var(--line); vertical-align: top; text-align: left; }
-thead th { border-bottom: 2px solid var(--fg); font-weight: 600; white-space: nowrap; vertical-align: bottom; }
-tbody tr:nth-child(even) { background: var(--zebra); }
-tbody th, tfoot th { font-weight: 600; overflow-wrap: break-word; }
-tfoot th, tfoot td { border-top: 2px solid var(--fg); border-bottom: none; font-weight: 600; }
-.num { text-align: right; white-space: nowrap; }
-th.wk { white-space: normal; max-width: 12em; overflow-wrap: break-word; }
-td.best { background: var(--best); font-weight: 700; color: #0b5a2a; }
-td.warn { color: #9b1020; }
-.note, .unit, .who { display: block; font-size: 12px; font-weight: 400; color: var(--muted); white-space: normal; overflow-wrap: break-word; }
-.note { overflow-wrap: anywhere; }
-.who { text-align: right; }
 table.ref th[scope=row] { min-width: 15em; }
 table.workers tbody th { min-width: 12em; }
 table.pertask tbody th { min-width: 8em; }
-figure { margin: 22px 0 30px; break-inside: avoid; page-break-inside: avoid; }
-figure svg { display: block; max-width: 100%; height: auto; }
-figcaption { color: var(--muted); font-size: 13.5px; margin-top: 6px; max-width: 90ch; }
-footer { margin-top: 40px; color: var(--muted); font-size: 12px; border-top: 1px solid var(--line); padding-top: 8px; }
-@media print {
-  @page { size: A4; margin: 14mm 12mm; }
-  body { font-size: 10.5pt; }
-  main { max-width: none; padding: 0; }
-  nav.toc { display: none; }
-  h2 { break-after: avoid; page-break-after: avoid; }
-  .scroll { overflow: visible; }
-  table { font-size: 9pt; }
-  thead { display: table-header-group; }
-  tr { break-inside: avoid; page-break-inside: avoid; }
-  * { -webkit-print-color-adjust: exact; print-color-adjust: exact; }
-}
 `;
 
 /** Render the whole report as one HTML document (UTF-8, no scripts, no external resources). */
 export function renderEvalReport(data: EvalReportData, options: EvalReportOptions = {}): string {
-  const toc =
-    `<nav class="toc" aria-label="Sections"><a href="#reference">Reference figures</a><a href="#workers">Workers</a>` +
-    `<a href="#tasks">Accuracy per task</a><a href="#plots">Plots</a></nav>`;
-  const footer = `<footer>Generated by fugu${options.generatedAt ? ` on ${esc(fmtTime(options.generatedAt))}` : ''} · run ${esc(data.run.id)}</footer>`;
-  return (
-    `<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n` +
-    `<meta name="viewport" content="width=device-width, initial-scale=1">\n` +
-    `<title>fugu evaluation report: ${esc(data.run.id)}</title>\n` +
-    `<style>${CSS}</style>\n</head>\n<body>\n<main>\n` +
-    header(data).replace('</header>', `${toc}</header>`) +
-    referenceSection(data) +
-    workerSection(data) +
-    perTaskSection(data) +
-    plotsSection(data) +
-    footer +
-    `\n</main>\n</body>\n</html>\n`
+  const links = toc([
+    ['reference', 'Reference figures'],
+    ['workers', 'Workers'],
+    ['tasks', 'Accuracy per task'],
+    ['plots', 'Plots'],
+  ]);
+  return htmlDocument(
+    `fugu evaluation report: ${data.run.id}`,
+    header(data, links) +
+      referenceSection(data) +
+      workerSection(data) +
+      perTaskSection(data) +
+      plotsSection(data) +
+      pageFooter(`run ${data.run.id}`, options.generatedAt),
+    CSS,
   );
 }

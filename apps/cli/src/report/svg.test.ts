@@ -12,6 +12,7 @@ import {
   paretoFrontier,
   scatterChart,
   sequentialColor,
+  stackedBarChart,
   textColorOn,
 } from './svg.ts';
 
@@ -257,6 +258,100 @@ describe('histogram', () => {
     expect(histogram({ title: 'E', values: [Number.NaN] })).toContain('No data');
     assertSaneSvg(histogram({ title: 'One', values: [42] }));
     assertSaneSvg(histogram({ title: 'Equal', values: [7, 7, 7, 7] }));
+  });
+});
+
+/** The segments (x, width, fill) of every stacked bar, in order. */
+function stackedBars(svg: string): Array<Array<{ x: number; w: number; fill: string }>> {
+  return [...svg.matchAll(/<g class="bar">([\s\S]*?)<\/g>/g)].map((m) =>
+    [...m[1]!.matchAll(/<rect class="seg" x="([^"]+)" y="[^"]+" width="([^"]+)" height="[^"]+" fill="([^"]+)"/g)].map((s) => ({
+      x: Number(s[1]),
+      w: Number(s[2]),
+      fill: s[3]!,
+    })),
+  );
+}
+
+describe('stackedBarChart', () => {
+  const series = [{ name: 'alpha' }, { name: EVIL }, { name: 'gamma', color: '#123456' }];
+
+  it('tiles every bar exactly with its segments, in series order and colours, with a legend', () => {
+    const svg = stackedBarChart({
+      title: 'Routing',
+      rows: ['arith', 'trivia', EVIL],
+      series,
+      values: [
+        [0.5, 0.25, 0.25],
+        [1 / 3, 1 / 3, 1 / 3],
+        [0.1, 0, 0.9],
+      ],
+      rowTooltips: ['100 items', undefined, '3 items'],
+      valueLabel: 'share of items',
+    });
+    assertSaneSvg(svg);
+    const bars = stackedBars(svg);
+    expect(bars.map((b) => b.length)).toEqual([3, 3, 2]); // a zero share draws no segment
+    const full = bars[0]!.reduce((a, s) => a + s.w, 0);
+    expect(full).toBeGreaterThan(300);
+    for (const bar of bars) {
+      expect(bar.reduce((a, s) => a + s.w, 0)).toBeCloseTo(full, 1);
+      // contiguous: each segment starts where the previous one ends
+      bar.slice(1).forEach((s, i) => expect(s.x).toBeCloseTo(bar[i]!.x + bar[i]!.w, 1));
+      expect(bar[0]!.x).toBeCloseTo(bars[0]![0]!.x, 5);
+    }
+    expect(bars[0]!.map((s) => s.fill)).toEqual(['#0072B2', '#E69F00', '#123456']);
+    expect(bars[0]![0]!.w).toBeCloseTo(full / 2, 1);
+    expect(bars[2]!.map((s) => s.fill)).toEqual(['#0072B2', '#123456']);
+    // legend names every series; labels, tooltips and values are escaped
+    expect(svg).toContain('&lt;script&gt;&amp;&quot;x&quot;');
+    expect(svg).not.toContain(EVIL);
+    expect(svg).toContain('>50%<');
+    expect(svg).toContain('100 items');
+    expect(svg).toContain('>100%<'); // axis end
+  });
+
+  it('normalizes rows that do not sum to 1 and ignores negative and non-finite values', () => {
+    const svg = stackedBarChart({ title: 'Counts', rows: ['a', 'b'], series, values: [[2, 6, 0], [Number.NaN, -1, 5]] });
+    assertSaneSvg(svg);
+    const [a, b] = stackedBars(svg);
+    const full = a!.reduce((s, x) => s + x.w, 0);
+    expect(a![0]!.w).toBeCloseTo(full / 4, 1);
+    expect(b).toHaveLength(1);
+    expect(b![0]!.w).toBeCloseTo(full, 1);
+    expect(svg).toContain('>75%<');
+  });
+
+  it('draws bars to scale when not normalized', () => {
+    const svg = stackedBarChart({ title: 'Raw', rows: ['a', 'b'], series, values: [[2, 2, 0], [1, 0, 0]], normalize: false });
+    assertSaneSvg(svg);
+    const [a, b] = stackedBars(svg);
+    expect(a!.reduce((s, x) => s + x.w, 0)).toBeCloseTo(4 * b![0]!.w, 0);
+  });
+
+  it('handles edge cases: empty input, one category, rows of zeros', () => {
+    expect(stackedBarChart({ title: 'E', rows: [], series, values: [] })).toContain('No data');
+    expect(stackedBarChart({ title: 'E', rows: ['a'], series: [], values: [[]] })).toContain('No data');
+    assertSaneSvg(stackedBarChart({ title: 'E', rows: [], series: [], values: [] }));
+
+    const one = stackedBarChart({ title: 'One', rows: ['a', 'b'], series: [{ name: 'only' }], values: [[0.3], [7]] });
+    assertSaneSvg(one);
+    const bars = stackedBars(one);
+    expect(bars.map((b) => b.length)).toEqual([1, 1]);
+    expect(bars[0]![0]!.w).toBeCloseTo(bars[1]![0]!.w, 5);
+    expect(one).toContain('>100%<');
+
+    // a row without any item: an outlined empty bar, no segments, still the full width
+    const zero = stackedBarChart({ title: 'Zero', rows: ['a', 'none'], series, values: [[1, 0, 0], [0, 0, 0]] });
+    assertSaneSvg(zero);
+    expect(stackedBars(zero).map((b) => b.length)).toEqual([1]);
+    expect(zero).toContain('no data');
+    const emptyW = Number(/<g class="empty-bar"><title>[^<]*<\/title><rect x="[^"]+" y="[^"]+" width="([^"]+)"/.exec(zero)![1]);
+    expect(emptyW).toBeCloseTo(stackedBars(zero)[0]![0]!.w, 5);
+
+    // all rows zero, normalized or not, and missing value rows
+    assertSaneSvg(stackedBarChart({ title: 'All zero', rows: ['a'], series, values: [[0, 0, 0]] }));
+    assertSaneSvg(stackedBarChart({ title: 'All zero raw', rows: ['a'], series, values: [[0, 0, 0]], normalize: false }));
+    assertSaneSvg(stackedBarChart({ title: 'Ragged', rows: ['a', 'b'], series, values: [[1]] }));
   });
 });
 

@@ -1001,3 +1001,101 @@ export function histogram(o: HistogramOptions): string {
   });
   return svgDoc(width, height, o, s);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stacked horizontal bars (a distribution per row, e.g. the routing distribution per task)
+
+export type StackedBarOptions = ChartBase & {
+  /** one bar per row, top to bottom */
+  rows: readonly string[];
+  /** the segments of every bar, left to right, with their legend names and colours */
+  series: readonly { name: string; color?: string }[];
+  /** values[row][series]; missing, non-finite and negative values count as 0 */
+  values: readonly (readonly (number | null | undefined)[])[];
+  /** extra tooltip text per row (e.g. "300 items") */
+  rowTooltips?: readonly (string | undefined)[];
+  /**
+   * true (default): every bar shows its row's shares and spans the full width (fractions summing
+   * to 1, axis 0-100%); false: bars are drawn to scale on a common value axis.
+   */
+  normalize?: boolean;
+  valueLabel?: string;
+  /** format of a segment's value in its label and tooltip (default: a percentage when normalized) */
+  format?: (v: number) => string;
+};
+
+/**
+ * Horizontal bars made of one segment per series, legend on top. Segment edges are computed from
+ * cumulative sums, so the segments of a bar tile it exactly. A row whose values are all 0 is drawn
+ * as an empty outlined bar marked "no data". Segments wide enough carry their value as a label.
+ */
+export function stackedBarChart(o: StackedBarOptions): string {
+  const width = o.width ?? 720;
+  const normalize = o.normalize ?? true;
+  const fmt = o.format ?? (normalize ? (v: number) => `${trimZeros((v * 100).toFixed(1))}%` : formatNumber);
+  if (o.rows.length === 0 || o.series.length === 0) return noData(o, width);
+
+  const items = o.series.map((se, i) => ({ name: se.name, color: se.color ?? paletteColor(i), kind: 'box' as const }));
+  const rows = o.rows.map((label, ri) => {
+    const raw = o.series.map((_, si) => {
+      const v = o.values[ri]?.[si];
+      return isFiniteNumber(v) && v > 0 ? v : 0;
+    });
+    const total = raw.reduce((a, b) => a + b, 0);
+    return { label, raw, total, shares: raw.map((v) => (total > 0 ? v / total : 0)), tooltip: o.rowTooltips?.[ri] };
+  });
+
+  const ticks = normalize ? ticksInside(0, 1, 5) : niceTicks(0, Math.max(...rows.map((r) => r.total)), 5);
+  const tfmt = normalize ? (v: number) => `${Math.round(v * 100)}%` : tickFormatter(ticks.step);
+  const labelW = Math.min(width * 0.3, Math.max(...rows.map((r) => textWidth(r.label))) + 4);
+  const x0 = 10 + labelW + 8;
+  const lg = legend(items, x0, TITLE_H + 2, width - x0 - 16);
+  const rowH = 26;
+  const p: Plot = { x0, x1: width - 16, y0: TITLE_H + lg.height + 10, y1: 0 };
+  p.y1 = p.y0 + rows.length * rowH;
+  const height = p.y1 + (o.valueLabel ? 46 : 30);
+  const x = linearScale(ticks.lo, ticks.hi, p.x0, p.x1);
+  // round edges once, then take widths as differences: the segments then sum to the bar exactly
+  const edge = (v: number) => Math.round(x(v) * 100) / 100;
+
+  let s = lg.svg + bottomAxis(p, x, ticks, o.valueLabel, tfmt);
+  rows.forEach((r, ri) => {
+    const yTop = p.y0 + ri * rowH + 4;
+    const bh = rowH - 8;
+    const rowTip = r.tooltip ? `\n${r.tooltip}` : '';
+    s += `<text x="${c(p.x0 - 8)}" y="${c(yTop + bh / 2 + 4)}" text-anchor="end" fill="#222">${tip(`${r.label}${rowTip}`)}${escapeXml(truncateText(r.label, labelW))}</text>`;
+    if (r.total === 0) {
+      const w = edge(normalize ? 1 : ticks.hi) - edge(0);
+      s += `<g class="empty-bar">${tip(`${r.label}: no data${rowTip}`)}<rect x="${c(edge(0))}" y="${c(yTop)}" width="${c(w)}" height="${c(bh)}" fill="#fafafa" stroke="${GRID}"/>`;
+      s += `<text x="${c(edge(0) + 6)}" y="${c(yTop + bh / 2 + 4)}" font-size="11" fill="${MUTED}">no data</text></g>`;
+      return;
+    }
+    const parts = normalize ? r.shares : r.raw;
+    let acc = 0;
+    let segs = '';
+    parts.forEach((v, si) => {
+      if (v <= 0) return;
+      const left = edge(acc);
+      acc += v;
+      // the last segment ends exactly at the bar's end, whatever the float sum says
+      const right = edge(si === lastPositive(parts) ? (normalize ? 1 : r.total) : acc);
+      const w = right - left;
+      const item = items[si]!;
+      const value = normalize ? r.shares[si]! : r.raw[si]!;
+      const share = normalize ? '' : ` (${trimZeros((r.shares[si]! * 100).toFixed(1))}%)`;
+      segs += `<rect class="seg" x="${c(left)}" y="${c(yTop)}" width="${c(w)}" height="${c(bh)}" fill="${item.color}">${tip(`${r.label} / ${item.name}: ${fmt(value)}${share}${rowTip}`)}</rect>`;
+      const text = fmt(value);
+      if (textWidth(text, 10.5) + 6 <= w) {
+        segs += `<text x="${c(left + w / 2)}" y="${c(yTop + bh / 2 + 4)}" text-anchor="middle" font-size="10.5" fill="${textColorOn(item.color)}" pointer-events="none">${escapeXml(text)}</text>`;
+      }
+    });
+    s += `<g class="bar">${segs}</g>`;
+  });
+  s += `<line x1="${c(p.x0)}" y1="${c(p.y0)}" x2="${c(p.x0)}" y2="${c(p.y1)}" stroke="${AXIS}"/>`;
+  return svgDoc(width, height, o, s);
+}
+
+function lastPositive(values: readonly number[]): number {
+  for (let i = values.length - 1; i >= 0; i--) if (values[i]! > 0) return i;
+  return -1;
+}

@@ -22,6 +22,10 @@ export type TrainOptions = {
   lr: number;
   patience: number;
   headOnly: boolean;
+  /** decoupled weight decay on the head weights (AdamW) */
+  weightDecay: number;
+  /** early stopping keeps the best validation mean reward (default) or the lowest validation KL */
+  selectBy: 'reward' | 'loss';
   home: string;
   log?: (line: string) => void;
 };
@@ -63,7 +67,10 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
       lr: opts.lr,
       patience: opts.patience,
       trainZ: !opts.headOnly,
-      onEpoch: (e) => log(`epoch ${String(e.epoch).padStart(3)}/${opts.epochs}  train KL ${e.trainLoss.toFixed(5)}  val KL ${e.valLoss.toFixed(5)}  (${((Date.now() - started) / 1000).toFixed(1)} s)`),
+      rewards: data.rewards,
+      weightDecay: opts.weightDecay,
+      selectBy: opts.selectBy,
+      onEpoch: (e) => log(`epoch ${String(e.epoch).padStart(3)}/${opts.epochs}  train KL ${e.trainLoss.toFixed(5)}  val KL ${e.valLoss.toFixed(5)}  val reward ${e.valReward?.toFixed(4)}  (${((Date.now() - started) / 1000).toFixed(1)} s)`),
     });
     const checkpointId = `ckpt_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
     await saveCheckpoint(db, {
@@ -77,7 +84,7 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
       tau: opts.tau,
       training: {
         run: opts.run, splitSeed: opts.splitSeed, fractions: SPLIT_FRACTIONS, seed: opts.seed, epochs: opts.epochs, batchSize: opts.batchSize,
-        lr: opts.lr, patience: opts.patience, headOnly: opts.headOnly, seconds: (Date.now() - started) / 1000,
+        lr: opts.lr, patience: opts.patience, headOnly: opts.headOnly, weightDecay: opts.weightDecay, selectBy: opts.selectBy, seconds: (Date.now() - started) / 1000,
       },
       metrics: { history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss },
       parentId: null,

@@ -16,6 +16,8 @@ export interface SftEpoch {
   trainLoss: number;
   /** Mean KL on the validation split after the epoch (NaN without a validation split). */
   valLoss: number;
+  /** Mean reward of the argmax decisions on the validation split (when `rewards` is given). */
+  valReward?: number;
 }
 
 export interface SftOptions {
@@ -44,6 +46,12 @@ export interface SftOptions {
   /** Rows per projection / validation run (default 4096): bounds memory on big splits. */
   chunkRows?: number;
   onEpoch?: (e: SftEpoch) => void | Promise<void>;
+  /** N rows of mean rewards per worker: with them each epoch also reports the validation mean reward of the argmax decisions. */
+  rewards?: readonly Float32Array[];
+  /** Decoupled weight decay (AdamW) on the head weights W_h; default 0. */
+  weightDecay?: number;
+  /** What early stopping keeps: the lowest validation KL (default) or the highest validation mean reward (needs `rewards`). */
+  selectBy?: 'loss' | 'reward';
 }
 
 export interface SftResult {
@@ -82,23 +90,38 @@ export async function trainSft(options: SftOptions): Promise<SftResult> {
   unpackTheta(theta, head.dims); // checks the size
   const m = new Float64Array(theta.length), v = new Float64Array(theta.length);
   const frozen = trainZ ? 0 : R; // theta[0, frozen) is not updated
+  const weightDecay = options.weightDecay ?? 0;
+  const headFrom = R, headTo = R + head.dims.dim * K; // W_h within theta
   let step = 0;
 
-  const valLossOf = async (t: Float32Array): Promise<number> => {
-    if (split.val.length === 0) return NaN;
+  const selectBy = options.selectBy ?? 'loss';
+  if (selectBy === 'reward' && !options.rewards) throw new InputError('SFT: selectBy reward needs rewards', { field: 'rewards' });
+  const valOf = async (t: Float32Array): Promise<{ loss: number; reward: number }> => {
+    if (split.val.length === 0) return { loss: NaN, reward: NaN };
     let total = 0;
+    let reward = 0;
     for (let start = 0; start < split.val.length; start += chunk) {
       const rows = split.val.slice(start, start + chunk);
       const logits = (await head.logits(gather(Y, rows, R), t)).data;
-      for (let i = 0; i < rows.length; i++) total += klRow(P, rows[i]! * K, logits, i * K, K);
+      for (let i = 0; i < rows.length; i++) {
+        total += klRow(P, rows[i]! * K, logits, i * K, K);
+        if (options.rewards) {
+          let best = 0;
+          for (let k = 1; k < K; k++) if (logits[i * K + k]! > logits[i * K + best]!) best = k;
+          reward += options.rewards[rows[i]!]![best]!;
+        }
+      }
     }
-    return total / split.val.length;
+    return { loss: total / split.val.length, reward: options.rewards ? reward / split.val.length : NaN };
   };
+  // the quantity early stopping minimises
+  const criterion = (v: { loss: number; reward: number }): number => (selectBy === 'reward' ? -v.reward : v.loss);
 
   const shuffle = rng(seed, 'sft-minibatches');
   const history: SftEpoch[] = [];
-  let best = { loss: await valLossOf(theta), epoch: 0, theta: Float32Array.from(theta) };
-  if (Number.isNaN(best.loss)) best.loss = Infinity;
+  const start0 = await valOf(theta);
+  let best = { loss: start0.loss, score: criterion(start0), epoch: 0, theta: Float32Array.from(theta) };
+  if (Number.isNaN(best.score)) best.score = Infinity;
 
   for (let epoch = 1; epoch <= options.epochs; epoch++) {
     const order = shuffled(split.train, shuffle);
@@ -113,6 +136,7 @@ export async function trainSft(options: SftOptions): Promise<SftResult> {
       // Adam with bias correction.
       step++;
       const c1 = 1 - beta1 ** step, c2 = 1 - beta2 ** step;
+      if (weightDecay > 0) for (let i = headFrom; i < headTo; i++) theta[i] = theta[i]! * (1 - options.lr * weightDecay);
       for (let i = frozen; i < theta.length; i++) {
         const g = grad[i]!;
         m[i] = beta1 * m[i]! + (1 - beta1) * g;
@@ -120,14 +144,15 @@ export async function trainSft(options: SftOptions): Promise<SftResult> {
         theta[i] = theta[i]! - (options.lr * (m[i]! / c1)) / (Math.sqrt(v[i]! / c2) + adamEps);
       }
     }
-    const record: SftEpoch = { epoch, trainLoss: trainTotal / order.length, valLoss: await valLossOf(theta) };
+    const val = await valOf(theta);
+    const record: SftEpoch = { epoch, trainLoss: trainTotal / order.length, valLoss: val.loss, ...(options.rewards && { valReward: val.reward }) };
     history.push(record);
     await options.onEpoch?.(record);
     if (split.val.length === 0) {
-      best = { loss: NaN, epoch, theta: Float32Array.from(theta) };
+      best = { loss: NaN, score: NaN, epoch, theta: Float32Array.from(theta) };
       continue;
     }
-    if (record.valLoss < best.loss) best = { loss: record.valLoss, epoch, theta: Float32Array.from(theta) };
+    if (criterion(val) < best.score) best = { loss: val.loss, score: criterion(val), epoch, theta: Float32Array.from(theta) };
     else if (epoch - best.epoch >= options.patience) break;
   }
   return { theta: best.theta, history, bestEpoch: best.epoch, bestValLoss: best.loss };
