@@ -14,6 +14,7 @@ import { runEval, type EvalOptions } from './eval/run.ts';
 import { collectRunSummary, formatSummary, writeSoftLabels } from './eval/summary.ts';
 import { down, isReachable, localServiceUrls, servicesStatus, up } from './local-services.ts';
 import { renderEvalReport } from './report/eval-report.ts';
+import { renderRouterReport } from './report/router-report.ts';
 import { trainRouter } from './router/train.ts';
 import { evaluateRouter, formatRouterEval } from './router/evaluate.ts';
 
@@ -42,9 +43,9 @@ evaluation batches
 router model
   router info [CHECKPOINT]  the backbone, the adapted matrices and the flat theta layout and size
   router train --run RUN [--tau 0.1] [--seed 0] [--split-seed 0] [--epochs 40] [--batch 256]
-       [--lr 0.003] [--patience 5] [--head-only]
+       [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
-  router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10]
+  router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10] [--out FILE]
                           the router beside best single, best per task, kNN, random, oracle
 
   demo [--repetitions 4] [--sample N]
@@ -311,6 +312,10 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
           ...(flags['split-seed'] !== undefined && { splitSeed: int(flags['split-seed'], '--split-seed', 0) }),
         });
         process.stdout.write(formatRouterEval(r));
+        const out = typeof flags.out === 'string' ? flags.out : defaultOut(config, 'reports', `${r.checkpoint.id}-${split}.html`);
+        await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+        await writeFile(out, renderRouterReport(r, { generatedAt: new Date().toISOString() }));
+        process.stdout.write(`wrote the report to ${out}\n`);
       } finally {
         await ctx.close();
       }
