@@ -30,7 +30,7 @@ export type TrainOptions = {
   log?: (line: string) => void;
 };
 
-export type TrainOutcome = { checkpointId: string; history: SftEpoch[]; bestEpoch: number; bestValLoss: number; items: number; split: Record<string, number> };
+export type TrainOutcome = { checkpointId: string; history: SftEpoch[]; bestEpoch: number; bestValLoss: number; items: number; split: { train: number; val: number; test: number } };
 
 /** Item indices per split name (by unique prompt, seeded). */
 export function splitIndices(data: RoutingData, seed: number): Record<'train' | 'val' | 'test', number[]> {

@@ -1,0 +1,77 @@
+// The router end to end on real Postgres and the real USE-lite backbone: an evaluation run of
+// replay workers with task-dependent skills, SFT on its rewards, evaluation against the
+// baselines; and the checks that refuse a checkpoint that does not fit the data.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { InputError } from '@fugu/core';
+import { createLogger, Registry } from '@fugu/telemetry';
+import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
+import { runEval } from '../../apps/cli/src/eval/run.ts';
+import { trainRouter } from '../../apps/cli/src/router/train.ts';
+import { evaluateRouter } from '../../apps/cli/src/router/evaluate.ts';
+import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
+
+let env: EvalEnv;
+let worker: ProviderWorkerHandle;
+const quiet = () => {};
+
+beforeAll(async () => {
+  env = await createEvalEnv();
+  worker = await startProviderWorker({ config: env.config, db: env.ctx.db, log: createLogger({ name: 't', level: 'silent' }), registry: new Registry() });
+  const run = async (runId: string, workers: string[]) => {
+    const files = await writeFixtures(`${env.dir}/${runId}`, syntheticItems(600, 5), replayPool(workers));
+    await runEval(env.ctx, { dataset: files.dataset, pool: files.pool, repetitions: 1, sample: null, seed: 0, spendCap: null, localWorkers: 0, keyCheck: true, wait: true, runId, log: quiet });
+  };
+  await run('skills', ['alpha', 'beta', 'gamma']);
+  await run('two', ['alpha', 'beta']);
+}, 120_000);
+afterAll(async () => {
+  await worker?.close();
+  await env?.cleanup();
+});
+
+const train = (over: Partial<Parameters<typeof trainRouter>[1]> = {}) =>
+  trainRouter(env.ctx.db, {
+    run: 'skills', tau: 1, seed: 0, splitSeed: 0, epochs: 40, batchSize: 64, lr: 0.01, patience: 10, headOnly: false, weightDecay: 0,
+    selectBy: 'reward', home: env.dir, log: quiet, ...over,
+  });
+
+describe('router SFT and evaluation', () => {
+  it('learns which worker is good at which task, beats the best single worker, and is seeded', async () => {
+    const a = await train();
+    expect(a.split.train + a.split.val + a.split.test).toBe(600);
+    const r = await evaluateRouter(env.ctx.db, { checkpoint: a.checkpointId, split: 'test', k: 10, home: env.dir, log: quiet });
+    const by = Object.fromEntries(r.methods.map((m) => [m.name, m.meanReward]));
+    // alpha is the math worker, beta the qa worker (test/support/eval-env.ts): the router finds it
+    expect(r.routing.math!.alpha).toBeGreaterThan(0.5);
+    expect(r.routing.qa!.beta).toBeGreaterThan(0.5);
+    expect(by.router).toBeGreaterThan(by['best single']!);
+    expect(by.oracle).toBeGreaterThanOrEqual(by.router!);
+    expect(r.strongWeak.apgr).toBeGreaterThan(0);
+    expect(r.sweep.hull.length).toBeGreaterThan(0);
+    expect(r.training?.length).toBeGreaterThan(0);
+
+    const b = await train();
+    const thetas = await sql<{ id: string; theta: Buffer }>`select id, theta from router_checkpoints where id in (${a.checkpointId}, ${b.checkpointId})`.execute(env.ctx.db);
+    expect(thetas.rows[0]!.theta.equals(thetas.rows[1]!.theta)).toBe(true);
+  });
+
+  it('head-only training keeps z at 1', async () => {
+    const h = await train({ headOnly: true, epochs: 5 });
+    const row = await sql<{ theta: Buffer }>`select theta from router_checkpoints where id = ${h.checkpointId}`.execute(env.ctx.db);
+    const theta = new Float32Array(new Uint8Array(row.rows[0]!.theta).buffer);
+    expect(theta.subarray(0, 512).every((z) => z === 1)).toBe(true);
+  });
+
+  it('refuses a checkpoint whose workers or backbone do not match', async () => {
+    const a = await train({ epochs: 2 });
+    const e = await evaluateRouter(env.ctx.db, { checkpoint: a.checkpointId, run: 'two', split: 'test', k: 10, home: env.dir, log: quiet }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InputError);
+    expect((e as Error).message).toMatch(/scores workers \[alpha, beta, gamma\] but run two has \[alpha, beta\]/);
+    await sql`update router_checkpoints set backbone_id = 'other-backbone' where id = ${a.checkpointId}`.execute(env.ctx.db);
+    const e2 = await evaluateRouter(env.ctx.db, { checkpoint: a.checkpointId, split: 'test', k: 10, home: env.dir, log: quiet }).catch((x: unknown) => x);
+    expect((e2 as Error).message).toMatch(/trained on backbone other-backbone/);
+    await expect(evaluateRouter(env.ctx.db, { checkpoint: 'nope', split: 'test', k: 10, home: env.dir, log: quiet })).rejects.toThrow(/no router checkpoint "nope"/);
+    await expect(train({ tau: 0 })).rejects.toThrow(/tau must be > 0/);
+  });
+});
