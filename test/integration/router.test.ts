@@ -75,3 +75,26 @@ describe('router SFT and evaluation', () => {
     await expect(train({ tau: 0 })).rejects.toThrow(/tau must be > 0/);
   });
 });
+
+describe('router checkpoint files', () => {
+  it('exports and imports a checkpoint, and names what is wrong with a bad file', async () => {
+    const { exportCheckpoint, importCheckpoint } = await import('../../apps/cli/src/router/transfer.ts');
+    const { getCheckpoint } = await import('@fugu/db');
+    const { writeFile, readFile } = await import('node:fs/promises');
+    const a = await train({ epochs: 2 });
+    const file = `${env.dir}/ckpt.json`;
+    await exportCheckpoint(env.ctx.db, a.checkpointId, file);
+    const id = await importCheckpoint(env.ctx.db, file);
+    expect(id).not.toBe(a.checkpointId); // the id was taken
+    const [orig, copy] = await Promise.all([getCheckpoint(env.ctx.db, a.checkpointId), getCheckpoint(env.ctx.db, id)]);
+    expect(copy!.theta).toEqual(orig!.theta);
+    expect(copy!.workers).toEqual(orig!.workers);
+    const bad = JSON.parse(await readFile(file, 'utf8'));
+    bad.theta = Buffer.from(new Float32Array(3).buffer).toString('base64');
+    await writeFile(file, JSON.stringify(bad));
+    await expect(importCheckpoint(env.ctx.db, file)).rejects.toThrow(/field theta: theta has 3 values/);
+    delete bad.workers;
+    await writeFile(file, JSON.stringify(bad));
+    await expect(importCheckpoint(env.ctx.db, file)).rejects.toThrow(/field workers/);
+  });
+});

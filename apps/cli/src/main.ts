@@ -17,6 +17,7 @@ import { renderEvalReport } from './report/eval-report.ts';
 import { renderRouterReport } from './report/router-report.ts';
 import { trainRouter } from './router/train.ts';
 import { evaluateRouter, formatRouterEval } from './router/evaluate.ts';
+import { exportCheckpoint, importCheckpoint } from './router/transfer.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -46,6 +47,8 @@ router model
        [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
   router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10] [--out FILE]
+  router export CHECKPOINT [--out FILE] | router import FILE
+                          a checkpoint to and from one JSON file
                           the router beside best single, best per task, kNN, random, oracle
 
   demo [--repetitions 4] [--sample N]
@@ -321,8 +324,26 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'export':
+    case 'import': {
+      const { flags, positionals } = parse(rest, { out: { type: 'string' } });
+      if (!positionals[0]) throw new InputError(sub === 'export' ? 'give the checkpoint: fugu router export <checkpoint> [--out FILE]' : 'give the file: fugu router import <file>', { field: 'arguments' });
+      const ctx = await openContext({ redis: false, config });
+      try {
+        if (sub === 'export') {
+          const out = typeof flags.out === 'string' ? flags.out : `${positionals[0]}.json`;
+          await exportCheckpoint(ctx.db, positionals[0], out);
+          process.stdout.write(`wrote ${positionals[0]} to ${out}\n`);
+        } else {
+          process.stdout.write(`${await importCheckpoint(ctx.db, positionals[0])}\n`);
+        }
+      } finally {
+        await ctx.close();
+      }
+      return 0;
+    }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, export, import)`, { field: 'command' });
   }
 }
 
