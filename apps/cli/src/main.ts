@@ -18,6 +18,7 @@ import { renderRouterReport } from './report/router-report.ts';
 import { trainRouter } from './router/train.ts';
 import { evaluateRouter, formatRouterEval } from './router/evaluate.ts';
 import { exportCheckpoint, importCheckpoint } from './router/transfer.ts';
+import { formatStudy, routerStudy } from './router/study.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -47,6 +48,8 @@ router model
        [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
   router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10] [--out FILE]
+  router study --run RUN [--seeds 5] [training options]
+                          router, head-only ablation and baselines, mean +- sd over split seeds
   router export CHECKPOINT [--out FILE] | router import FILE
                           a checkpoint to and from one JSON file
                           the router beside best single, best per task, kNN, random, oracle
@@ -324,6 +327,30 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'study': {
+      const { flags } = parse(rest, {
+        run: { type: 'string' }, seeds: { type: 'string' }, tau: { type: 'string' }, seed: { type: 'string' }, epochs: { type: 'string' },
+        batch: { type: 'string' }, lr: { type: 'string' }, patience: { type: 'string' }, 'weight-decay': { type: 'string' }, k: { type: 'string' }, out: { type: 'string' },
+      });
+      if (typeof flags.run !== 'string') throw new InputError('give the evaluation run: --run <run>', { field: '--run' });
+      const ctx = await openContext({ redis: false, config });
+      try {
+        const s = await routerStudy(ctx.db, {
+          run: flags.run, seeds: int(flags.seeds, '--seeds', 5), tau: num(flags.tau, '--tau', 0.1), seed: int(flags.seed, '--seed', 0),
+          epochs: int(flags.epochs, '--epochs', 40), batchSize: int(flags.batch, '--batch', 256), lr: num(flags.lr, '--lr', 0.003),
+          patience: int(flags.patience, '--patience', 5), weightDecay: num(flags['weight-decay'], '--weight-decay', 0), selectBy: 'reward',
+          k: int(flags.k, '--k', 10), home: config.home,
+        });
+        process.stdout.write(formatStudy(s));
+        const out = typeof flags.out === 'string' ? flags.out : defaultOut(config, 'reports', `router-study-${flags.run}.html`);
+        await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+        await writeFile(out, renderRouterReport(s.last, { generatedAt: new Date().toISOString() }));
+        process.stdout.write(`wrote the report to ${out}\n`);
+      } finally {
+        await ctx.close();
+      }
+      return 0;
+    }
     case 'export':
     case 'import': {
       const { flags, positionals } = parse(rest, { out: { type: 'string' } });
@@ -343,7 +370,7 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, export, import)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, study, export, import)`, { field: 'command' });
   }
 }
 
