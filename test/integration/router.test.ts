@@ -98,3 +98,21 @@ describe('router checkpoint files', () => {
     await expect(importCheckpoint(env.ctx.db, file)).rejects.toThrow(/field workers/);
   });
 });
+
+describe('router decisions', () => {
+  it('routes texts within an allowed pool, cost-aware, and samples reproducibly from pi', async () => {
+    const { routeTexts } = await import('../../apps/cli/src/router/route.ts');
+    const a = await train({ epochs: 10 });
+    const texts = ['Question 3 about math: what is 3 + 3?', 'Question 4 about qa: what is 4 + 4?'];
+    const base = { checkpoint: a.checkpointId, texts, lambda: 0, sample: false, seed: 0, home: env.dir };
+    const only = await routeTexts(env.ctx.db, { ...base, allowed: ['gamma'] });
+    expect(only.decisions.map((d) => d.worker)).toEqual(['gamma', 'gamma']);
+    // prices in replayPool rise alpha < beta < gamma: a large lambda picks the cheapest
+    const cheap = await routeTexts(env.ctx.db, { ...base, lambda: 100 });
+    expect(cheap.decisions.map((d) => d.worker)).toEqual(['alpha', 'alpha']);
+    const s1 = await routeTexts(env.ctx.db, { ...base, texts: Array(20).fill(texts[0]), sample: true, seed: 7 });
+    const s2 = await routeTexts(env.ctx.db, { ...base, texts: Array(20).fill(texts[0]), sample: true, seed: 7 });
+    expect(s1.decisions.map((d) => d.worker)).toEqual(s2.decisions.map((d) => d.worker));
+    await expect(routeTexts(env.ctx.db, { ...base, texts: [''] })).rejects.toThrow(/empty/);
+  });
+});

@@ -19,6 +19,7 @@ import { trainRouter } from './router/train.ts';
 import { evaluateRouter, formatRouterEval } from './router/evaluate.ts';
 import { exportCheckpoint, importCheckpoint } from './router/transfer.ts';
 import { formatStudy, routerStudy } from './router/study.ts';
+import { routeTexts } from './router/route.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -48,6 +49,8 @@ router model
        [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
   router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10] [--out FILE]
+  router route CHECKPOINT "text" ... [--allowed a,b] [--lambda 0] [--sample --seed N]
+                          the worker chosen for each text (cost-aware with --lambda)
   router study --run RUN [--seeds 5] [training options]
                           router, head-only ablation and baselines, mean +- sd over split seeds
   router export CHECKPOINT [--out FILE] | router import FILE
@@ -351,6 +354,25 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'route': {
+      const { flags, positionals } = parse(rest, { allowed: { type: 'string' }, lambda: { type: 'string' }, sample: { type: 'boolean' }, seed: { type: 'string' } });
+      const [checkpoint, ...texts] = positionals;
+      if (!checkpoint || texts.length === 0) throw new InputError('give a checkpoint and one or more texts: fugu router route <checkpoint> "text" ...', { field: 'arguments' });
+      const ctx = await openContext({ redis: false, config });
+      try {
+        const { workers, decisions } = await routeTexts(ctx.db, {
+          checkpoint, texts, lambda: num(flags.lambda, '--lambda', 0), sample: Boolean(flags.sample), seed: int(flags.seed, '--seed', 0), home: config.home,
+          ...(typeof flags.allowed === 'string' && { allowed: flags.allowed.split(',').map((x) => x.trim()).filter(Boolean) }),
+        });
+        for (const d of decisions) {
+          const top = [...d.probs].map((p, j) => ({ p, j })).sort((a, b) => b.p - a.p).slice(0, 3);
+          process.stdout.write(`${d.worker}\t(pi: ${top.map(({ p, j }) => `${workers[j]} ${p.toFixed(3)}`).join(', ')})\t${d.text.slice(0, 60)}\n`);
+        }
+      } finally {
+        await ctx.close();
+      }
+      return 0;
+    }
     case 'export':
     case 'import': {
       const { flags, positionals } = parse(rest, { out: { type: 'string' } });
@@ -370,7 +392,7 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, study, export, import)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, route, study, export, import)`, { field: 'command' });
   }
 }
 
