@@ -116,3 +116,23 @@ describe('router decisions', () => {
     await expect(routeTexts(env.ctx.db, { ...base, texts: [''] })).rejects.toThrow(/empty/);
   });
 });
+
+describe('router training from a label file', () => {
+  it('trains from `fugu labels` output, and names a label file whose workers differ from the pool', async () => {
+    const { collectRunSummary, runPrompts, writeSoftLabels } = await import('../../apps/cli/src/eval/summary.ts');
+    const { writeFile, readFile } = await import('node:fs/promises');
+    const s = await collectRunSummary(env.ctx.db, 'skills');
+    const file = `${env.dir}/skills-labels.jsonl`;
+    await writeSoftLabels(s, 0.5, file, await runPrompts(env.ctx.db, s));
+    const out = await train({ run: undefined, labels: { file, pool: replayPool() }, epochs: 3 });
+    expect(out.items).toBe(600);
+    await expect(train({ run: undefined, labels: { file, pool: replayPool(['alpha', 'gamma', 'beta']) } })).rejects.toThrow(
+      /skills-labels.jsonl:1, field workers: the label file's workers \[alpha, beta, gamma\] differ from the pool's \[alpha, gamma, beta\]/,
+    );
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    lines[4] = lines[4]!.replace(/"prompt":"[^"]*"/, '"prompt":""');
+    await writeFile(file, lines.join('\n'));
+    await expect(train({ run: undefined, labels: { file, pool: replayPool() } })).rejects.toThrow(/skills-labels.jsonl:5, field prompt: prompt must not be empty/);
+    await expect(train({ run: 'skills', labels: { file, pool: replayPool() } })).rejects.toThrow(/either an evaluation run/);
+  });
+});

@@ -11,11 +11,12 @@ import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@f
 import { providerCallQueue } from '@fugu/queue';
 import { openContext } from './context.ts';
 import { runEval, type EvalOptions } from './eval/run.ts';
-import { collectRunSummary, formatSummary, writeSoftLabels } from './eval/summary.ts';
+import { collectRunSummary, formatSummary, runPrompts, writeSoftLabels } from './eval/summary.ts';
 import { down, isReachable, localServiceUrls, servicesStatus, up } from './local-services.ts';
 import { renderEvalReport } from './report/eval-report.ts';
 import { renderRouterReport } from './report/router-report.ts';
 import { trainRouter } from './router/train.ts';
+import { resolveWorkerPool } from './eval/inputs.ts';
 import { evaluateRouter, formatRouterEval } from './router/evaluate.ts';
 import { exportCheckpoint, importCheckpoint } from './router/transfer.ts';
 import { formatStudy, routerStudy } from './router/study.ts';
@@ -45,7 +46,7 @@ evaluation batches
                           HTML report: per-worker/per-task table, reference figures, plots
 router model
   router info [CHECKPOINT]  the backbone, the adapted matrices and the flat theta layout and size
-  router train --run RUN [--tau 0.1] [--seed 0] [--split-seed 0] [--epochs 40] [--batch 256]
+  router train --run RUN | --labels FILE --pool P [--tau 0.1] [--seed 0] [--split-seed 0] [--epochs 40] [--batch 256]
        [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
   router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10] [--out FILE]
@@ -201,7 +202,8 @@ async function cmdLabels(config: FuguConfig, runId: string, flags: Flags): Promi
   try {
     const tau = flags.tau === undefined ? 0.1 : Number(flags.tau);
     const out = typeof flags.out === 'string' ? flags.out : defaultOut(config, 'labels', `${runId}-tau${tau}.jsonl`);
-    const stats = await writeSoftLabels(await collectRunSummary(ctx.db, runId), tau, out);
+    const summary = await collectRunSummary(ctx.db, runId);
+    const stats = await writeSoftLabels(summary, tau, out, await runPrompts(ctx.db, summary));
     process.stdout.write(`wrote soft labels for ${stats.items} items (tau ${tau}, mean entropy ${stats.meanEntropy.toFixed(3)} nats) to ${stats.path}\n`);
   } finally {
     await ctx.close();
@@ -291,13 +293,17 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       const { flags, positionals } = parse(rest, {
         run: { type: 'string' }, tau: { type: 'string' }, seed: { type: 'string' }, 'split-seed': { type: 'string' }, epochs: { type: 'string' },
         batch: { type: 'string' }, lr: { type: 'string' }, patience: { type: 'string' }, 'head-only': { type: 'boolean' }, 'select-by': { type: 'string' }, 'weight-decay': { type: 'string' },
+        labels: { type: 'string' }, pool: { type: 'string' },
       });
       if (positionals.length) throw new InputError(`unexpected argument "${positionals[0]}"`, { field: 'arguments' });
-      if (typeof flags.run !== 'string') throw new InputError('give the evaluation run to train on: --run <run>', { field: '--run' });
+      if (typeof flags.run !== 'string' && typeof flags.labels !== 'string') throw new InputError('give the evaluation run to train on (--run <run>) or a label file and its pool (--labels FILE --pool P)', { field: '--run' });
+      if (typeof flags.labels === 'string' && typeof flags.pool !== 'string') throw new InputError('a label file needs the worker pool it routes to: --pool llmrouter|<file>', { field: '--pool' });
       const ctx = await openContext({ redis: false, config });
       try {
         const out = await trainRouter(ctx.db, {
-          run: flags.run, tau: num(flags.tau, '--tau', 0.1), seed: int(flags.seed, '--seed', 0), splitSeed: int(flags['split-seed'], '--split-seed', 0),
+          ...(typeof flags.run === 'string' && { run: flags.run }),
+          ...(typeof flags.labels === 'string' && { labels: { file: flags.labels, pool: await resolveWorkerPool(flags.pool as string, config.llmrouterDir) } }),
+          tau: num(flags.tau, '--tau', 0.1), seed: int(flags.seed, '--seed', 0), splitSeed: int(flags['split-seed'], '--split-seed', 0),
           epochs: int(flags.epochs, '--epochs', 40), batchSize: int(flags.batch, '--batch', 256), lr: num(flags.lr, '--lr', 0.003),
           patience: int(flags.patience, '--patience', 5), headOnly: Boolean(flags['head-only']), home: config.home,
           selectBy: flags['select-by'] === 'loss' ? 'loss' : 'reward', weightDecay: num(flags['weight-decay'], '--weight-decay', 0),

@@ -6,7 +6,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { once } from 'node:events';
 import { InputError, softLabels } from '@fugu/core';
-import { getDataset, getPoolWorkers, getRun, itemWorkerMeans, workerCallStats, trimZeros, type Db, type RunRow, type StoredWorker } from '@fugu/db';
+import { getDataset, getDatasetItems, getPoolWorkers, getRun, itemWorkerMeans, workerCallStats, trimZeros, type Db, type RunRow, type StoredWorker } from '@fugu/db';
 import { routingSummary, type RewardRow, type RoutingSummary } from '@fugu/datasets';
 import type { EvalReportData } from '../report/eval-report.ts';
 
@@ -134,8 +134,16 @@ export function formatSummary(s: RunSummary): string {
 
 export type LabelStats = { path: string; items: number; tau: number; meanEntropy: number; argmaxCounts: Record<string, number> };
 
-/** Writes one JSON line per item: its rewards per worker and the soft labels at temperature tau. */
-export async function writeSoftLabels(s: RunSummary, tau: number, outPath: string): Promise<LabelStats> {
+/** The prompts of a run's items, by item id, for label files that train a router on their own. */
+export async function runPrompts(db: Db, s: RunSummary): Promise<Map<string, string>> {
+  return new Map((await getDatasetItems(db, s.run.datasetId)).map((i) => [i.id, i.prompt]));
+}
+
+/**
+ * Writes one JSON line per item: its prompt (when given), rewards per worker and the soft labels
+ * at temperature tau. `fugu router train --labels` reads these files.
+ */
+export async function writeSoftLabels(s: RunSummary, tau: number, outPath: string, prompts?: ReadonlyMap<string, string>): Promise<LabelStats> {
   if (!(tau > 0)) throw new InputError(`tau must be > 0, got ${tau}`, { field: '--tau' });
   if (s.rows.length === 0) throw new InputError(`run ${s.run.id} has no item with a reward from every worker yet`, { field: 'run' });
   await mkdir(path.dirname(path.resolve(outPath)), { recursive: true });
@@ -149,7 +157,10 @@ export async function writeSoftLabels(s: RunSummary, tau: number, outPath: strin
     entropySum += -p.reduce((acc, v) => acc + (v > 0 ? v * Math.log(v) : 0), 0);
     const best = p.indexOf(Math.max(...p));
     argmaxCounts[names[best]!]!++;
-    const line = JSON.stringify({ run: s.run.id, item: r.itemId, task: r.task, split: r.split ?? null, workers: names, rewards: rbar, tau, labels: p.map((v) => Number(v.toPrecision(8))) });
+    const line = JSON.stringify({
+      run: s.run.id, item: r.itemId, task: r.task, split: r.split ?? null, ...(prompts?.has(r.itemId) && { prompt: prompts.get(r.itemId) }),
+      workers: names, rewards: rbar, tau, labels: p.map((v) => Number(v.toPrecision(8))),
+    });
     if (!out.write(`${line}\n`)) await once(out, 'drain');
   }
   out.end();

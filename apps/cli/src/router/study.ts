@@ -6,7 +6,7 @@ import type { RouterReportData } from '../report/router-report-data.ts';
 import { evaluateRouter } from './evaluate.ts';
 import { trainRouter, type TrainOptions } from './train.ts';
 
-export type StudyOptions = Omit<TrainOptions, 'splitSeed' | 'headOnly'> & { seeds: number; k: number };
+export type StudyOptions = Omit<TrainOptions, 'splitSeed' | 'headOnly' | 'run' | 'labels'> & { run: string; seeds: number; k: number };
 
 export type StudyResult = {
   seeds: number;

@@ -2,18 +2,22 @@
 // p_i(j) = softmax(rbar_ij / tau); loss KL(p_i || pi_theta) averaged over questions; Adam,
 // minibatches, early stopping on a validation split; seeded. The split is by unique prompt.
 import { randomBytes } from 'node:crypto';
-import { InputError, softLabels } from '@fugu/core';
+import { InputError, softLabels, type WorkerPool } from '@fugu/core';
 import { saveCheckpoint, type Db } from '@fugu/db';
 import { splitByPrompt } from '@fugu/datasets';
 import { thetaLayout, trainSft, type SftEpoch } from '@fugu/router-model';
 import { routingDataFromRun, type RoutingData } from './data.ts';
 import { cachedFeatures } from './features.ts';
+import { routingDataFromLabels } from './label-file.ts';
 import { loadRouterModel, USE_LITE_BACKBONE } from './model.ts';
 
 export const SPLIT_FRACTIONS = { train: 0.8, val: 0.1, test: 0.1 } as const;
 
 export type TrainOptions = {
-  run: string;
+  /** train on an evaluation run's rewards ... */
+  run?: string;
+  /** ... or on a label file (`fugu labels` output) for a worker pool */
+  labels?: { file: string; pool: WorkerPool };
   tau: number;
   seed: number;
   splitSeed: number;
@@ -43,11 +47,12 @@ export function splitIndices(data: RoutingData, seed: number): Record<'train' | 
 export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutcome> {
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   if (!(opts.tau > 0)) throw new InputError(`tau must be > 0, got ${opts.tau}`, { field: '--tau' });
-  const data = await routingDataFromRun(db, opts.run);
+  if (!opts.run === !opts.labels) throw new InputError('give either an evaluation run (--run) or a label file with its pool (--labels, --pool)', { field: '--run' });
+  const data = opts.labels ? await routingDataFromLabels(opts.labels.file, opts.labels.pool) : await routingDataFromRun(db, opts.run!);
   const K = data.workers.length;
   const model = await loadRouterModel(opts.home, K);
   try {
-    log(`routing data: ${data.items.length} items x ${K} workers from run ${opts.run}; backbone use-lite ${model.backboneId}`);
+    log(`routing data: ${data.items.length} items x ${K} workers from ${opts.run ? `run ${opts.run}` : opts.labels!.file}; backbone use-lite ${model.backboneId}`);
     const { features, stats } = await cachedFeatures(db, model.encoder, data.items.map((i) => i.prompt), {
       onProgress: (done, total) => log(`features: ${done}/${total} encoded`),
     });
@@ -83,7 +88,7 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
       thetaLayout: thetaLayout(model.head.dims).map(({ name, offset, shape }) => ({ name, offset, shape })),
       tau: opts.tau,
       training: {
-        run: opts.run, splitSeed: opts.splitSeed, fractions: SPLIT_FRACTIONS, seed: opts.seed, epochs: opts.epochs, batchSize: opts.batchSize,
+        run: opts.run ?? null, ...(opts.labels && { labels: opts.labels.file }), splitSeed: opts.splitSeed, fractions: SPLIT_FRACTIONS, seed: opts.seed, epochs: opts.epochs, batchSize: opts.batchSize,
         lr: opts.lr, patience: opts.patience, headOnly: opts.headOnly, weightDecay: opts.weightDecay, selectBy: opts.selectBy, seconds: (Date.now() - started) / 1000,
       },
       metrics: { history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss },
