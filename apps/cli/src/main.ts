@@ -50,6 +50,8 @@ router model
        [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]
                           SFT of the router on a run's rewards (features cached per backbone)
   router eval CHECKPOINT [--split test|val] [--run RUN] [--split-seed N] [--k 10] [--out FILE]
+  router sweep CHECKPOINT [--split test|val] [--out FILE]
+                          the cost-quality curve over lambda (printed and plotted)
   router route CHECKPOINT "text" ... [--allowed a,b] [--lambda 0] [--sample --seed N]
                           the worker chosen for each text (cost-aware with --lambda)
   router study --run RUN [--seeds 5] [training options]
@@ -314,6 +316,7 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       }
       return 0;
     }
+    case 'sweep':
     case 'eval': {
       const { flags, positionals } = parse(rest, { run: { type: 'string' }, split: { type: 'string' }, 'split-seed': { type: 'string' }, k: { type: 'string' }, out: { type: 'string' } });
       if (!positionals[0]) throw new InputError('give the checkpoint: fugu router eval <checkpoint>', { field: 'checkpoint' });
@@ -326,7 +329,20 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
           ...(typeof flags.run === 'string' && { run: flags.run }),
           ...(flags['split-seed'] !== undefined && { splitSeed: int(flags['split-seed'], '--split-seed', 0) }),
         });
-        process.stdout.write(formatRouterEval(r));
+        if (sub === 'sweep') {
+          // the cost-quality curve over lambda: decision = argmax_j (pi_j - lambda * normalised price_j)
+          process.stdout.write(`cost-quality sweep of ${r.checkpoint.id} on the ${split} split (${r.sweep.points.length} values of lambda; * on the hull):\n${'lambda'.padStart(10)}${'USD/call'.padStart(12)}${'mean reward'.padStart(13)}\n`);
+          const hull = new Set(r.sweep.hull.map((h) => `${h.cost}:${h.reward}`));
+          let last = '';
+          for (const p of r.sweep.points) {
+            const row = `${p.cost.toExponential(3).padStart(12)}${p.reward.toFixed(4).padStart(13)}`;
+            if (row !== last) process.stdout.write(`${p.lambda.toPrecision(3).padStart(10)}${row}${hull.has(`${p.cost}:${p.reward}`) ? ' *' : ''}\n`);
+            last = row;
+          }
+          process.stdout.write(`AIQ ${r.aiq.toFixed(4)}\n`);
+        } else {
+          process.stdout.write(formatRouterEval(r));
+        }
         const out = typeof flags.out === 'string' ? flags.out : defaultOut(config, 'reports', `${r.checkpoint.id}-${split}.html`);
         await mkdir(path.dirname(path.resolve(out)), { recursive: true });
         await writeFile(out, renderRouterReport(r, { generatedAt: new Date().toISOString() }));
@@ -398,7 +414,7 @@ async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, route, study, export, import)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, sweep, route, study, export, import)`, { field: 'command' });
   }
 }
 
