@@ -39,6 +39,7 @@ evaluation batches
   report RUN [--out FILE] [--tau 0.1]
                           HTML report: per-worker/per-task table, reference figures, plots
 router model
+  router list              the stored router checkpoints
   router info [CHECKPOINT]  the backbone, the adapted matrices and the flat theta layout and size
   router train --run RUN | --labels FILE --pool P [--tau 0.1] [--seed 0] [--split-seed 0] [--epochs 40] [--batch 256]
        [--lr 0.003] [--patience 5] [--weight-decay 0] [--select-by reward|loss] [--head-only]

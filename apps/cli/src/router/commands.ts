@@ -3,7 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { getCheckpoint } from '@fugu/db';
+import { getCheckpoint, listCheckpoints } from '@fugu/db';
 import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@fugu/router-model';
 import { defaultOut, int, num, parse } from '../args.ts';
 import { openContext } from '../context.ts';
@@ -18,6 +18,19 @@ import { exportCheckpoint, importCheckpoint } from './transfer.ts';
 export async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
   const [sub, ...rest] = args;
   switch (sub) {
+    case 'list': {
+      const ctx = await openContext({ redis: false, config });
+      try {
+        const rows = await listCheckpoints(ctx.db);
+        if (rows.length === 0) process.stdout.write('no router checkpoints yet (fugu router train --run <run>)\n');
+        for (const c of rows) {
+          process.stdout.write(`${c.id}  ${c.stage.padEnd(6)}  parent ${(c.parentId ?? '-').padEnd(28)}  ${c.workers.length} workers  ${c.createdAt?.toISOString() ?? ''}\n`);
+        }
+      } finally {
+        await ctx.close();
+      }
+      return 0;
+    }
     case 'info': {
       const { positionals } = parse(rest, {});
       const ctx = positionals[0] ? await openContext({ redis: false, config }) : undefined;
@@ -159,6 +172,6 @@ export async function cmdRouter(config: FuguConfig, args: string[]): Promise<num
       return 0;
     }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (info, train, eval, sweep, route, study, export, import)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (list, info, train, eval, sweep, route, study, export, import)`, { field: 'command' });
   }
 }
