@@ -5,3 +5,4 @@ export * from './contract.ts';
 export * from './tokenizer.ts';
 export * from './loader.ts';
 export * from './tiny-decoder.ts';
+export * from './hf-tokenizer.ts';

@@ -1,6 +1,6 @@
 // The tokenizer seam of decoder backbones. An exported model ships the HF `tokenizer.json` next to
-// its .onnx; a Node reader of that file (BPE / unigram) is not written yet, so the loader takes
-// token ids from any object that implements `Tokenizer`. The two here are for tests and demos.
+// its .onnx, read by `loadHfTokenizer` (hf-tokenizer.ts); the loader takes token ids from any object
+// that implements `Tokenizer`. The two here are for tests and demos.
 
 import { InputError, hash32 } from '@fugu/core';
 
