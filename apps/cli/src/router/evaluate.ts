@@ -87,6 +87,9 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
     const weak = avgPrice.map((p, j) => ({ p, j })).filter(({ j }) => j !== single.worker).sort((a, b) => a.p - b.p || a.j - b.j)[0]!.j;
     const sw = strongWeakMetrics(table, rows, pairScores(probs, K, single.worker, weak), single.worker, weak);
     const sweep = costQualitySweep(table, rows, probs);
+    const routing = routingDistribution(table, router);
+    const taskCounts: Record<string, number> = {};
+    for (const i of rows) taskCounts[table.items[i]!.task] = (taskCounts[table.items[i]!.task] ?? 0) + 1;
 
     return {
       checkpoint: { id: ckpt.id, stage: ckpt.stage, backboneId: ckpt.backboneId, parentId: ckpt.parentId, tau: ckpt.tau, createdAt: ckpt.createdAt?.toISOString() ?? '' },
@@ -97,8 +100,8 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
       strongWeak: { strong: data.workers[single.worker]!.name, weak: data.workers[weak]!.name, apgr: sw.apgr, cpt50: sw.cpt50, cpt80: sw.cpt80, curve: { calls: [...sw.curve.calls], pgr: [...sw.curve.pgr] } },
       aiq: aiq(sweep.hull),
       sweep: { points: sweep.points.map((p) => ({ lambda: p.lambda, cost: p.cost, reward: p.reward })), hull: sweep.hull.map((p) => ({ cost: p.cost, reward: p.reward })) },
-      routing: routingDistribution(table, router),
-      taskCounts: Object.fromEntries(Object.keys(routingDistribution(table, router)).map((t) => [t, rows.filter((i) => table.items[i]!.task === t).length])),
+      routing,
+      taskCounts,
       ...(Array.isArray(ckpt.metrics.history) && { training: ckpt.metrics.history as RouterReportData['training'] }),
     };
   } finally {
