@@ -2,19 +2,17 @@
 
 import { createServer } from 'node:http';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { ChatMessage, ToolDefinition } from '@fugu/core';
+import type { ChatMessage } from '@fugu/core';
 import { AnthropicChatModel } from './anthropic.ts';
 import { AuthError, BadRequestError, ConnectionError, OverloadedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
-import { collectStream, startAnthropicStub, type AnthropicStub } from './testing/index.ts';
+import {
+  WEATHER_TOOL,
+  collectStream, startAnthropicStub, type AnthropicStub } from './testing/index.ts';
 import type { ChatModelOptions } from './types.ts';
 
 const KEY = 'sk-ant-test-0123456789abcdefghij';
 
-const WEATHER: ToolDefinition = {
-  name: 'get_weather',
-  description: 'Current weather for a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-};
+const WEATHER = WEATHER_TOOL; // shared with the other adapters' tests
 
 describe('AnthropicChatModel', () => {
   let stub: AnthropicStub;

@@ -1,19 +1,17 @@
 // Google adapter against a local server speaking the Gemini API, through the real @google/genai SDK.
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { ChatMessage, ToolDefinition } from '@fugu/core';
+import type { ChatMessage } from '@fugu/core';
 import { AuthError, BadRequestError, ConnectionError, OverloadedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
 import { GoogleChatModel, THOUGHT_SIGNATURE_SEPARATOR } from './google.ts';
-import { collectStream, startGoogleStub, type GoogleStub } from './testing/index.ts';
+import {
+  WEATHER_TOOL,
+  collectStream, startGoogleStub, type GoogleStub } from './testing/index.ts';
 import type { ChatModelOptions } from './types.ts';
 
 const KEY = 'AIzaTEST0123456789abcdefghijklmnop';
 
-const WEATHER: ToolDefinition = {
-  name: 'get_weather',
-  description: 'Current weather for a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-};
+const WEATHER = WEATHER_TOOL; // shared with the other adapters' tests
 
 describe('GoogleChatModel', () => {
   let stub: GoogleStub;

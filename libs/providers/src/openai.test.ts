@@ -2,7 +2,7 @@
 // through the real `openai` SDK.
 
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { ChatMessage, ToolDefinition } from '@fugu/core';
+import type { ChatMessage } from '@fugu/core';
 import {
   AbortedError,
   AuthError,
@@ -13,16 +13,14 @@ import {
   TimeoutError,
 } from './errors.ts';
 import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
-import { collectStream, startOpenAIStub, type OpenAIStub } from './testing/index.ts';
+import {
+  WEATHER_TOOL,
+  collectStream, startOpenAIStub, type OpenAIStub } from './testing/index.ts';
 import type { ChatModel, ChatModelOptions } from './types.ts';
 
 const KEY = 'sk-test-0123456789abcdefghijklmnop';
 
-const WEATHER: ToolDefinition = {
-  name: 'get_weather',
-  description: 'Current weather for a city',
-  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-};
+const WEATHER = WEATHER_TOOL; // shared with the other adapters' tests
 
 type Flavour = {
   kind: 'openai' | 'openai-compatible';

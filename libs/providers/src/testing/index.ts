@@ -17,3 +17,4 @@ export { openAIDialect, startOpenAIStub, type OpenAIStub } from './stub-openai.t
 export { anthropicDialect, startAnthropicStub, type AnthropicStub } from './stub-anthropic.ts';
 export { collectStream, type CollectedStream } from './collect.ts';
 export { googleDialect, startGoogleStub, type GoogleStub } from './stub-google.ts';
+export { WEATHER_TOOL } from './fixtures.ts';
