@@ -35,6 +35,8 @@ export default [
             lib('grpo', ['core']),
             lib('router-model', ['core']),
             lib('conductor', ['core']),
+            // serving: the router behind a RouteClient (in-process threads or the route queue)
+            lib('serving', ['core', 'config', 'telemetry', 'db', 'queue', 'router-model']),
           ],
         },
       ],
