@@ -6,7 +6,7 @@
 import { availableParallelism } from 'node:os';
 import { createSession, GraphBuilder, initTheta, loadUseLite, RouterHead, UseLiteEncoder } from '@fugu/router-model';
 import { loadLlmRouter } from '@fugu/datasets';
-import { useLiteSvfLayer } from '../../apps/cli/src/router/model.ts';
+import { useLiteSvfLayer } from '@fugu/serving';
 
 const home = process.env.FUGU_HOME ?? `/tmp/fugu-bench-router`;
 const K = 9;

@@ -15,6 +15,8 @@ import { down, isReachable, localServiceUrls, servicesStatus, up } from './local
 import { renderEvalReport } from './report/eval-report.ts';
 import { defaultOut, int, money, parse, type Flags } from './args.ts';
 import { cmdRouter } from './router/commands.ts';
+import { cmdGateway } from './serving/gateway.ts';
+import { cmdKeys } from './serving/keys.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -49,11 +51,20 @@ router model
                           the cost-quality curve over lambda (printed and plotted)
   router route CHECKPOINT "text" ... [--allowed a,b] [--lambda 0] [--sample --seed N]
                           the worker chosen for each text (cost-aware with --lambda)
+  router publish CHECKPOINT [--deployment fugu]
+                          serve this checkpoint (router workers and gateways swap to it at once)
   router study --run RUN [--seeds 5] [training options]
                           router, head-only ablation and baselines, mean +- sd over split seeds
   router export CHECKPOINT [--out FILE] | router import FILE
                           a checkpoint to and from one JSON file
                           the router beside best single, best per task, kNN, random, oracle
+
+serving
+  gateway [--port 8080] [--host H] [--mode in-process|pool] [--pool P] [--auth keys|none]
+                          the OpenAI-compatible gateway (model "fugu" or a worker's name)
+  keys create --name NAME [--workers a,b] [--spend-limit-usd X]
+                          an API key for the gateway, printed once (only its hash is stored)
+  keys list | keys revoke <name|id>
 
   demo [--repetitions 4] [--sample N]
                           the embedded default: the full LLMRouter batch through replay workers,
@@ -285,6 +296,10 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'router':
       return cmdRouter(config, rest);
+    case 'keys':
+      return cmdKeys(config, rest);
+    case 'gateway':
+      return cmdGateway(config, rest);
     case 'demo': {
       const { flags } = parse(rest, { repetitions: { type: 'string' }, sample: { type: 'string' }, seed: { type: 'string' }, 'local-workers': { type: 'string' } });
       return cmdDemo(config, flags, interruptSignal());

@@ -43,6 +43,13 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ FUGU_CONFIG: path.join(dir, 'unknown.yaml') })).toThrowError(ConfigError);
   });
 
+  it('reads the router serving settings, with defaults, and names a wrong one', () => {
+    expect(loadConfig({}).router).toEqual({ deployment: 'fugu', threads: 1, maxBatch: 16, maxWaitMs: 2, executionProvider: 'auto', lockDurationMs: 3000, pollMs: 5000, port: 9465, timeoutMs: 5000 });
+    const c = loadConfig({ FUGU_ROUTER_THREADS: '4', FUGU_ROUTER_MAX_BATCH: '32', FUGU_ROUTER_MAX_WAIT_MS: '0', FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu', FUGU_ROUTER_DEPLOYMENT: 'canary' });
+    expect(c.router).toMatchObject({ threads: 4, maxBatch: 32, maxWaitMs: 0, executionProvider: 'cpu', deployment: 'canary' });
+    expect(() => loadConfig({ FUGU_ROUTER_EXECUTION_PROVIDER: 'tpu' })).toThrowError(/FUGU_ROUTER_EXECUTION_PROVIDER/);
+  });
+
   it('redacts passwords in URLs', () => {
     expect(redactUrl('postgres://u:secret@h:5432/db')).not.toContain('secret');
     expect(redactUrl('redis://:hunter2@h:6379')).not.toContain('hunter2');

@@ -63,6 +63,54 @@ export const configSchema = z
       .strict()
       .prefault({}),
     rateLimits: z.partialRecord(z.enum(PROVIDERS), rateLimitSchema).default({}),
+    /** router serving: worker threads, micro-batching, the deployed checkpoint (libs/serving, apps/router-worker) */
+    router: z
+      .object({
+        /** the deployment whose published checkpoint is served (`fugu router publish <ckpt> --deployment <name>`) */
+        deployment: z.string().min(1).default('fugu'),
+        /** worker threads running inference (each with its own ONNX Runtime sessions) */
+        threads: positiveInt.default(1),
+        /** B: most requests in one inference batch */
+        maxBatch: positiveInt.default(16),
+        /** T: the longest a request waits for its batch to fill */
+        maxWaitMs: nonNegInt.default(2),
+        /** ONNX Runtime execution provider; auto = CUDA when its provider library is installed, else CPU */
+        executionProvider: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
+        /** route-queue job lock: a killed router worker's jobs come back after about this long */
+        lockDurationMs: positiveInt.default(3_000),
+        /** how often serving processes re-read the deployment from Postgres (besides the publish message) */
+        pollMs: positiveInt.default(5_000),
+        /** port of the router worker's /healthz, /readyz, /metrics; 0 picks a free port */
+        port: nonNegInt.default(9465),
+        /** bound on one routing decision through the route queue */
+        timeoutMs: positiveInt.default(5_000),
+      })
+      .strict()
+      .prefault({}),
+    /** the OpenAI-compatible gateway (apps/gateway) */
+    gateway: z
+      .object({
+        port: nonNegInt.default(8080),
+        /** interface to listen on; 0.0.0.0 to serve other machines (a container) */
+        host: z.string().min(1).default('127.0.0.1'),
+        /** in-process: the router runs in this process (worker threads); pool: through the route queue */
+        mode: z.enum(['in-process', 'pool']).default('in-process'),
+        /** the workers the gateway calls: a pool file, or `llmrouter` (the replay pool of the LLMRouter data) */
+        pool: z.string().min(1).default('llmrouter'),
+        /** keys: every request needs a fugu API key (`fugu keys create`); none: local use, every worker allowed */
+        auth: z.enum(['keys', 'none']).default('keys'),
+        /** on a retryable provider error: try the next-best allowed worker, or fail at once */
+        fallback: z.enum(['next-best', 'none']).default('next-best'),
+        /** further workers tried after the chosen one fails (next-best only) */
+        fallbackAttempts: nonNegInt.default(2),
+        /** the worker used when no router answers (unset: 503) */
+        fallbackWorker: z.string().min(1).optional(),
+        bodyLimitBytes: positiveInt.default(1_048_576),
+        /** bound on one provider call (a stream: until its last event) */
+        callTimeoutMs: positiveInt.default(120_000),
+      })
+      .strict()
+      .prefault({}),
   })
   .strict();
 
@@ -86,6 +134,25 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_RESPONSE_CACHE: 'worker.responseCache',
   FUGU_WRITE_BATCH_SIZE: 'worker.writeBatchSize',
   FUGU_WORKER_LOCK_MS: 'worker.lockDurationMs',
+  FUGU_ROUTER_DEPLOYMENT: 'router.deployment',
+  FUGU_ROUTER_THREADS: 'router.threads',
+  FUGU_ROUTER_MAX_BATCH: 'router.maxBatch',
+  FUGU_ROUTER_MAX_WAIT_MS: 'router.maxWaitMs',
+  FUGU_ROUTER_EXECUTION_PROVIDER: 'router.executionProvider',
+  FUGU_ROUTER_LOCK_MS: 'router.lockDurationMs',
+  FUGU_ROUTER_POLL_MS: 'router.pollMs',
+  FUGU_ROUTER_PORT: 'router.port',
+  FUGU_ROUTER_TIMEOUT_MS: 'router.timeoutMs',
+  FUGU_GATEWAY_PORT: 'gateway.port',
+  FUGU_GATEWAY_HOST: 'gateway.host',
+  FUGU_GATEWAY_MODE: 'gateway.mode',
+  FUGU_GATEWAY_POOL: 'gateway.pool',
+  FUGU_GATEWAY_AUTH: 'gateway.auth',
+  FUGU_GATEWAY_FALLBACK: 'gateway.fallback',
+  FUGU_GATEWAY_FALLBACK_ATTEMPTS: 'gateway.fallbackAttempts',
+  FUGU_GATEWAY_FALLBACK_WORKER: 'gateway.fallbackWorker',
+  FUGU_GATEWAY_BODY_LIMIT_BYTES: 'gateway.bodyLimitBytes',
+  FUGU_GATEWAY_CALL_TIMEOUT_MS: 'gateway.callTimeoutMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

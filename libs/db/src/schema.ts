@@ -141,6 +141,25 @@ export interface RouterFeaturesTable {
   created_at: Timestamp;
 }
 
+export interface ApiKeysTable {
+  id: string;
+  name: string;
+  prefix: string;
+  key_hash: string;
+  allowed_workers: NullableJson<string[]>;
+  /** picodollars (int8; read with ::text, see api-keys.ts) */
+  spend_limit: ColumnType<string | null, string | null | undefined, string | null>;
+  spent: ColumnType<string, string | undefined, string>;
+  created_at: Timestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface RouterDeploymentsTable {
+  name: string;
+  checkpoint_id: string;
+  published_at: NullableTimestamp;
+}
+
 export interface Database {
   datasets: DatasetsTable;
   items: ItemsTable;
@@ -152,4 +171,6 @@ export interface Database {
   response_cache: ResponseCacheTable;
   router_checkpoints: RouterCheckpointsTable;
   router_features: RouterFeaturesTable;
+  router_deployments: RouterDeploymentsTable;
+  api_keys: ApiKeysTable;
 }

@@ -21,6 +21,24 @@ export type ProviderCallResult =
   | { outcome: 'recorded'; status: 'ok' | 'error'; cached: boolean }
   | { outcome: 'skipped'; reason: string };
 
+/** Most characters of a route job's text: the router reads only the first 128 tokens, which fit
+ *  well inside this (QueueRouteClient cuts longer texts), so a queue payload stays small. */
+export const ROUTE_TEXT_MAX_CHARS = 8_192;
+
+/** A routing decision to make (the gateway in pool mode -> apps/router-worker). The one payload
+ *  that carries text: the router has to read it, and it is not stored (removeOnComplete/Fail). */
+export const routeJobSchema = z
+  .object({
+    v: z.literal(1),
+    text: z.string().min(1).max(ROUTE_TEXT_MAX_CHARS),
+    allowed: z.array(z.string().min(1)).min(1).optional(),
+    lambda: z.number().finite().nonnegative().optional(),
+    /** epoch ms; a worker drops the job after it (the caller has given up) */
+    deadline: z.number().int().positive(),
+  })
+  .strict();
+export type RouteJob = z.infer<typeof routeJobSchema>;
+
 /** A job payload that does not match its contract; never retried. */
 export class InvalidJobError extends UnrecoverableError {
   readonly field: string;

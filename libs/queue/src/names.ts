@@ -5,7 +5,10 @@ import { PROVIDERS, type ProviderKind } from '@fugu/core';
 /** One queue per provider, so each has its own rate limit and its own scaling. */
 export const providerCallQueue = (provider: ProviderKind): string => `provider-call.${provider}`;
 
-export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue)];
+/** Routing decisions for the gateway in pool mode, consumed by apps/router-worker. */
+export const routeQueue = 'route';
+
+export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue];
 
 /** BullMQ's Redis keys of a queue's pending jobs (for KEDA-style scalers on queue depth). */
 export const queueKeys = (prefix: string, queue: string): { wait: string; prioritized: string; delayed: string; active: string } => ({

@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { Queue, UnrecoverableError } from 'bullmq';
 import { ServiceUnavailableError } from '@fugu/core';
 import { assertRedis, createRedis } from './connection.ts';
-import { InvalidJobError, parseJob, providerCallJobSchema } from './contracts.ts';
-import { callJobId, providerCallQueue, queueKeys } from './names.ts';
+import { InvalidJobError, parseJob, providerCallJobSchema, routeJobSchema } from './contracts.ts';
+import { allQueueNames, callJobId, providerCallQueue, queueKeys, routeQueue } from './names.ts';
 import { enqueueStream } from './producer.ts';
 import { TokenBucket } from './token-bucket.ts';
 
@@ -29,6 +29,14 @@ describe('job contracts', () => {
     expect((e as Error).message).toMatch(/invalid provider-call.replay job j1: field itemId/);
     expect(() => parseJob(providerCallJobSchema, { ...good, apiKey: 'sk-x' }, 'q')).toThrow(/Unrecognized key/);
     expect(() => parseJob(providerCallJobSchema, { ...good, provider: 'cohere' }, 'q')).toThrow(/field provider/);
+  });
+  it('checks route jobs: text, allowed workers, lambda and deadline', () => {
+    const route = { v: 1, text: 'What is 2 + 2?', allowed: ['a'], lambda: 0.5, deadline: Date.now() + 1000 };
+    expect(parseJob(routeJobSchema, route, routeQueue)).toEqual(route);
+    expect(() => parseJob(routeJobSchema, { ...route, text: '' }, routeQueue)).toThrow(/field text/);
+    expect(() => parseJob(routeJobSchema, { ...route, lambda: -1 }, routeQueue)).toThrow(/field lambda/);
+    expect(() => parseJob(routeJobSchema, { ...route, deadline: undefined }, routeQueue)).toThrow(/field deadline/);
+    expect(allQueueNames()).toContain(routeQueue);
   });
   it('names queues and job ids without characters BullMQ rejects', () => {
     expect(providerCallQueue('openai-compatible')).toBe('provider-call.openai-compatible');

@@ -3,7 +3,9 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { getCheckpoint, listCheckpoints } from '@fugu/db';
+import { getCheckpoint, getDeployment, listCheckpoints } from '@fugu/db';
+import { createRedis } from '@fugu/queue';
+import { publishRouter, routerPublishedChannel } from '@fugu/serving';
 import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@fugu/router-model';
 import { defaultOut, int, num, parse } from '../args.ts';
 import { openContext } from '../context.ts';
@@ -153,6 +155,30 @@ export async function cmdRouter(config: FuguConfig, args: string[]): Promise<num
       }
       return 0;
     }
+    case 'publish': {
+      const { flags, positionals } = parse(rest, { deployment: { type: 'string' } });
+      if (!positionals[0]) throw new InputError('give the checkpoint: fugu router publish <checkpoint> [--deployment fugu]', { field: 'checkpoint' });
+      const deployment = typeof flags.deployment === 'string' && flags.deployment ? flags.deployment : config.router.deployment;
+      const ctx = await openContext({ redis: false, config });
+      const redis = createRedis(config.redisUrl, 'producer', { retryStrategy: () => null });
+      try {
+        const before = await getDeployment(ctx.db, deployment);
+        // Postgres first (the truth serving processes poll), then the message that makes them swap at once
+        await publishRouter(ctx.db, undefined, { queuePrefix: config.queuePrefix, deployment, checkpointId: positionals[0] });
+        const told = await redis.publish(routerPublishedChannel(config.queuePrefix), JSON.stringify({ deployment, checkpointId: positionals[0] })).then(
+          () => true,
+          () => false,
+        );
+        process.stdout.write(
+          `router deployment ${deployment}: ${before ? `${before.checkpointId} -> ` : ''}${positionals[0]}` +
+            (told ? '\n' : ` (Redis unreachable: serving processes pick it up within router.pollMs = ${config.router.pollMs} ms)\n`),
+        );
+      } finally {
+        redis.disconnect();
+        await ctx.close();
+      }
+      return 0;
+    }
     case 'export':
     case 'import': {
       const { flags, positionals } = parse(rest, { out: { type: 'string' } });
@@ -172,6 +198,6 @@ export async function cmdRouter(config: FuguConfig, args: string[]): Promise<num
       return 0;
     }
     default:
-      throw new InputError(`unknown router command "${sub ?? ''}" (list, info, train, eval, sweep, route, study, export, import)`, { field: 'command' });
+      throw new InputError(`unknown router command "${sub ?? ''}" (list, info, train, eval, sweep, route, publish, study, export, import)`, { field: 'command' });
   }
 }

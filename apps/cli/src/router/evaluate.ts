@@ -13,7 +13,7 @@ import {
 import type { RouterReportData } from '../report/router-report-data.ts';
 import { routingDataFromRun, type RoutingData } from './data.ts';
 import { cachedFeatures } from './features.ts';
-import { loadRouterModel } from './model.ts';
+import { loadRouterModel } from '@fugu/serving';
 import { splitIndices } from './train.ts';
 
 export type RouterEvalOptions = { checkpoint: string; run?: string; split: 'test' | 'val'; splitSeed?: number; k: number; home: string; log?: (l: string) => void };

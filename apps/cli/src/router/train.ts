@@ -9,7 +9,7 @@ import { thetaLayout, trainSft, type SftEpoch } from '@fugu/router-model';
 import { routingDataFromRun, type RoutingData } from './data.ts';
 import { cachedFeatures } from './features.ts';
 import { routingDataFromLabels } from './label-file.ts';
-import { loadRouterModel, USE_LITE_BACKBONE } from './model.ts';
+import { loadRouterModel, USE_LITE_BACKBONE } from '@fugu/serving';
 
 export const SPLIT_FRACTIONS = { train: 0.8, val: 0.1, test: 0.1 } as const;
 

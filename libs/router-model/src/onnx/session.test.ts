@@ -309,6 +309,18 @@ describe('OnnxSession errors', () => {
     await expect(s.run({ input_ids: ids }, ['nope'])).rejects.toThrow(/no output nope \(outputs: hidden\)/);
   });
 
+  it('runs with spinning off (serving) as with it on', async () => {
+    const g = new GraphBuilder('tanh');
+    g.output(g.op('Tanh', [g.input('x', 'float32', ['N', 2])]), 'y', 'float32', ['N', 2]);
+    const model = g.toModel({ producer: 'fugu-test' });
+    const xs = Float32Array.from([0.5, -1, 2, 0]);
+    for (const allowSpinning of [false, true]) {
+      const s = await createSession(model, { intraOpNumThreads: 2, allowSpinning });
+      expectClose((await s.run({ x: { data: xs, dims: [2, 2] } })).y, [2, 2], Array.from(xs, Math.tanh));
+      await s.release();
+    }
+  });
+
   it('wraps a load failure with the model label', async () => {
     await expect(createSession(new Uint8Array([1, 2, 3]), { label: 'broken.onnx' })).rejects.toThrow(/^broken.onnx: ONNX Runtime could not load the model/);
   });

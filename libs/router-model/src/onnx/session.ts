@@ -16,6 +16,9 @@ export interface SessionOptions {
   logSeverityLevel?: 0 | 1 | 2 | 3 | 4;
   /** Names this model in errors (a file path or a backbone id). */
   label?: string;
+  /** false: ONNX Runtime's thread pools sleep when idle instead of spinning (serving: a router
+   *  process idles most of the time and shares the cores). Default: ONNX Runtime's (spinning on). */
+  allowSpinning?: boolean;
 }
 
 /** A tensor to feed: the dtype follows the array unless given (pass 'bool' for a Uint8Array of 0/1). */
@@ -148,6 +151,10 @@ export async function createSession(model: Uint8Array | string, options: Session
   };
   if (options.intraOpNumThreads !== undefined) opts.intraOpNumThreads = options.intraOpNumThreads;
   if (options.interOpNumThreads !== undefined) opts.interOpNumThreads = options.interOpNumThreads;
+  if (options.allowSpinning !== undefined) {
+    const spin = options.allowSpinning ? '1' : '0';
+    opts.extra = { session: { intra_op: { allow_spinning: spin }, inter_op: { allow_spinning: spin } } };
+  }
   const label = options.label ?? (typeof model === 'string' ? model : 'onnx model');
   try {
     const session = typeof model === 'string' ? await InferenceSession.create(model, opts) : await InferenceSession.create(model, opts);

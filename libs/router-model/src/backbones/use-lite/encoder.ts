@@ -5,7 +5,7 @@
 import { createHash } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { InputError } from '@fugu/core';
-import { createSession, type OnnxSession } from '../../onnx/session.ts';
+import { createSession, type OnnxSession, type SessionOptions } from '../../onnx/session.ts';
 import { USE_LITE_GRAPH_CONTRACT, buildUseLiteGraph } from './graph.ts';
 import { loadUseLite, type UseLiteBackbone } from './load.ts';
 import { USE_LITE_DIMS } from './params.ts';
@@ -23,6 +23,8 @@ export interface UseLiteEncoderOptions {
   intraOpNumThreads?: number;
   /** Most texts per graph run; default 64. */
   maxBatchSize?: number;
+  /** Further session options (execution providers, spinning); intraOpNumThreads above wins. */
+  session?: Omit<SessionOptions, 'label' | 'intraOpNumThreads'>;
 }
 
 export interface EncodeOptions {
@@ -89,7 +91,7 @@ export class UseLiteEncoder {
     if (!Number.isSafeInteger(threads) || threads < 1) throw new InputError(`intraOpNumThreads must be a positive integer, got ${threads}`, { field: 'intraOpNumThreads' });
     const backbone = opts.backbone ?? (await loadUseLite(opts.dir));
     const graph = buildUseLiteGraph(backbone.params, { metadata: { backbone: 'use-lite', backbone_id: backbone.backboneId } });
-    const session = await createSession(graph, { intraOpNumThreads: threads, label: `USE-lite ONNX graph (${backbone.backboneId})` });
+    const session = await createSession(graph, { ...opts.session, intraOpNumThreads: threads, label: `USE-lite ONNX graph (${backbone.backboneId})` });
     session.checkContract(USE_LITE_GRAPH_CONTRACT);
     return new UseLiteEncoder(backbone, session, maxBatchSize);
   }

@@ -1,0 +1,68 @@
+// `node apps/gateway/src/main.ts` (or `fugu gateway`): the OpenAI-compatible gateway process.
+// Configuration from the environment (README): FUGU_GATEWAY_PORT, FUGU_GATEWAY_MODE
+// (in-process | pool), FUGU_GATEWAY_POOL, FUGU_GATEWAY_AUTH, FUGU_ADMIN_KEY (Bull Board), ...
+// Checks Redis and Postgres, loads the worker pool and the deployed router checkpoint's worker
+// list (every one must be in the pool), listens, and shuts down gracefully on SIGTERM.
+import { loadConfig } from '@fugu/config';
+import { connectDb, getCheckpoint, getDeployment, migrate } from '@fugu/db';
+import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
+import { InProcessRouteClient, QueueRouteClient, type RouteClient } from '@fugu/serving';
+import { createLogger, Registry } from '@fugu/telemetry';
+import { collectDefaultMetrics } from 'prom-client';
+import { buildGateway } from './server.ts';
+import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
+
+const log = createLogger({ name: 'gateway' });
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const g = config.gateway;
+  await assertRedis(config.redisUrl);
+  const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-gateway' });
+  await migrate(db);
+  const { pool, replayStore, example } = await loadGatewayWorkers(g.pool, config.llmrouterDir);
+
+  let routerWorkers: string[] | undefined;
+  const deployment = await getDeployment(db, config.router.deployment);
+  const checkpoint = deployment && (await getCheckpoint(db, deployment.checkpointId));
+  if (checkpoint) {
+    routerWorkers = checkpoint.workers.map((w) => w.name);
+    checkRouterWorkers(checkpoint.id, routerWorkers, pool);
+  } else {
+    log.warn(
+      { deployment: config.router.deployment },
+      `no router checkpoint is published for deployment "${config.router.deployment}": model "fugu" answers 503 (and /readyz is 503) until \`fugu router publish <checkpoint>\``,
+    );
+  }
+
+  const servingLog = (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => log[level](extra ?? {}, msg);
+  const routeClient: RouteClient =
+    g.mode === 'in-process' ? await InProcessRouteClient.create({ config, db, log: servingLog }) : await QueueRouteClient.create({ config });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const adminKey = process.env.FUGU_ADMIN_KEY?.trim() || undefined;
+  const redis = adminKey ? createRedis(config.redisUrl, 'producer') : undefined;
+  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry });
+  await app.listen({ port: g.port, host: g.host });
+  const port = (app.server.address() as { port: number }).port;
+  log.info(
+    { port, host: g.host, mode: g.mode, pool: pool.name, workers: pool.workers.length, auth: g.auth, dashboard: adminKey ? '/admin/queues' : 'off (set FUGU_ADMIN_KEY)' },
+    `gateway listening on http://${g.host}:${port}/v1 (${g.mode}, pool ${pool.name}, auth ${g.auth})`,
+  );
+  // a parent process (fugu gateway, tests) reads this to learn the port
+  if (process.send) process.send({ type: 'ready', port, host: g.host, example });
+  installShutdown(
+    [
+      { name: 'http server', close: () => app.close() },
+      { name: 'router', close: () => routeClient.close() },
+      { name: 'redis', close: async () => redis?.disconnect() },
+      { name: 'postgres', close: () => db.destroy() },
+    ],
+    { timeoutMs: 15_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
+  );
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`gateway: ${(e as Error).message}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,89 @@
+import { describe, expect, it } from 'vitest';
+import { GatewayError } from './errors.ts';
+import { ChunkWriter, chatRequestSchema, completionBody, parseBody, toChatRequest } from './wire.ts';
+
+const parse = (body: unknown) => toChatRequest(parseBody(chatRequestSchema, body));
+const fieldOf = (f: () => unknown): { status: number; param: string | null; message: string } => {
+  try {
+    f();
+  } catch (e) {
+    if (e instanceof GatewayError) return { status: e.status, param: e.param, message: e.message };
+    throw e;
+  }
+  throw new Error('no error');
+};
+
+describe('OpenAI request -> ChatRequest', () => {
+  it('converts messages, tools, tool calls and sampling fields', () => {
+    const req = parse({
+      model: 'fugu',
+      messages: [
+        { role: 'developer', content: [{ type: 'text', text: 'Be ' }, { type: 'text', text: 'brief.' }] },
+        { role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image_url', image_url: { url: 'https://x/y.png' } }] },
+        { role: 'assistant', content: 'Let me look.', tool_calls: [{ id: 'c1', type: 'function', function: { name: 'look', arguments: '{"at":"y"}' } }] },
+        { role: 'tool', tool_call_id: 'c1', content: 'a cat' },
+      ],
+      tools: [{ type: 'function', function: { name: 'look', parameters: { type: 'object', properties: { at: { type: 'string' } } } } }],
+      tool_choice: { type: 'function', function: { name: 'look' } },
+      temperature: 0.2,
+      top_p: 0.9,
+      max_tokens: 10,
+      max_completion_tokens: 20,
+      user: 'ignored-extra-field',
+    });
+    expect(req.messages).toEqual([
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image', url: 'https://x/y.png' }] },
+      { role: 'assistant', content: [{ type: 'text', text: 'Let me look.' }, { type: 'tool-call', id: 'c1', name: 'look', arguments: '{"at":"y"}' }] },
+      { role: 'tool', content: [{ type: 'tool-result', toolCallId: 'c1', name: 'look', content: 'a cat' }] },
+    ]);
+    expect(req.tools).toEqual([{ name: 'look', parameters: { type: 'object', properties: { at: { type: 'string' } } } }]);
+    expect(req.toolChoice).toEqual({ name: 'look' });
+    expect(req).toMatchObject({ temperature: 0.2, topP: 0.9, maxTokens: 20 });
+  });
+
+  it('names the bad field', () => {
+    expect(fieldOf(() => parse({ model: 'fugu' }))).toMatchObject({ status: 400, param: 'messages' });
+    expect(fieldOf(() => parse({ model: '', messages: [{ role: 'user', content: 'x' }] })).param).toBe('model');
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], top_p: 3 })).param).toBe('top_p');
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], n: 2 })).message).toMatch(/^n: only n = 1/);
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: [{ type: 'audio' }] }] })).param).toBe('messages[0].content');
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'assistant', tool_calls: [{ id: 'a', type: 'function', function: { name: 'f' } }] }] })).param).toBe(
+      'messages[0].tool_calls[0].function.arguments',
+    );
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: { type: 'function', function: { name: 'g' } } })).param).toBe(
+      'tool_choice.function.name',
+    );
+    expect(fieldOf(() => parseBody(chatRequestSchema, [1, 2])).param).toBe('body');
+  });
+});
+
+describe('ChatResult -> OpenAI response', () => {
+  const result = {
+    text: '',
+    content: [],
+    toolCalls: [{ id: 't1', name: 'f', arguments: '{}' }],
+    usage: { inputTokens: 5, outputTokens: 7, cachedInputTokens: 2 },
+    finishReason: 'tool-calls' as const,
+    model: 'provider-model',
+  };
+
+  it('writes a chat.completion with the worker as model and tool calls as sent', () => {
+    const b = completionBody(result, 'alpha', 'chatcmpl-x', 1) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }>; model: string; usage: Record<string, unknown> };
+    expect(b.model).toBe('alpha');
+    expect(b.choices[0]!.message).toEqual({ role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{}' } }] });
+    expect(b.choices[0]!.finish_reason).toBe('tool_calls');
+    expect(b.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 7, total_tokens: 12, prompt_tokens_details: { cached_tokens: 2 } });
+  });
+
+  it('numbers streamed tool calls by index', () => {
+    const w = new ChunkWriter('beta', 'id', 1);
+    const lines = [w.toolCall({ id: 'a', name: 'f', arguments: '{}' }), w.toolCall({ id: 'b', name: 'g', arguments: '[]' })];
+    const deltas = lines.map((l) => JSON.parse(l.replace(/^data: /, '')).choices[0].delta.tool_calls[0]);
+    expect(deltas.map((d: { index: number; id: string }) => [d.index, d.id])).toEqual([
+      [0, 'a'],
+      [1, 'b'],
+    ]);
+    expect(ChunkWriter.done()).toBe('data: [DONE]\n\n');
+  });
+});
