@@ -14,7 +14,8 @@ import { collectRunSummary, formatSummary, runPrompts, writeSoftLabels } from '.
 import { down, isReachable, localServiceUrls, servicesStatus, up } from './local-services.ts';
 import { renderEvalReport } from './report/eval-report.ts';
 import { defaultOut, int, money, parse, type Flags } from './args.ts';
-import { cmdRouter } from './router/commands.ts';
+import { cmdRouter, publishCheckpoint } from './router/commands.ts';
+import { trainRouter, TRAIN_DEFAULTS } from './router/train.ts';
 import { cmdGateway } from './serving/gateway.ts';
 import { cmdKeys } from './serving/keys.ts';
 
@@ -66,9 +67,10 @@ serving
                           an API key for the gateway, printed once (only its hash is stored)
   keys list | keys revoke <name|id>
 
-  demo [--repetitions 4] [--sample N]
+  demo [--repetitions 4] [--sample N] [--no-serve]
                           the embedded default: the full LLMRouter batch through replay workers,
-                          the summary table, soft labels and the HTML report
+                          the summary table, soft labels and the HTML report; then trains the
+                          router, publishes it and starts the gateway (not with --no-serve)
 
 Configuration comes from the environment (and FUGU_CONFIG); see README.md.`;
 
@@ -237,7 +239,21 @@ async function cmdDemo(config: FuguConfig, flags: Flags, signal: AbortSignal): P
   }
   await cmdLabels(config, runId, { tau: '0.1' });
   await cmdReport(config, runId, {});
-  return 0;
+  if (flags['no-serve']) return 0;
+
+  // the router: SFT on the run's rewards, published as the deployment the gateway serves
+  process.stderr.write(`\ndemo: training the router on run ${runId} (SFT, about 30 s)\n`);
+  const routerCtx = await openContext({ redis: false, config });
+  try {
+    const { checkpointId } = await trainRouter(routerCtx.db, { ...TRAIN_DEFAULTS, run: runId, home: config.home });
+    process.stderr.write(`demo: ${await publishCheckpoint(config, routerCtx.db, config.router.deployment, checkpointId)}\n`);
+  } finally {
+    await routerCtx.close();
+  }
+  // the gateway on this machine only, without keys; the replay workers answer the dataset's questions
+  process.stderr.write('demo: starting the gateway (Ctrl-C stops it; `fugu gateway` starts it again)\n');
+  process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run
+  return cmdGateway(config, ['--auth', 'none', '--host', '127.0.0.1', '--pool', 'llmrouter', '--mode', 'in-process']);
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -301,7 +317,7 @@ async function main(argv: string[]): Promise<number> {
     case 'gateway':
       return cmdGateway(config, rest);
     case 'demo': {
-      const { flags } = parse(rest, { repetitions: { type: 'string' }, sample: { type: 'string' }, seed: { type: 'string' }, 'local-workers': { type: 'string' } });
+      const { flags } = parse(rest, { repetitions: { type: 'string' }, sample: { type: 'string' }, seed: { type: 'string' }, 'local-workers': { type: 'string' }, 'no-serve': { type: 'boolean' } });
       return cmdDemo(config, flags, interruptSignal());
     }
     default:

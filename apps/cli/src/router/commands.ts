@@ -3,7 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { getCheckpoint, getDeployment, listCheckpoints } from '@fugu/db';
+import { getCheckpoint, getDeployment, listCheckpoints, type Db } from '@fugu/db';
 import { createRedis } from '@fugu/queue';
 import { publishRouter, routerPublishedChannel } from '@fugu/serving';
 import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@fugu/router-model';
@@ -14,7 +14,7 @@ import { renderRouterReport } from '../report/router-report.ts';
 import { evaluateRouter, formatRouterEval } from './evaluate.ts';
 import { routeTexts } from './route.ts';
 import { formatStudy, routerStudy } from './study.ts';
-import { trainRouter } from './train.ts';
+import { trainRouter, TRAIN_DEFAULTS } from './train.ts';
 import { exportCheckpoint, importCheckpoint } from './transfer.ts';
 
 export async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
@@ -61,14 +61,15 @@ export async function cmdRouter(config: FuguConfig, args: string[]): Promise<num
       if (typeof flags.run !== 'string' && typeof flags.labels !== 'string') throw new InputError('give the evaluation run to train on (--run <run>) or a label file and its pool (--labels FILE --pool P)', { field: '--run' });
       if (typeof flags.labels === 'string' && typeof flags.pool !== 'string') throw new InputError('a label file needs the worker pool it routes to: --pool llmrouter|<file>', { field: '--pool' });
       const ctx = await openContext({ redis: false, config });
+      const D = TRAIN_DEFAULTS;
       try {
         const out = await trainRouter(ctx.db, {
           ...(typeof flags.run === 'string' && { run: flags.run }),
           ...(typeof flags.labels === 'string' && { labels: { file: flags.labels, pool: await resolveWorkerPool(flags.pool as string, config.llmrouterDir) } }),
-          tau: num(flags.tau, '--tau', 0.1), seed: int(flags.seed, '--seed', 0), splitSeed: int(flags['split-seed'], '--split-seed', 0),
-          epochs: int(flags.epochs, '--epochs', 40), batchSize: int(flags.batch, '--batch', 256), lr: num(flags.lr, '--lr', 0.003),
-          patience: int(flags.patience, '--patience', 5), headOnly: Boolean(flags['head-only']), home: config.home,
-          selectBy: flags['select-by'] === 'loss' ? 'loss' : 'reward', weightDecay: num(flags['weight-decay'], '--weight-decay', 0),
+          tau: num(flags.tau, '--tau', D.tau), seed: int(flags.seed, '--seed', D.seed), splitSeed: int(flags['split-seed'], '--split-seed', D.splitSeed),
+          epochs: int(flags.epochs, '--epochs', D.epochs), batchSize: int(flags.batch, '--batch', D.batchSize), lr: num(flags.lr, '--lr', D.lr),
+          patience: int(flags.patience, '--patience', D.patience), headOnly: Boolean(flags['head-only']), home: config.home,
+          selectBy: flags['select-by'] === 'loss' ? 'loss' : D.selectBy, weightDecay: num(flags['weight-decay'], '--weight-decay', D.weightDecay),
         });
         process.stdout.write(`${out.checkpointId}\n`);
       } finally {
@@ -160,21 +161,9 @@ export async function cmdRouter(config: FuguConfig, args: string[]): Promise<num
       if (!positionals[0]) throw new InputError('give the checkpoint: fugu router publish <checkpoint> [--deployment fugu]', { field: 'checkpoint' });
       const deployment = typeof flags.deployment === 'string' && flags.deployment ? flags.deployment : config.router.deployment;
       const ctx = await openContext({ redis: false, config });
-      const redis = createRedis(config.redisUrl, 'producer', { retryStrategy: () => null });
       try {
-        const before = await getDeployment(ctx.db, deployment);
-        // Postgres first (the truth serving processes poll), then the message that makes them swap at once
-        await publishRouter(ctx.db, undefined, { queuePrefix: config.queuePrefix, deployment, checkpointId: positionals[0] });
-        const told = await redis.publish(routerPublishedChannel(config.queuePrefix), JSON.stringify({ deployment, checkpointId: positionals[0] })).then(
-          () => true,
-          () => false,
-        );
-        process.stdout.write(
-          `router deployment ${deployment}: ${before ? `${before.checkpointId} -> ` : ''}${positionals[0]}` +
-            (told ? '\n' : ` (Redis unreachable: serving processes pick it up within router.pollMs = ${config.router.pollMs} ms)\n`),
-        );
+        process.stdout.write(`${await publishCheckpoint(config, ctx.db, deployment, positionals[0])}\n`);
       } finally {
-        redis.disconnect();
         await ctx.close();
       }
       return 0;
@@ -199,5 +188,27 @@ export async function cmdRouter(config: FuguConfig, args: string[]): Promise<num
     }
     default:
       throw new InputError(`unknown router command "${sub ?? ''}" (list, info, train, eval, sweep, route, publish, study, export, import)`, { field: 'command' });
+  }
+}
+
+/**
+ * Makes `checkpointId` the deployment's router: Postgres first (the truth serving processes
+ * poll), then the Redis message that makes them swap at once. Returns the line to show.
+ */
+export async function publishCheckpoint(config: FuguConfig, db: Db, deployment: string, checkpointId: string): Promise<string> {
+  const redis = createRedis(config.redisUrl, 'producer', { retryStrategy: () => null });
+  try {
+    const before = await getDeployment(db, deployment);
+    await publishRouter(db, undefined, { queuePrefix: config.queuePrefix, deployment, checkpointId });
+    const told = await redis.publish(routerPublishedChannel(config.queuePrefix), JSON.stringify({ deployment, checkpointId })).then(
+      () => true,
+      () => false,
+    );
+    return (
+      `router deployment ${deployment}: ${before ? `${before.checkpointId} -> ` : ''}${checkpointId}` +
+      (told ? '' : ` (Redis unreachable: serving processes pick it up within router.pollMs = ${config.router.pollMs} ms)`)
+    );
+  } finally {
+    redis.disconnect();
   }
 }

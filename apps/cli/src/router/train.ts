@@ -34,6 +34,11 @@ export type TrainOptions = {
   log?: (line: string) => void;
 };
 
+/** `fugu router train`'s defaults (the demo trains with them too). */
+export const TRAIN_DEFAULTS = {
+  tau: 0.1, seed: 0, splitSeed: 0, epochs: 40, batchSize: 256, lr: 0.003, patience: 5, headOnly: false, weightDecay: 0, selectBy: 'reward',
+} as const satisfies Partial<TrainOptions>;
+
 export type TrainOutcome = { checkpointId: string; history: SftEpoch[]; bestEpoch: number; bestValLoss: number; items: number; split: { train: number; val: number; test: number } };
 
 /** Item indices per split name (by unique prompt, seeded). */
