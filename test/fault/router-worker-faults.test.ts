@@ -96,6 +96,7 @@ describe('router worker faults', () => {
     await Promise.all([...Array.from({ length: CONCURRENCY }, runner), killer()]);
     await queue.close();
     await events.close();
+    process.stderr.write(`router worker kill -9: ${done} requests, ${errors.length} errors, ${wrong.length} wrong workers, ${stalled} stalled route jobs decided again\n`);
     expect(killed).toBe(true);
     expect(stalled).toBeGreaterThan(0);
     expect(errors.map((e) => e.message)).toEqual([]);
