@@ -85,11 +85,17 @@ describe('router worker faults', () => {
     const queue = new Queue(routeQueue, { connection: env.ctx.redis!, prefix: env.config.queuePrefix });
     const killer = async () => {
       while (done < TOTAL / 4) await new Promise((r) => setTimeout(r, 5));
+      // freeze the worker (SIGSTOP) so the jobs it holds cannot finish between looking and killing
+      const victim = workers[0]!;
       while (!killed && done < TOTAL) {
-        const held = (await queue.getActive()).filter((j) => j.processedBy === workers[0]!.id).length;
-        if (held >= 3) {
+        victim.child.kill('SIGSTOP');
+        const held = (await queue.getActive()).filter((j) => j.processedBy === victim.id).length;
+        if (held >= 1) {
           killed = true;
-          await workers[0]!.kill9();
+          await victim.kill9();
+        } else {
+          victim.child.kill('SIGCONT');
+          await new Promise((r) => setTimeout(r, 5));
         }
       }
     };
