@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { Redis } from 'ioredis';
-import { loadConfig } from '@fugu/config';
+import { loadConfig, serviceEnv } from '@fugu/config';
 import { createApiKey, publishDeployment } from '@fugu/db';
 import { createTestDatabase } from '@fugu/db/testing';
 import { loadLlmRouter, writeWorkerPool } from '@fugu/datasets';
@@ -89,10 +89,7 @@ async function startGateway(mode: string): Promise<{ child: ChildProcess; port: 
   const child = fork(gatewayMain, [], {
     env: {
       PATH: process.env.PATH,
-      FUGU_REDIS_URL: config.redisUrl,
-      FUGU_DATABASE_URL: config.databaseUrl,
-      FUGU_QUEUE_PREFIX: config.queuePrefix,
-      FUGU_HOME: home,
+      ...serviceEnv(config),
       FUGU_LOG_LEVEL: 'warn',
       FUGU_GATEWAY_MODE: mode,
       FUGU_GATEWAY_POOL: poolFile,

@@ -14,7 +14,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import OpenAI, { APIError } from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { tokenCost, type ChatMessage, type WorkerPool, type WorkerSpec } from '@fugu/core';
-import { loadConfig, type FuguConfig } from '@fugu/config';
+import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createApiKey, publishDeployment, revokeApiKey, listApiKeys } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { replayStoreFor, writeWorkerPool } from '@fugu/datasets';
@@ -401,7 +401,7 @@ describe('operations', () => {
 describe('provider failure and router unavailability policies', () => {
   /** Another gateway over the same pool, with configuration overrides and its own route client. */
   async function otherGateway(env: Record<string, string>, rc: InProcessRouteClient = routeClient): Promise<{ url: string; close(): Promise<void> }> {
-    const cfg = loadConfig({ FUGU_REDIS_URL: config.redisUrl, FUGU_DATABASE_URL: config.databaseUrl, FUGU_QUEUE_PREFIX: config.queuePrefix, FUGU_HOME: home, ...env });
+    const cfg = loadConfig({ ...serviceEnv(config), ...env });
     const gw = await buildGateway({ config: cfg, pool, routeClient: rc, db: database.db, env: {}, log: quiet, replayStore: () => replay });
     await gw.listen({ port: 0, host: '127.0.0.1' });
     return { url: `http://127.0.0.1:${(gw.server.address() as { port: number }).port}/v1`, close: () => gw.close() };
@@ -435,7 +435,7 @@ describe('provider failure and router unavailability policies', () => {
 
   it('a stream that breaks after its first byte ends with an error event, no fallback', async () => {
     const staller = await startOpenAIStub({ defaultReply: { type: 'stall-mid-stream', text: 'the beginning of an answer' } });
-    const cfg = loadConfig({ FUGU_REDIS_URL: config.redisUrl, FUGU_DATABASE_URL: config.databaseUrl, FUGU_QUEUE_PREFIX: config.queuePrefix, FUGU_HOME: home, FUGU_GATEWAY_AUTH: 'none', FUGU_GATEWAY_CALL_TIMEOUT_MS: '500' });
+    const cfg = loadConfig({ ...serviceEnv(config), FUGU_GATEWAY_AUTH: 'none', FUGU_GATEWAY_CALL_TIMEOUT_MS: '500' });
     const gw = await buildGateway({ config: cfg, pool: { name: 'stall', workers: [worker('staller', staller), worker('gamma', stubs.gamma!)] }, routeClient, env: {}, log: quiet });
     await gw.listen({ port: 0, host: '127.0.0.1' });
     try {
@@ -461,7 +461,7 @@ describe('provider failure and router unavailability policies', () => {
 
   it('without a router: 503, or the configured fallback worker', async () => {
     // a deployment nothing was published to: the router has no checkpoint
-    const cfg = loadConfig({ FUGU_REDIS_URL: config.redisUrl, FUGU_DATABASE_URL: config.databaseUrl, FUGU_QUEUE_PREFIX: config.queuePrefix, FUGU_HOME: home, FUGU_ROUTER_DEPLOYMENT: 'unpublished' });
+    const cfg = loadConfig({ ...serviceEnv(config), FUGU_ROUTER_DEPLOYMENT: 'unpublished' });
     const rc = await InProcessRouteClient.create({ config: cfg, db: database.db, subscribe: false });
     const a = await otherGateway({ FUGU_GATEWAY_AUTH: 'none' }, rc);
     const b = await otherGateway({ FUGU_GATEWAY_AUTH: 'none', FUGU_GATEWAY_FALLBACK_WORKER: 'gamma' }, rc);
@@ -493,7 +493,7 @@ describe('pool mode: the gateway process routing through the route queue', () =>
     const poolFile = path.join(home, 'short-pool.yaml');
     await writeWorkerPool(poolFile, { name: 'short', workers: pool.workers.filter((w) => w.name !== 'gamma' && w.provider !== 'replay') });
     const child = fork(gatewayMain, [], {
-      env: { PATH: process.env.PATH, FUGU_REDIS_URL: config.redisUrl, FUGU_DATABASE_URL: config.databaseUrl, FUGU_QUEUE_PREFIX: config.queuePrefix, FUGU_HOME: home, FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0' },
+      env: { PATH: process.env.PATH, ...serviceEnv(config), FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0' },
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
     let stderr = '';
@@ -511,10 +511,7 @@ describe('pool mode: the gateway process routing through the route queue', () =>
     gateway = fork(gatewayMain, [], {
       env: {
         PATH: process.env.PATH,
-        FUGU_REDIS_URL: config.redisUrl,
-        FUGU_DATABASE_URL: config.databaseUrl,
-        FUGU_QUEUE_PREFIX: config.queuePrefix,
-        FUGU_HOME: home,
+        ...serviceEnv(config),
         FUGU_LOG_LEVEL: 'warn',
         FUGU_GATEWAY_MODE: 'pool',
         FUGU_GATEWAY_POOL: poolFile,

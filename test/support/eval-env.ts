@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { rng, type DatasetItem, type WorkerPool } from '@fugu/core';
-import { loadConfig, type FuguConfig } from '@fugu/config';
+import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
 import { openContext, type Context } from '../../apps/cli/src/context.ts';
@@ -90,10 +90,7 @@ export async function startWorkerProcess(config: FuguConfig, env: Record<string,
   const child = fork(providerWorkerMain, [], {
     env: {
       PATH: process.env.PATH,
-      FUGU_REDIS_URL: config.redisUrl,
-      FUGU_DATABASE_URL: config.databaseUrl,
-      FUGU_QUEUE_PREFIX: config.queuePrefix,
-      FUGU_HOME: config.home,
+      ...serviceEnv(config),
       FUGU_WORKER_PORT: '0',
       FUGU_LOG_LEVEL: 'warn',
       ...env,

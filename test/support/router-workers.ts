@@ -3,7 +3,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FuguConfig } from '@fugu/config';
+import { serviceEnv, type FuguConfig } from '@fugu/config';
 
 export const routerWorkerMain = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../apps/router-worker/src/main.ts');
 
@@ -21,10 +21,7 @@ export async function startRouterWorkerProcess(config: FuguConfig, env: Record<s
   const child = fork(routerWorkerMain, [], {
     env: {
       PATH: process.env.PATH,
-      FUGU_REDIS_URL: config.redisUrl,
-      FUGU_DATABASE_URL: config.databaseUrl,
-      FUGU_QUEUE_PREFIX: config.queuePrefix,
-      FUGU_HOME: config.home,
+      ...serviceEnv(config),
       FUGU_ROUTER_PORT: '0',
       FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu',
       FUGU_LOG_LEVEL: 'warn',

@@ -229,3 +229,11 @@ export function redactUrl(url: string): string {
     return url.replace(/\/\/([^:/@]+):[^@]*@/, '//$1:***@');
   }
 }
+
+/**
+ * The variables that make a child process (a worker, the gateway) load the same services,
+ * queue prefix and home as `config`: spawn it with `{ ...serviceEnv(config), ...its own }`.
+ */
+export function serviceEnv(config: Pick<FuguConfig, 'redisUrl' | 'databaseUrl' | 'queuePrefix' | 'home'>): Record<string, string> {
+  return { FUGU_REDIS_URL: config.redisUrl, FUGU_DATABASE_URL: config.databaseUrl, FUGU_QUEUE_PREFIX: config.queuePrefix, FUGU_HOME: config.home };
+}

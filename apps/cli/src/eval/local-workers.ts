@@ -5,7 +5,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { FuguConfig } from '@fugu/config';
+import { serviceEnv, type FuguConfig } from '@fugu/config';
 
 export const providerWorkerMain = fileURLToPath(new URL('../../../provider-worker/src/main.ts', import.meta.url));
 
@@ -20,10 +20,7 @@ export async function startLocalWorkers(
   const env: Record<string, string | undefined> = {
     ...process.env,
     ...opts.env,
-    FUGU_REDIS_URL: config.redisUrl,
-    FUGU_DATABASE_URL: config.databaseUrl,
-    FUGU_QUEUE_PREFIX: config.queuePrefix,
-    FUGU_HOME: config.home,
+    ...serviceEnv(config),
     FUGU_WORKER_PROVIDERS: opts.providers.join(','),
     FUGU_WORKER_CONCURRENCY: String(config.worker.concurrency),
     FUGU_WORKER_LOCK_MS: String(config.worker.lockDurationMs),
