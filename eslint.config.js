@@ -37,6 +37,8 @@ export default [
             lib('conductor', ['core']),
             // serving: the router behind a RouteClient (in-process threads or the route queue)
             lib('serving', ['core', 'config', 'telemetry', 'db', 'queue', 'router-model']),
+            // training: ES fitness tasks, coordinator and evaluators (routing data, features, the router model)
+            lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'serving', 'es', 'telemetry']),
           ],
         },
       ],

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { UseLiteEncoder } from '@fugu/router-model';
-import { cachedFeatures, type FeatureEncoder } from '../../apps/cli/src/router/features.ts';
+import { cachedFeatures, type FeatureEncoder } from '@fugu/training';
 
 let t: TestDatabase;
 let encoder: UseLiteEncoder;

@@ -6,8 +6,8 @@ import { writeFile, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { FuguError, InputError } from '@fugu/core';
 import { loadConfig, redactUrl, type FuguConfig } from '@fugu/config';
-import { callErrors, connectDb, listRuns, migrate } from '@fugu/db';
-import { providerCallQueue } from '@fugu/queue';
+import { callErrors, connectDb, getEsRun, listEsGenerations, listEsRuns, listRuns, migrate } from '@fugu/db';
+import { esEvalQueue, providerCallQueue } from '@fugu/queue';
 import { openContext } from './context.ts';
 import { runEval, type EvalOptions } from './eval/run.ts';
 import { collectRunSummary, formatSummary, runPrompts, writeSoftLabels } from './eval/summary.ts';
@@ -18,6 +18,8 @@ import { cmdRouter, publishCheckpoint } from './router/commands.ts';
 import { trainRouter, TRAIN_DEFAULTS } from './router/train.ts';
 import { cmdGateway } from './serving/gateway.ts';
 import { cmdKeys } from './serving/keys.ts';
+import { cmdTrain } from './train/es.ts';
+import { renderEsReport } from './report/es-report.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 
@@ -59,6 +61,17 @@ router model
   router export CHECKPOINT [--out FILE] | router import FILE
                           a checkpoint to and from one JSON file
                           the router beside best single, best per task, kNN, random, oracle
+
+ES training (sep-CMA-ES over the router's theta)
+  train es --from CHECKPOINT [--lambda L] [--sigma0 0.05] [--replicas 1] [--generations 30] [--seed 0]
+       [--task single-step|episodes] [--batch 256] [--episodes 32 --questions 3 --turn-budget 5]
+       [--step-size tpa|csa] [--eval-run RUN] [--split-seed N] [--deadline-ms 300000] [--attempts 3]
+       [--run-id ID] [--local-evaluators N|auto] [--no-wait]
+                          create an ES run and coordinate it here, one line per generation
+                          (evaluators: apps/trainer/src/evaluator-main.ts, or local ones)
+  train es --resume RUN [--local-evaluators N|auto]
+                          go on with an interrupted run (same code and configuration)
+  status RUN / report RUN also take an ES run: progress; the fitness curve (mean, best, sigma)
 
 serving
   gateway [--port 8080] [--host H] [--mode in-process|pool] [--pool P] [--auth keys|none]
@@ -145,7 +158,15 @@ async function cmdUp(config: FuguConfig): Promise<void> {
 async function cmdStatus(config: FuguConfig, runId: string | undefined): Promise<void> {
   const ctx = await openContext({ redis: true, config });
   try {
+    const es = runId ? await getEsRun(ctx.db, runId) : undefined;
+    if (es) {
+      await esStatus(ctx, es);
+      return;
+    }
     if (!runId) {
+      for (const r of await listEsRuns(ctx.db, 10)) {
+        process.stdout.write(`${r.id}  ES ${r.status.padEnd(9)}  generation ${r.generation}/${String(r.config.generations)}  from ${r.checkpointId}  ${r.createdAt.toISOString()}\n`);
+      }
       const runs = await listRuns(ctx.db, 20);
       if (runs.length === 0) process.stdout.write('no evaluation runs yet\n');
       for (const r of runs) {
@@ -171,6 +192,22 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined): Promise
   }
 }
 
+async function esStatus(ctx: Awaited<ReturnType<typeof openContext>>, r: NonNullable<Awaited<ReturnType<typeof getEsRun>>>): Promise<void> {
+  const c = r.config;
+  const gens = await listEsGenerations(ctx.db, r.id);
+  const last = gens.at(-1);
+  process.stdout.write(`ES run ${r.id}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}\n`);
+  process.stdout.write(`generation ${r.generation} of ${String(c.generations)}; lambda ${String(c.lambda)} x ${String(c.replicas)} replica(s); sigma0 ${String(c.sigma0)}; task ${JSON.stringify(c.task)}; seed ${String(c.seed)}\n`);
+  process.stdout.write(`from checkpoint ${r.checkpointId}; best checkpoint ${r.bestCheckpointId ?? '(none yet)'}; code ${r.codeVersion}\n`);
+  if (last) process.stdout.write(`last generation: mean ${last.meanFitness.toFixed(4)}, best ${last.bestFitness.toFixed(4)}, best so far ${last.bestSoFar.toFixed(4)}, sigma ${last.sigmaAfter.toPrecision(4)}\n`);
+  const q = ctx.queue(esEvalQueue);
+  const counts = await q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed');
+  process.stdout.write(`queue ${esEvalQueue}: ${Object.entries(counts).map(([k, v]) => `${k} ${v}`).join(', ')}; evaluators connected ${await q.getWorkersCount()}\n`);
+  for (const g of gens.slice(-10)) {
+    process.stdout.write(`  ${String(g.generation).padStart(4)}  mean ${g.meanFitness.toFixed(4)}  median ${g.medianFitness.toFixed(4)}  best ${g.bestFitness.toFixed(4)}  sigma ${g.sigma.toPrecision(4)}  ${g.evaluations} evals  ${((g.wallMs ?? 0) / 1000).toFixed(1)} s\n`);
+  }
+}
+
 async function cmdLabels(config: FuguConfig, runId: string, flags: Flags): Promise<void> {
   const ctx = await openContext({ redis: false, config });
   try {
@@ -187,6 +224,14 @@ async function cmdLabels(config: FuguConfig, runId: string, flags: Flags): Promi
 async function cmdReport(config: FuguConfig, runId: string, flags: Flags): Promise<string> {
   const ctx = await openContext({ redis: false, config });
   try {
+    const es = await getEsRun(ctx.db, runId);
+    if (es) {
+      const out = typeof flags.out === 'string' ? flags.out : defaultOut(config, 'reports', `${runId}.html`);
+      await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+      await writeFile(out, renderEsReport({ run: es, generations: await listEsGenerations(ctx.db, runId) }, { generatedAt: new Date().toISOString() }));
+      process.stdout.write(`wrote the report of ES run ${runId} to ${out}\n`);
+      return out;
+    }
     const s = await collectRunSummary(ctx.db, runId);
     const tau = flags.tau === undefined ? 0.1 : Number(flags.tau);
     if (s.rows.length > 0) {
@@ -312,6 +357,8 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'router':
       return cmdRouter(config, rest);
+    case 'train':
+      return cmdTrain(config, rest, interruptSignal());
     case 'keys':
       return cmdKeys(config, rest);
     case 'gateway':

@@ -4,3 +4,4 @@ export * from './repositories.ts';
 export * from './router-repositories.ts';
 export * from './deployments.ts';
 export * from './api-keys.ts';
+export * from './es-repositories.ts';

@@ -160,6 +160,53 @@ export interface RouterDeploymentsTable {
   published_at: NullableTimestamp;
 }
 
+export type EsRunStatus = 'running' | 'completed' | 'failed' | 'paused';
+
+/** ES runs (migration 0005_es); states are @fugu/es SepCmaEsState objects, kept opaque here. */
+export interface EsRunsTable {
+  id: string;
+  status: EsRunStatus;
+  status_reason: string | null;
+  config: JSONColumnType<Record<string, unknown>>;
+  code_version: string;
+  checkpoint_id: string;
+  best_checkpoint_id: string | null;
+  initial_state: JSONColumnType<Record<string, unknown>>;
+  state: JSONColumnType<Record<string, unknown>>;
+  generation: ColumnType<number, number | undefined, number>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface EsGenerationsTable {
+  run_id: string;
+  generation: number;
+  state: JSONColumnType<Record<string, unknown>>;
+  mean_fitness: number;
+  best_fitness: number;
+  median_fitness: number;
+  best_so_far: number;
+  sigma: number;
+  sigma_after: number;
+  evaluations: number;
+  dispatches: ColumnType<number, number | undefined, number>;
+  wall_ms: number | null;
+  committed_at: Timestamp;
+}
+
+export interface EsEvaluationsTable {
+  run_id: string;
+  generation: number;
+  candidate: number;
+  replica: number;
+  fitness: number;
+  seed: string;
+  summary: JSONColumnType<Record<string, unknown>>;
+  evaluator: string | null;
+  eval_ms: number | null;
+  created_at: Timestamp;
+}
+
 export interface Database {
   datasets: DatasetsTable;
   items: ItemsTable;
@@ -173,4 +220,7 @@ export interface Database {
   router_features: RouterFeaturesTable;
   router_deployments: RouterDeploymentsTable;
   api_keys: ApiKeysTable;
+  es_runs: EsRunsTable;
+  es_generations: EsGenerationsTable;
+  es_evaluations: EsEvaluationsTable;
 }

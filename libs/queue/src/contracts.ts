@@ -39,6 +39,38 @@ export const routeJobSchema = z
   .strict();
 export type RouteJob = z.infer<typeof routeJobSchema>;
 
+const esRunId = z.string().min(1).max(100).regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only');
+
+/** One ES evaluation: candidate k of a generation on replica r (apps/trainer's evaluator). Indices
+ *  and a state hash only: the evaluator regenerates the candidate from the generation's optimiser
+ *  state in Postgres (SepCmaEs.fromState(state).candidate(k)); parameter vectors never travel. */
+export const esEvalJobSchema = z
+  .object({
+    v: z.literal(1),
+    runId: esRunId,
+    generation: z.number().int().nonnegative(),
+    candidate: z.number().int().nonnegative(),
+    replica: z.number().int().nonnegative(),
+    /** hash of the state that asks this generation: an evaluator never evaluates against another */
+    stateVersion: z.string().regex(/^[0-9a-f]{16}$/, '16 hex digits'),
+  })
+  .strict();
+export type EsEvalJob = z.infer<typeof esEvalJobSchema>;
+
+export type EsEvalResult = { outcome: 'recorded'; fitness: number } | { outcome: 'skipped'; reason: 'stale' | 'duplicate' | 'run-not-running' };
+
+/** The fan-in (parent) job of one generation's flow (the coordinator processes it). */
+export const esFaninJobSchema = z
+  .object({
+    v: z.literal(1),
+    runId: esRunId,
+    generation: z.number().int().nonnegative(),
+    stateVersion: z.string().regex(/^[0-9a-f]{16}$/, '16 hex digits'),
+    dispatch: z.string().regex(/^d[0-9a-z]+$/),
+  })
+  .strict();
+export type EsFaninJob = z.infer<typeof esFaninJobSchema>;
+
 /** A job payload that does not match its contract; never retried. */
 export class InvalidJobError extends UnrecoverableError {
   readonly field: string;

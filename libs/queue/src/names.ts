@@ -8,7 +8,13 @@ export const providerCallQueue = (provider: ProviderKind): string => `provider-c
 /** Routing decisions for the gateway in pool mode, consumed by apps/router-worker. */
 export const routeQueue = 'route';
 
-export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue];
+/** ES stage: one job per (candidate, replica) evaluation, consumed by the evaluators (apps/trainer). */
+export const esEvalQueue = 'es-eval';
+
+/** ES stage: the fan-in (parent) job of a generation's flow, consumed by the coordinator. */
+export const esFaninQueue = 'es-fanin';
+
+export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue, esEvalQueue, esFaninQueue];
 
 /** BullMQ's Redis keys of a queue's pending jobs (for KEDA-style scalers on queue depth). */
 export const queueKeys = (prefix: string, queue: string): { wait: string; prioritized: string; delayed: string; active: string } => ({
@@ -20,3 +26,8 @@ export const queueKeys = (prefix: string, queue: string): { wait: string; priori
 
 /** A BullMQ custom job id (no ':' allowed) for one call of an evaluation run. */
 export const callJobId = (runId: string, itemId: number, workerId: number, repetition: number): string => `${runId}.${itemId}.${workerId}.${repetition}`;
+
+/** Job ids of an ES generation's flow: `dispatch` numbers the re-dispatches of a generation. */
+export const esEvalJobId = (runId: string, generation: number, candidate: number, replica: number, dispatch: string): string =>
+  `${runId}.g${generation}.k${candidate}.r${replica}.${dispatch}`;
+export const esFaninJobId = (runId: string, generation: number, dispatch: string): string => `${runId}.g${generation}.fanin.${dispatch}`;

@@ -5,30 +5,16 @@
 // pair (RouteLLM), AIQ of the router's cost-quality sweep (RouterBench), and the routing
 // distribution per task.
 import { InputError } from '@fugu/core';
-import { getCheckpoint, type CheckpointRecord, type Db } from '@fugu/db';
+import { getCheckpoint, type Db } from '@fugu/db';
 import {
   aiq, bestPerTask, bestSingle, costQualitySweep, gapClosed, knnRouter, meanCost, meanReward, oracle, pairScores, randomExpected,
   routingDistribution, strongWeakMetrics, validateEvalTable, type Decisions, type EvalTable,
 } from '@fugu/router-model';
 import type { RouterReportData } from '../report/router-report-data.ts';
-import { routingDataFromRun, type RoutingData } from './data.ts';
-import { cachedFeatures } from './features.ts';
+import { cachedFeatures, checkCompatible, routingDataFromRun, splitIndices } from '@fugu/training';
 import { loadRouterModel } from '@fugu/serving';
-import { splitIndices } from './train.ts';
 
 export type RouterEvalOptions = { checkpoint: string; run?: string; split: 'test' | 'val'; splitSeed?: number; k: number; home: string; log?: (l: string) => void };
-
-/** The checkpoint must score exactly the run's workers, in the same order, with the same backbone. */
-export function checkCompatible(ckpt: CheckpointRecord, data: RoutingData, backboneId: string): void {
-  const a = ckpt.workers.map((w) => w.name);
-  const b = data.workers.map((w) => w.name);
-  if (a.length !== b.length || a.some((n, i) => n !== b[i])) {
-    throw new InputError(`checkpoint ${ckpt.id} scores workers [${a.join(', ')}] but run ${data.runId} has [${b.join(', ')}]`, { field: 'checkpoint' });
-  }
-  if (ckpt.backboneId !== backboneId) {
-    throw new InputError(`checkpoint ${ckpt.id} was trained on backbone ${ckpt.backboneId}, not ${backboneId} (the one loaded)`, { field: 'checkpoint' });
-  }
-}
 
 const stack = (rows: Float32Array[], idx: readonly number[], dim: number): Float32Array => {
   const out = new Float32Array(idx.length * dim);

@@ -4,14 +4,10 @@
 import { randomBytes } from 'node:crypto';
 import { InputError, softLabels, type WorkerPool } from '@fugu/core';
 import { saveCheckpoint, type Db } from '@fugu/db';
-import { splitByPrompt } from '@fugu/datasets';
 import { thetaLayout, trainSft, type SftEpoch } from '@fugu/router-model';
-import { routingDataFromRun, type RoutingData } from './data.ts';
-import { cachedFeatures } from './features.ts';
+import { cachedFeatures, routingDataFromRun, SPLIT_FRACTIONS, splitIndices } from '@fugu/training';
 import { routingDataFromLabels } from './label-file.ts';
 import { loadRouterModel, USE_LITE_BACKBONE } from '@fugu/serving';
-
-export const SPLIT_FRACTIONS = { train: 0.8, val: 0.1, test: 0.1 } as const;
 
 export type TrainOptions = {
   /** train on an evaluation run's rewards ... */
@@ -40,14 +36,6 @@ export const TRAIN_DEFAULTS = {
 } as const satisfies Partial<TrainOptions>;
 
 export type TrainOutcome = { checkpointId: string; history: SftEpoch[]; bestEpoch: number; bestValLoss: number; items: number; split: { train: number; val: number; test: number } };
-
-/** Item indices per split name (by unique prompt, seeded). */
-export function splitIndices(data: RoutingData, seed: number): Record<'train' | 'val' | 'test', number[]> {
-  const bySplit = splitByPrompt(data.items, { seed, fractions: { ...SPLIT_FRACTIONS } });
-  const out = { train: [] as number[], val: [] as number[], test: [] as number[] };
-  data.items.forEach((it, i) => out[bySplit.get(it.id) as 'train' | 'val' | 'test'].push(i));
-  return out;
-}
 
 export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutcome> {
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));

@@ -5,10 +5,12 @@ import * as m0001 from './0001_evaluation.ts';
 import * as m0002 from './0002_router.ts';
 import * as m0003 from './0003_serving.ts';
 import * as m0004 from './0004_api_keys.ts';
+import * as m0005 from './0005_es.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
   '0002_router': m0002,
   '0003_serving': m0003,
   '0004_api_keys': m0004,
+  '0005_es': m0005,
 };

@@ -1,7 +1,10 @@
 // Routing data for training and evaluating the router: per item of an evaluation run, the mean
-// reward and mean cost of each worker (items that every worker answered), with the prompts.
+// reward and mean cost of each worker (items that every worker answered), with the prompts; the
+// seeded split by unique prompt; and the check that a checkpoint fits the data. Shared by SFT and
+// evaluation (apps/cli) and the ES fitness tasks.
 import { InputError } from '@fugu/core';
-import { getItems, getPoolWorkers, getRun, itemWorkerMeans, type Db } from '@fugu/db';
+import { getItems, getPoolWorkers, getRun, itemWorkerMeans, type CheckpointRecord, type Db } from '@fugu/db';
+import { splitByPrompt } from '@fugu/datasets';
 
 export type RoutingItem = { id: string; task: string; prompt: string; sourceSplit?: string };
 
@@ -44,4 +47,34 @@ export async function routingDataFromRun(db: Db, runId: string): Promise<Routing
     rewards: complete.map(([, e]) => e.r),
     costs: complete.map(([, e]) => e.c),
   };
+}
+
+/** The router's split fractions (train / val / test, by unique prompt). */
+export const SPLIT_FRACTIONS = { train: 0.8, val: 0.1, test: 0.1 } as const;
+
+export type SplitName = 'train' | 'val' | 'test';
+
+/** Item indices per split name (by unique prompt, seeded). */
+export function splitIndices(data: Pick<RoutingData, 'items'>, seed: number): Record<SplitName, number[]> {
+  const bySplit = splitByPrompt(data.items, { seed, fractions: { ...SPLIT_FRACTIONS } });
+  const out = { train: [] as number[], val: [] as number[], test: [] as number[] };
+  data.items.forEach((it, i) => out[bySplit.get(it.id) as SplitName].push(i));
+  return out;
+}
+
+/** Throws unless the checkpoint scores exactly the run's workers, in the same order. */
+export function checkWorkers(ckpt: Pick<CheckpointRecord, 'id' | 'workers'>, data: Pick<RoutingData, 'runId' | 'workers'>): void {
+  const a = ckpt.workers.map((w) => w.name);
+  const b = data.workers.map((w) => w.name);
+  if (a.length !== b.length || a.some((n, i) => n !== b[i])) {
+    throw new InputError(`checkpoint ${ckpt.id} scores workers [${a.join(', ')}] but run ${data.runId} has [${b.join(', ')}]`, { field: 'checkpoint' });
+  }
+}
+
+/** The checkpoint must score exactly the run's workers, in the same order, with the same backbone. */
+export function checkCompatible(ckpt: CheckpointRecord, data: RoutingData, backboneId: string): void {
+  checkWorkers(ckpt, data);
+  if (ckpt.backboneId !== backboneId) {
+    throw new InputError(`checkpoint ${ckpt.id} was trained on backbone ${ckpt.backboneId}, not ${backboneId} (the one loaded)`, { field: 'checkpoint' });
+  }
 }

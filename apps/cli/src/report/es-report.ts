@@ -1,0 +1,71 @@
+// The HTML report of an ES run (`fugu report <es run>`): the run's settings, the fitness curve
+// (mean, best, median per generation and best so far, sigma on the right axis) and the
+// per-generation table. Renders only; the data comes from the caller.
+import type { EsGenerationRecord, EsRunRecord } from '@fugu/db';
+import { CHART_W, esc, fact, figure, fmtInt, fmtTime, htmlDocument, pageFooter, pageHeader, table } from './page.ts';
+import { lineChart, paletteColor } from './svg.ts';
+
+export type EsReportData = { run: EsRunRecord; generations: readonly EsGenerationRecord[] };
+
+const f4 = (v: number): string => (Number.isFinite(v) ? v.toFixed(4) : '—');
+const sig = (v: number): string => (Number.isFinite(v) ? v.toPrecision(4) : '—');
+
+/** The fitness curve: mean, median and best of each generation, best so far, and sigma (right axis). */
+export function esFitnessChart(gens: readonly EsGenerationRecord[], title = 'Fitness per generation'): string {
+  const pts = (y: (g: EsGenerationRecord) => number) => gens.map((g) => ({ x: g.generation, y: y(g) }));
+  return lineChart({
+    title,
+    description: 'ES fitness (maximised) per generation: the candidates\' mean, median and best, the best so far, and the step size sigma on the right axis.',
+    width: CHART_W,
+    xLabel: 'generation',
+    yLabel: 'fitness',
+    y2Label: 'sigma',
+    series: [
+      { name: 'mean', points: pts((g) => g.meanFitness), color: paletteColor(0) },
+      { name: 'median', points: pts((g) => g.medianFitness), color: paletteColor(5), dashed: true },
+      { name: 'best', points: pts((g) => g.bestFitness), color: paletteColor(2) },
+      { name: 'best so far', points: pts((g) => g.bestSoFar), color: paletteColor(3), dashed: true },
+      { name: 'sigma', points: pts((g) => g.sigma), color: paletteColor(7), axis: 'right' },
+    ],
+  });
+}
+
+export function renderEsReport(d: EsReportData, opts: { generatedAt?: string } = {}): string {
+  const { run, generations } = d;
+  const c = run.config as Record<string, unknown> & { task?: Record<string, unknown> };
+  const task = c.task ? Object.entries(c.task).map(([k, v]) => `${k} ${String(v)}`).join(', ') : '—';
+  const last = generations.at(-1);
+  const facts = [
+    fact('status', run.status + (run.statusReason ? ` (${run.statusReason})` : '')),
+    fact('generations', `${generations.length} of ${String(c.generations)}`),
+    fact('lambda x replicas', `${String(c.lambda)} x ${String(c.replicas)}`),
+    fact('sigma0', String(c.sigma0)),
+    fact('task', task),
+    fact('seed', String(c.seed)),
+    fact('from checkpoint', run.checkpointId),
+    fact('best checkpoint', run.bestCheckpointId ?? '—'),
+    fact('best fitness so far', last ? f4(last.bestSoFar) : '—'),
+    fact('code version', run.codeVersion),
+    fact('started', fmtTime(run.createdAt.toISOString())),
+  ];
+  const rows = generations
+    .map(
+      (g) =>
+        `<tr><td class="num">${g.generation}</td><td class="num">${f4(g.meanFitness)}</td><td class="num">${f4(g.medianFitness)}</td>` +
+        `<td class="num">${f4(g.bestFitness)}</td><td class="num">${f4(g.bestSoFar)}</td><td class="num">${sig(g.sigma)}</td>` +
+        `<td class="num">${fmtInt(g.evaluations)}</td><td class="num">${fmtInt(g.dispatches)}</td><td class="num">${g.wallMs === null ? '—' : (g.wallMs / 1000).toFixed(1)}</td></tr>`,
+    )
+    .join('');
+  const body =
+    pageHeader('fugu · ES run', esc(run.id), facts) +
+    `<section id="curve"><h2>Fitness curve</h2>${figure(esFitnessChart(generations), 'Mean, median and best candidate fitness of each generation (each candidate\'s fitness is the mean over its replicas), the best so far, and sigma (right axis).')}</section>` +
+    `<section id="generations"><h2>Generations</h2>` +
+    table(
+      'es',
+      '<tr><th>generation</th><th>mean</th><th>median</th><th>best</th><th>best so far</th><th>sigma</th><th>evaluations</th><th>dispatches</th><th>wall s</th></tr>',
+      rows,
+    ) +
+    `</section>` +
+    pageFooter(`ES run ${run.id}`, opts.generatedAt);
+  return htmlDocument(`ES run ${run.id}`, body);
+}
