@@ -28,7 +28,7 @@ describe('fugu train es', () => {
     expect(r.stderr).toMatch(/2 ES evaluator\(s\) connected; starting none here/);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout.match(/^generation \d\/3: mean/gm)).toHaveLength(3);
-    expect(r.stdout).toMatch(/run e2e completed: 3 generations; best checkpoint e2e-best-g\d/);
+    expect(r.stdout).toMatch(/run e2e completed: 3 generations; search mean: checkpoint e2e-mean; best candidate: e2e-best-g\d/);
     expect(r.stderr).toMatch(/generation 0: 12 evaluation jobs of \d+ bytes each/);
 
     const run = (await getEsRun(env.ctx.db, 'e2e'))!;
@@ -45,6 +45,16 @@ describe('fugu train es', () => {
     expect(best).toMatchObject({ stage: 'es', parentId: env.checkpointId, backboneId: sft.backboneId, workers: sft.workers });
     expect(best.theta).toHaveLength(sft.theta.length);
     expect(best.theta).not.toEqual(sft.theta);
+    // the final search mean is a checkpoint too, committed with the last generation
+    const mean = (await getCheckpoint(env.ctx.db, 'e2e-mean'))!;
+    expect(mean).toMatchObject({ stage: 'es', parentId: env.checkpointId, metrics: { generation: 2, kind: 'mean' } });
+    expect(mean.theta).not.toEqual(sft.theta);
+
+    // the held-out comparison: both checkpoints beside the baselines, on the same episodes
+    const cmp = await runCli(env.config, ['train', 'compare', '--checkpoints', `${env.checkpointId},e2e-mean`, '--episodes', '20', '--questions', '2', '--turn-budget', '3', '--seeds', '0,1']);
+    expect(cmp.code, cmp.stderr).toBe(0);
+    expect(cmp.stdout).toMatch(/20 episodes of 2 questions, turn budget 3, seeds 0, 1/);
+    for (const row of [`${env.checkpointId} (sft)`, 'e2e-mean (es)', 'best single worker', 'random', 'oracle']) expect(cmp.stdout).toContain(`| ${row}`);
 
     const status = await runCli(env.config, ['status', 'e2e']);
     expect(status.code, status.stderr).toBe(0);

@@ -71,6 +71,10 @@ ES training (sep-CMA-ES over the router's theta)
                           (evaluators: apps/trainer/src/evaluator-main.ts, or local ones)
   train es --resume RUN [--local-evaluators N|auto]
                           go on with an interrupted run (same code and configuration)
+  train compare --checkpoints A,B [--split test] [--episodes 500] [--questions 3] [--turn-budget 5]
+       [--seeds 0,1,2] [--argmax] [--out FILE]
+                          held-out end-to-end success of router checkpoints (e.g. SFT, ES) beside
+                          best single worker, random and oracle, on the same episodes
   status RUN / report RUN also take an ES run: progress; the fitness curve (mean, best, sigma)
 
 serving

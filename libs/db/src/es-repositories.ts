@@ -174,6 +174,8 @@ export type EsCommit = {
   checkpoint?: CheckpointRecord;
   /** the run is over after this generation */
   completed?: boolean;
+  /** with completed: the final search mean as a router checkpoint (the run's estimate of the optimum) */
+  meanCheckpoint?: CheckpointRecord;
 };
 
 /** One transaction: the new optimiser state, the generation's record, the best checkpoint.
@@ -181,6 +183,7 @@ export type EsCommit = {
 export async function commitEsGeneration(db: Db, c: EsCommit): Promise<void> {
   await db.transaction().execute(async (trx) => {
     if (c.checkpoint) await saveCheckpoint(trx, c.checkpoint);
+    if (c.meanCheckpoint) await saveCheckpoint(trx, c.meanCheckpoint);
     const state = JSON.stringify(c.stateAfter);
     const r = await trx
       .updateTable('es_runs')

@@ -7,9 +7,10 @@ import type { FuguConfig } from '@fugu/config';
 import { getCheckpoint, setEsRunStatus } from '@fugu/db';
 import { defaultLambda } from '@fugu/es';
 import { createRedis, esEvalQueue } from '@fugu/queue';
-import { checkEsResume, createEsRunFromCheckpoint, ES_DEFAULTS, runCoordinator, type CoordinatorResult, type EsRunConfig } from '@fugu/training';
+import { checkEsResume, createEsRunFromCheckpoint, ES_DEFAULTS, esMeanCheckpointId, runCoordinator, type CoordinatorResult, type EsRunConfig } from '@fugu/training';
 import { int, num, parse, type Flags } from '../args.ts';
 import { openContext, type Context } from '../context.ts';
+import { cmdTrainCompare } from './compare.ts';
 import { startLocalEvaluators, type LocalEvaluators } from './local-evaluators.ts';
 
 export const TRAIN_ES_OPTIONS = {
@@ -120,7 +121,7 @@ export async function followEsRun(
     } else if (r.status === 'failed') {
       err.write(`run ${runId} failed: ${r.reason}\n`);
     } else {
-      out.write(`run ${runId} completed: ${r.generation} generations; best checkpoint ${r.bestCheckpointId ?? '(none)'}; report: fugu report ${runId}\n`);
+      out.write(`run ${runId} completed: ${r.generation} generations; search mean: checkpoint ${esMeanCheckpointId(runId)}; best candidate: ${r.bestCheckpointId ?? '(none)'}; report: fugu report ${runId}\n`);
     }
     return { ...r, runId };
   } finally {
@@ -131,7 +132,8 @@ export async function followEsRun(
 
 export async function cmdTrain(config: FuguConfig, args: string[], signal: AbortSignal): Promise<number> {
   const [what, ...rest] = args;
-  if (what !== 'es') throw new InputError(`unknown training stage "${what ?? ''}" (fugu train es ...)`, { field: 'stage' });
+  if (what === 'compare') return cmdTrainCompare(config, rest);
+  if (what !== 'es') throw new InputError(`unknown training command "${what ?? ''}" (fugu train es ... | fugu train compare ...)`, { field: 'stage' });
   const { flags, positionals } = parse(rest, TRAIN_ES_OPTIONS);
   if (positionals.length) throw new InputError(`unexpected argument "${positionals[0]}"`, { field: 'arguments' });
   const lw = flags['local-evaluators'];

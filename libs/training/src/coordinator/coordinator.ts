@@ -245,7 +245,11 @@ export async function runCoordinator(opts: CoordinatorOptions): Promise<Coordina
       const stateAfter = es.state() as unknown as Record<string, unknown>;
       const tc = performance.now();
       timings.fanin = tc - tf;
-      await commitEsGeneration(db, { runId, generation: g, stateAfter, record, ...(checkpoint && { checkpoint }), completed: g + 1 >= cfg.generations });
+      const completed = g + 1 >= cfg.generations;
+      // the last generation also stores the search mean: the best candidate so far was scored on
+      // its own generation's episodes only, so with noisy fitness the mean is the steadier result
+      const meanCheckpoint = completed ? esCheckpoint(sft, runId, g, { x: es.mean(), fitness: null }, cfg, 'mean') : undefined;
+      await commitEsGeneration(db, { runId, generation: g, stateAfter, record, ...(checkpoint && { checkpoint }), completed, ...(meanCheckpoint && { meanCheckpoint }) });
       if (checkpoint) bestCheckpointId = checkpoint.id;
       const end = performance.now();
       timings.commit = end - tc;
@@ -260,10 +264,23 @@ export async function runCoordinator(opts: CoordinatorOptions): Promise<Coordina
   }
 }
 
-/** The best candidate so far as a router checkpoint: the SFT checkpoint with theta replaced. */
-export function esCheckpoint(sft: CheckpointRecord, runId: string, generation: number, best: { x: Float64Array; fitness: number }, cfg: EsRunConfig): CheckpointRecord {
+/** The checkpoint id of a completed run's final search mean. */
+export const esMeanCheckpointId = (runId: string): string => `${runId}-mean`;
+
+/**
+ * A point of the search as a router checkpoint, the SFT checkpoint with theta replaced: the best
+ * candidate so far (`<run>-best-g<g>`), or the final search mean (`<run>-mean`, fitness null).
+ */
+export function esCheckpoint(
+  sft: CheckpointRecord,
+  runId: string,
+  generation: number,
+  best: { x: Float64Array; fitness: number | null },
+  cfg: EsRunConfig,
+  kind: 'best' | 'mean' = 'best',
+): CheckpointRecord {
   return {
-    id: `${runId}-best-g${generation}`,
+    id: kind === 'best' ? `${runId}-best-g${generation}` : esMeanCheckpointId(runId),
     stage: 'es',
     backboneId: sft.backboneId,
     backbone: sft.backbone,
@@ -272,7 +289,7 @@ export function esCheckpoint(sft: CheckpointRecord, runId: string, generation: n
     thetaLayout: sft.thetaLayout,
     tau: sft.tau,
     training: { ...sft.training, esRun: runId, generation, task: cfg.task, lambda: cfg.lambda, sigma0: cfg.sigma0, replicas: cfg.replicas, seed: cfg.seed },
-    metrics: { fitness: best.fitness, generation },
+    metrics: { fitness: best.fitness, generation, kind },
     parentId: sft.id,
   };
 }
