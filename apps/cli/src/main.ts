@@ -63,7 +63,7 @@ router model
                           the router beside best single, best per task, kNN, random, oracle
 
 ES training (sep-CMA-ES over the router's theta)
-  train es --from CHECKPOINT [--lambda L] [--sigma0 0.05] [--replicas 1] [--generations 30] [--seed 0]
+  train es --from CHECKPOINT [--lambda L] [--sigma0 0.5] [--replicas 1] [--generations 30] [--seed 0]
        [--task single-step|episodes] [--batch 256] [--episodes 32 --questions 3 --turn-budget 5]
        [--step-size tpa|csa] [--eval-run RUN] [--split-seed N] [--deadline-ms 300000] [--attempts 3]
        [--run-id ID] [--local-evaluators N|auto] [--no-wait]

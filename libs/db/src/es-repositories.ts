@@ -121,16 +121,18 @@ export async function recordEsEvaluations(db: Db, rows: readonly EsEvaluationRow
   return Number(r.numInsertedOrUpdatedRows ?? 0);
 }
 
-export async function esEvaluationExists(db: Db, runId: string, generation: number, candidate: number, replica: number): Promise<boolean> {
-  const r = await db
+/** Which of these candidates of (run, generation, replica) already have an evaluation row (one query). */
+export async function recordedEsCandidates(db: Db, runId: string, generation: number, replica: number, candidates: readonly number[]): Promise<Set<number>> {
+  if (candidates.length === 0) return new Set();
+  const rows = await db
     .selectFrom('es_evaluations')
     .select('candidate')
     .where('run_id', '=', runId)
     .where('generation', '=', generation)
-    .where('candidate', '=', candidate)
     .where('replica', '=', replica)
-    .executeTakeFirst();
-  return r !== undefined;
+    .where('candidate', 'in', [...candidates])
+    .execute();
+  return new Set(rows.map((r) => r.candidate));
 }
 
 /** Fitness of every recorded evaluation of a generation, ordered by (candidate, replica). */

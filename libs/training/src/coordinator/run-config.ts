@@ -28,7 +28,10 @@ export type EsRunConfig = {
 };
 
 export const ES_DEFAULTS = {
-  sigma0: 0.05,
+  // The head's input is an L2-normalised embedding, so a perturbation of W_h with step sigma moves
+  // each logit by about sigma: 0.05 left the sampled policy (and the episode fitness) unchanged
+  // within 30 generations (held-out success 0.324 vs SFT 0.329); 0.5 gave 0.367 (README).
+  sigma0: 0.5,
   replicas: 1,
   generations: 30,
   seed: 0,

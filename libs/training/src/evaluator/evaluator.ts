@@ -15,7 +15,7 @@ import { hostname } from 'node:os';
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { SepCmaEs, type SepCmaEsState } from '@fugu/es';
-import { esEvaluationExists, getEsRun, getEsState, recordEsEvaluations, type Db } from '@fugu/db';
+import { getEsRun, getEsState, recordedEsCandidates, recordEsEvaluations, type Db } from '@fugu/db';
 import { esEvalJobSchema, esEvalQueue, parseJob, type EsEvalJob, type EsEvalResult } from '@fugu/queue';
 import { stateVersion, type EsRunConfig } from '../coordinator/run-config.ts';
 import { createFitnessTask } from '../tasks/index.ts';
@@ -53,7 +53,8 @@ export type EvaluatorHandle = {
 };
 
 type Generation = { es: SepCmaEs; version: string; cfg: EsRunConfig; task: FitnessTask } | { stale: true };
-type Pending = { candidate: number; job: EsEvalJob; resolve: (f: number) => void; reject: (e: unknown) => void };
+/** resolved with the fitness, or null when the evaluation was recorded already (a duplicate) */
+type Pending = { candidate: number; job: EsEvalJob; resolve: (f: number | null) => void; reject: (e: unknown) => void };
 
 export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorHandle> {
   const { db } = opts;
@@ -109,11 +110,18 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
   // A batch is taken when its turn comes (evaluations run one at a time: they are CPU-bound), so
   // jobs that arrive while another batch is being evaluated join the next one.
   const runBatch = async (key: string, gen: Extract<Generation, { es: SepCmaEs }>): Promise<void> => {
-    const batch = pending.get(key);
+    const all = pending.get(key);
     pending.delete(key);
-    if (!batch?.length) return;
-    const job = batch[0]!.job;
+    if (!all?.length) return;
+    const job = all[0]!.job;
     try {
+      // a duplicate (re-dispatched, or a stalled job another evaluator finished) is skipped: one
+      // query for the whole batch rather than one a job
+      const done = await recordedEsCandidates(db, job.runId, job.generation, job.replica, all.map((p) => p.candidate));
+      for (const p of all) if (done.has(p.candidate)) p.resolve(null);
+      stats.skipped += done.size;
+      const batch = all.filter((p) => !done.has(p.candidate));
+      if (batch.length === 0) return;
       const t0 = performance.now();
       const thetas = batch.map((p) => Float32Array.from(gen.es.candidate(p.candidate)));
       const results = await gen.task.evaluate(thetas, { seed: gen.cfg.seed, generation: job.generation, replica: job.replica, split: 'train' });
@@ -130,7 +138,7 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
       stats.evalMs += ms;
       batch.forEach((p, i) => p.resolve(results[i]!.fitness));
     } catch (e) {
-      for (const p of batch) p.reject(e);
+      for (const p of all) p.reject(e);
     }
   };
   const flush = (key: string, gen: Extract<Generation, { es: SepCmaEs }>): void => {
@@ -148,12 +156,8 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
       return { outcome: 'skipped', reason: 'stale' };
     }
     if (job.candidate >= gen.cfg.lambda || job.replica >= gen.cfg.replicas) throw new Error(`job ${j.id}: candidate or replica out of range`);
-    if (await esEvaluationExists(db, job.runId, job.generation, job.candidate, job.replica)) {
-      stats.skipped++;
-      return { outcome: 'skipped', reason: 'duplicate' };
-    }
     const key = `${job.runId}/${job.generation}/${job.replica}`;
-    const fitness = await new Promise<number>((resolve, reject) => {
+    const fitness = await new Promise<number | null>((resolve, reject) => {
       let list = pending.get(key);
       if (!list) {
         pending.set(key, (list = []));
@@ -162,7 +166,7 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
       list.push({ candidate: job.candidate, job, resolve, reject });
       if (list.length >= concurrency) flush(key, gen);
     });
-    return { outcome: 'recorded', fitness };
+    return fitness === null ? { outcome: 'skipped', reason: 'duplicate' } : { outcome: 'recorded', fitness };
   };
 
   const lockDuration = opts.lockDurationMs ?? 30_000;
