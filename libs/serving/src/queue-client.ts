@@ -41,14 +41,17 @@ export class QueueRouteClient implements RouteClient {
   private readonly livenessCacheMs: number;
   private alive: { at: number; value: Promise<boolean> } | undefined;
 
-  private constructor(opts: QueueRouteClientOptions) {
+  private constructor(opts: QueueRouteClientOptions, redis: Redis, lastEventId: string) {
     this.prefix = opts.config.queuePrefix;
     this.timeoutMs = opts.config.router.timeoutMs;
     this.livenessCacheMs = opts.livenessCacheMs ?? 250;
-    this.redis = createRedis(opts.config.redisUrl, 'producer');
+    this.redis = redis;
     this.eventsRedis = createRedis(opts.config.redisUrl, 'worker');
     this.queue = new Queue(routeQueue, { connection: this.redis, prefix: this.prefix });
-    this.events = new QueueEvents(routeQueue, { connection: this.eventsRedis, prefix: this.prefix });
+    // Read the events stream from an explicit id, never '$': with '$' BullMQ's reader misses what
+    // is written between its reads until the first event arrives (and before its first read), so
+    // a fast decision could complete unseen and its request time out.
+    this.events = new QueueEvents(routeQueue, { connection: this.eventsRedis, prefix: this.prefix, lastEventId });
     this.events.on('error', () => {});
     // every waiting request listens on these: many at once is normal
     this.queue.setMaxListeners(0);
@@ -56,7 +59,10 @@ export class QueueRouteClient implements RouteClient {
   }
 
   static async create(opts: QueueRouteClientOptions): Promise<QueueRouteClient> {
-    const c = new QueueRouteClient(opts);
+    const redis = createRedis(opts.config.redisUrl, 'producer');
+    // stream ids are Redis server time in ms: start from now on the server's clock
+    const [seconds, micros] = await redis.time();
+    const c = new QueueRouteClient(opts, redis, `${Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)}-0`);
     await c.events.waitUntilReady();
     return c;
   }
