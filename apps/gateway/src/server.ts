@@ -22,7 +22,7 @@ import { FastifyAdapter } from '@bull-board/fastify';
 import { InputError, tokenCost, type Usage, type WorkerPool } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { addApiKeySpend, findApiKey, type ApiKeyRecord, type Db } from '@fugu/db';
-import { isProviderError, type ChatModel, type ChatRequest, type ChatResult, type Env, type ReplayStoreSource, type StreamEvent } from '@fugu/providers';
+import { isProviderError, type ChatModel, type ChatRequest, type ChatResult, type Env, type ReplayStoreSource } from '@fugu/providers';
 import { allQueueNames } from '@fugu/queue';
 import { RouterUnavailableError, routingText, type RouteClient, type RouteDecision } from '@fugu/serving';
 import { Counter, Histogram, Registry, createLogger, scrub, type Logger } from '@fugu/telemetry';
@@ -257,13 +257,17 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     log.warn({ worker, err: scrub((e as Error).message) }, 'provider failed: falling back to the next-best worker');
   }
 
-  async function generate(req: ChatRequest, r: Routed, signal: AbortSignal): Promise<{ result: ChatResult; worker: string; failed: string[] }> {
+  /**
+   * The fallback policy: `attempt` on the chosen worker, then (next-best) on the following ones
+   * while the failure is retryable; a fatal failure or the last one is thrown.
+   */
+  async function withFallback<T>(r: Routed, signal: AbortSignal, attempt: (worker: string) => Promise<T>): Promise<{ value: T; worker: string; failed: string[] }> {
     const order = attemptsOf(r.candidates);
     const failed: string[] = [];
     let last: unknown;
     for (const [i, worker] of order.entries()) {
       try {
-        return { result: await models.get(worker)!.generate({ ...req, signal }), worker, failed };
+        return { value: await attempt(worker), worker, failed };
       } catch (e) {
         const fatal = signal.aborted ? new GatewayError(499, 'the client closed the request') : classify(worker, e);
         if (fatal) throw fatal;
@@ -275,60 +279,52 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     throw failedAll(failed, last);
   }
 
+  async function generate(req: ChatRequest, r: Routed, signal: AbortSignal): Promise<{ result: ChatResult; worker: string; failed: string[] }> {
+    const { value, worker, failed } = await withFallback(r, signal, (w) => models.get(w)!.generate({ ...req, signal }));
+    return { result: value, worker, failed };
+  }
+
   async function stream(req: ChatRequest, r: Routed, caller: Caller, includeUsage: boolean, reply: FastifyReply, signal: AbortSignal): Promise<void> {
-    const order = attemptsOf(r.candidates);
-    const failed: string[] = [];
-    let last: unknown;
-    for (const [i, worker] of order.entries()) {
-      const it = models.get(worker)!.stream({ ...req, signal })[Symbol.asyncIterator]();
-      let first: IteratorResult<StreamEvent>;
-      try {
-        first = await it.next();
-      } catch (e) {
-        const fatal = signal.aborted ? new GatewayError(499, 'the client closed the request') : classify(worker, e);
-        if (fatal) throw fatal;
-        failed.push(worker);
-        last = e;
-        noteFallback(worker, e, i < order.length - 1);
-        continue;
-      }
-      // first event in hand: from here on the answer is this worker's
-      reply.hijack();
-      const raw = reply.raw;
-      const headers: Record<string, string> = {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-cache',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-        ...routingHeaders(r, worker, failed),
-      };
-      for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
-      raw.writeHead(200);
-      const w = new ChunkWriter(worker);
-      raw.write(w.role());
-      try {
-        for (let ev = first; !ev.done; ev = await it.next()) {
-          const e = ev.value;
-          if (e.type === 'text-delta') raw.write(w.text(e.text));
-          else if (e.type === 'tool-call') raw.write(w.toolCall(e.toolCall));
-          else {
-            raw.write(w.finish(e.finishReason));
-            if (includeUsage) raw.write(w.usage(e.usage));
-            await charge(caller, worker, e.usage);
-          }
-        }
-        raw.write(ChunkWriter.done());
-      } catch (e) {
-        if (!signal.aborted) {
-          log.warn({ worker, err: scrub((e as Error).message) }, 'stream failed after its first byte');
-          const ge = classify(worker, e) ?? new GatewayError(502, `worker "${worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' });
-          raw.write(ChunkWriter.error(ge.body()));
+    // a worker has answered once its first event is in hand: until then a failure falls back
+    const { value, worker, failed } = await withFallback(r, signal, async (w) => {
+      const it = models.get(w)!.stream({ ...req, signal })[Symbol.asyncIterator]();
+      return { it, first: await it.next() };
+    });
+    const { it, first } = value;
+    // first event in hand: from here on the answer is this worker's
+    reply.hijack();
+    const raw = reply.raw;
+    const headers: Record<string, string> = {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+      ...routingHeaders(r, worker, failed),
+    };
+    for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
+    raw.writeHead(200);
+    const w = new ChunkWriter(worker);
+    raw.write(w.role());
+    try {
+      for (let ev = first; !ev.done; ev = await it.next()) {
+        const e = ev.value;
+        if (e.type === 'text-delta') raw.write(w.text(e.text));
+        else if (e.type === 'tool-call') raw.write(w.toolCall(e.toolCall));
+        else {
+          raw.write(w.finish(e.finishReason));
+          if (includeUsage) raw.write(w.usage(e.usage));
+          await charge(caller, worker, e.usage);
         }
       }
-      raw.end();
-      return;
+      raw.write(ChunkWriter.done());
+    } catch (e) {
+      if (!signal.aborted) {
+        log.warn({ worker, err: scrub((e as Error).message) }, 'stream failed after its first byte');
+        const ge = classify(worker, e) ?? new GatewayError(502, `worker "${worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' });
+        raw.write(ChunkWriter.error(ge.body()));
+      }
     }
-    throw failedAll(failed, last);
+    raw.end();
   }
 
   /** Aborts the provider call when the client goes away before the answer is complete. */

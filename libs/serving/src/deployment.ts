@@ -10,11 +10,20 @@ export const routerPublishedChannel = (prefix: string): string => `${prefix}:rou
 
 export type PublishMessage = { deployment: string; checkpointId: string };
 
-/** Sets the deployment's checkpoint in Postgres, then tells serving processes (when Redis is given). */
-export async function publishRouter(db: Db, redis: Redis | undefined, opts: { queuePrefix: string; deployment: string; checkpointId: string }): Promise<RouterDeployment> {
+/**
+ * Sets the deployment's checkpoint in Postgres (the truth serving processes poll), then, when
+ * Redis is given, tells serving processes to swap at once. `told` is false when that message could
+ * not be sent: they then pick the checkpoint up within router.pollMs.
+ */
+export async function publishRouter(
+  db: Db,
+  redis: Redis | undefined,
+  opts: { queuePrefix: string; deployment: string; checkpointId: string },
+): Promise<RouterDeployment & { told: boolean }> {
   const d = await publishDeployment(db, opts.deployment, opts.checkpointId);
-  if (redis) await redis.publish(routerPublishedChannel(opts.queuePrefix), JSON.stringify({ deployment: d.name, checkpointId: d.checkpointId } satisfies PublishMessage));
-  return d;
+  const message = JSON.stringify({ deployment: d.name, checkpointId: d.checkpointId } satisfies PublishMessage);
+  const told = redis ? await redis.publish(routerPublishedChannel(opts.queuePrefix), message).then(() => true, () => false) : false;
+  return { ...d, told };
 }
 
 export type DeploymentWatcherOptions = {

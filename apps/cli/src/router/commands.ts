@@ -5,7 +5,7 @@ import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { getCheckpoint, getDeployment, listCheckpoints, type Db } from '@fugu/db';
 import { createRedis } from '@fugu/queue';
-import { publishRouter, routerPublishedChannel } from '@fugu/serving';
+import { publishRouter } from '@fugu/serving';
 import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@fugu/router-model';
 import { defaultOut, int, num, parse } from '../args.ts';
 import { openContext } from '../context.ts';
@@ -199,11 +199,7 @@ export async function publishCheckpoint(config: FuguConfig, db: Db, deployment: 
   const redis = createRedis(config.redisUrl, 'producer', { retryStrategy: () => null });
   try {
     const before = await getDeployment(db, deployment);
-    await publishRouter(db, undefined, { queuePrefix: config.queuePrefix, deployment, checkpointId });
-    const told = await redis.publish(routerPublishedChannel(config.queuePrefix), JSON.stringify({ deployment, checkpointId })).then(
-      () => true,
-      () => false,
-    );
+    const { told } = await publishRouter(db, redis, { queuePrefix: config.queuePrefix, deployment, checkpointId });
     return (
       `router deployment ${deployment}: ${before ? `${before.checkpointId} -> ` : ''}${checkpointId}` +
       (told ? '' : ` (Redis unreachable: serving processes pick it up within router.pollMs = ${config.router.pollMs} ms)`)
