@@ -1,6 +1,8 @@
 // RouteClient through the `route` queue: the multi-replica gateway's router. A job per decision
 // (removed when done), its result awaited with QueueEvents up to the timeout. Router workers
-// publish heartbeats; with none alive, route() fails at once with RouterUnavailableError.
+// publish heartbeats; with none alive, route() fails at once with RouterUnavailableError and
+// leaves one wake job in the queue, so that a router pool scaled to zero on the queue's depth
+// (KEDA, k8s/) sees demand and starts a worker.
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import { Queue, QueueEvents } from 'bullmq';
@@ -16,6 +18,8 @@ export const routerHeartbeatKey = (prefix: string): string => `${prefix}:router:
 /** a router worker beats every HEARTBEAT_MS; it counts as alive while seen within HEARTBEAT_TTL_MS */
 export const HEARTBEAT_MS = 1_000;
 export const HEARTBEAT_TTL_MS = 3_000;
+/** The id of the wake job: one for any number of requests while no router worker is alive. */
+export const WAKE_JOB_ID = 'wake';
 
 /** Router workers seen within HEARTBEAT_TTL_MS. */
 export async function liveRouterWorkers(redis: Redis, prefix: string, now = Date.now()): Promise<string[]> {
@@ -70,7 +74,10 @@ export class QueueRouteClient implements RouteClient {
   async route(req: RouteRequest): Promise<RouteDecision> {
     checkRouteRequest(req);
     const t0 = performance.now();
-    if (!(await this.anyAlive())) throw new RouterUnavailableError('no router worker is alive (start apps/router-worker)');
+    if (!(await this.anyAlive())) {
+      this.wake();
+      throw new RouterUnavailableError('no router worker is alive (start apps/router-worker)');
+    }
     const timeoutMs = req.timeoutMs ?? this.timeoutMs;
     const data: RouteJob = {
       v: 1,
@@ -127,6 +134,15 @@ export class QueueRouteClient implements RouteClient {
     await this.queue.close().catch(() => {});
     this.redis.disconnect();
     this.eventsRedis.disconnect();
+  }
+
+  /**
+   * One job in the route queue while none is alive (a fixed id: BullMQ adds it once). It carries
+   * no request text and a deadline long past, so the worker that starts drops it at once.
+   */
+  private wake(): void {
+    const data: RouteJob = { v: 1, text: 'wake', deadline: 1 };
+    this.queue.add('wake', data, { jobId: WAKE_JOB_ID, removeOnComplete: true, removeOnFail: true }).catch(() => {});
   }
 
   private anyAlive(fresh = false): Promise<boolean> {
