@@ -3,6 +3,7 @@
 #   bash infra/quickstart.sh demo [args...]   start the local services, then run the demo
 #   bash infra/quickstart.sh test [args...]   typecheck, lint and run the tests (args go to vitest)
 #   bash infra/quickstart.sh bench <name>      run test/bench/<name>.bench.ts on the tests' services
+#   bash infra/quickstart.sh cluster [args...] the multi-host tests (test/cluster; root: network namespaces)
 #   bash infra/quickstart.sh fugu <command>    the fugu CLI with Node 24
 # Needs only Node and npm: Node 24 comes from the npm registry when the system Node is older,
 # and Redis/Postgres are the project's own (127.0.0.1:6390 and :5440, data in FUGU_HOME,
@@ -113,12 +114,23 @@ run_tests() {
   say "all checks passed"
 }
 
+# test:cluster builds its own hosts (network namespaces) with their own Redis and Postgres.
+run_cluster_tests() {
+  if [ "$(id -u)" != 0 ]; then
+    say "test:cluster builds network namespaces (ip netns) and must run as root"
+    exit 1
+  fi
+  say "multi-host tests (vitest, test/cluster)"
+  exec npx vitest run --config vitest.cluster.config.ts "$@"
+}
+
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
   demo) ensure_deps; run_demo "$@" ;;
   test) ensure_deps; run_tests "$@" ;;
   bench) ensure_deps; run_bench "$@" ;;
+  cluster) ensure_deps; run_cluster_tests "$@" ;;
   fugu) ensure_deps; exec node apps/cli/src/main.ts "$@" ;;
-  *) echo "usage: bash infra/quickstart.sh demo|test|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
+  *) echo "usage: bash infra/quickstart.sh demo|test|cluster|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
 esac
