@@ -1,7 +1,8 @@
 // `node apps/trainer/src/coordinator-main.ts` — the ES coordinator process for one run (the same
 // command a Kubernetes Job runs). The run is created by `fugu train es ... --no-wait` (or any
 // earlier `fugu train es`); this process drives it to the end and may be killed and started
-// again at any point: it resumes from Postgres.
+// again at any point: it resumes from Postgres. Exit status: 0 when the run completed, 3 when it
+// ended otherwise (failed, cancelled), 143 when stopped by SIGTERM/SIGINT before it completed.
 // Environment: FUGU_ES_RUN (required), FUGU_REDIS_URL, FUGU_DATABASE_URL, FUGU_QUEUE_PREFIX,
 // FUGU_ES_COORDINATOR_PORT (9470; 0 = any), FUGU_ES_POLL_MS (500), FUGU_ES_CRASH_AT (tests only:
 // fanout|fanin|commit:<generation> kills the process with SIGKILL there).
@@ -55,13 +56,21 @@ async function main(): Promise<void> {
     await ops.close();
     await db.destroy();
   };
+  let completed = false;
+  void done.then((r) => { completed = r.status === 'completed'; }, () => {});
   installShutdown(
     [
       // SIGTERM: stop between steps; whatever was committed stays, the rest is redone on resume
       { name: 'coordinator', close: async () => { ac.abort(); await done.catch(() => {}); } },
       { name: 'connections', close },
     ],
-    { timeoutMs: 15_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
+    {
+      timeoutMs: 15_000,
+      log: (msg, extra) => log.info(extra ?? {}, msg),
+      // stopped before the run completed: 143 (terminated), so that a Kubernetes Job does not
+      // count the run as done and its next pod resumes it
+      exit: (code) => process.exit(code !== 0 ? code : completed ? 0 : 143),
+    },
   );
   const r = await done;
   log.info(r, 'coordinator finished');

