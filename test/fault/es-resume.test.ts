@@ -2,7 +2,7 @@
 // is killed with SIGKILL during fan-out, mid fan-in, between a commit and the next ask, and at a
 // random moment; after each restart it resumes from Postgres. An evaluator is killed -9
 // mid-generation. Each run must end with the same optimiser state, generation records and best
-// checkpoint theta as an uninterrupted run with the same seed.
+// checkpoint theta as an uninterrupted run with the same seed. SIGTERM before the end exits 143.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getCheckpoint, getEsRun, getEsState, listEsGenerations, countEsEvaluations } from '@fugu/db';
 import { waitFor } from '../support/eval-env.ts';
@@ -63,6 +63,18 @@ describe('ES resume after kill -9', () => {
     const last = await coordinator('crash');
     expect(await last.exited).toEqual({ code: 0, signal: null });
     expect(await outcome('crash')).toEqual(reference);
+  });
+
+  it('SIGTERM (a drained node, an evicted pod) before the run completes: exit 143, and the next process resumes it', async () => {
+    await create('term');
+    const c = await coordinator('term');
+    await waitFor('a generation committed', async () => (await getEsRun(env.ctx.db, 'term'))!.generation >= 1, 60_000, 20);
+    // not 0: a Kubernetes Job would count the run as done
+    expect(await c.term()).toEqual({ code: 143, signal: null });
+    expect((await getEsRun(env.ctx.db, 'term'))!.status).not.toBe('completed');
+    const last = await coordinator('term');
+    expect(await last.exited).toEqual({ code: 0, signal: null });
+    expect(await outcome('term')).toEqual(reference);
   });
 
   it('an evaluator killed -9 with jobs of a generation in hand: the run completes with the same results', async () => {
