@@ -2,7 +2,7 @@
 // the other hosts of a VirtualNetwork, each started with its container's command
 // (`node apps/<app>/src/<main>.ts`) and configured only by environment, talking over the virtual
 // network. The test process checks results as the observer, over the same network.
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { chmod, chown, appendFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,22 +13,15 @@ import { connectDb, type Db } from '@fugu/db';
 import { findPostgresBinaries } from '../../apps/cli/src/local-services.ts';
 import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
 import { coordinatorMain, evaluatorMain } from '../../apps/cli/src/train/local-evaluators.ts';
+import { watchApp, type AppProcess } from '../support/app-process.ts';
 import { waitFor } from '../support/eval-env.ts';
-import { VirtualNetwork } from './netns.ts';
+import { SYSTEM_PATH, VirtualNetwork } from './netns.ts';
 
 export type App = 'provider-worker' | 'evaluator' | 'coordinator';
 const MAINS: Record<App, string> = { 'provider-worker': providerWorkerMain, evaluator: evaluatorMain, coordinator: coordinatorMain };
 const cliMain = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
 
-export type FuguProcess = {
-  host: string;
-  app: App;
-  child: ChildProcess;
-  stderr(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill9(): Promise<void>;
-  term(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-};
+export type FuguProcess = AppProcess & { host: string; app: App };
 
 export class TestCluster {
   readonly net: VirtualNetwork;
@@ -66,7 +59,7 @@ export class TestCluster {
 
   private startRedis(): Promise<void> {
     const ip = this.net.host('db').ip;
-    const child = this.net.spawn('db', 'redis-server', ['--bind', ip, '--port', '6379', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--dir', this.dir], { env: { PATH: process.env.PATH } });
+    const child = this.net.spawn('db', 'redis-server', ['--bind', ip, '--port', '6379', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--dir', this.dir], { env: { PATH: SYSTEM_PATH } });
     return waitFor('Redis on host db', async () => child.exitCode === null && (await tcpOpen(ip, 6379)), 20_000, 50).then(() => undefined);
   }
 
@@ -78,12 +71,12 @@ export class TestCluster {
     const data = path.join(this.dir, 'pg');
     await mkdir(data, { mode: 0o700 });
     await chown(data, uid, gid);
-    execFileSync('runuser', ['-u', 'postgres', '--', bins.initdb, '-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--no-locale'], { cwd: '/', stdio: 'ignore', env: { PATH: process.env.PATH, LC_ALL: 'C' } });
+    execFileSync('runuser', ['-u', 'postgres', '--', bins.initdb, '-D', data, '-U', 'postgres', '--auth=trust', '--encoding=UTF8', '--no-locale'], { cwd: '/', stdio: 'ignore', env: { PATH: SYSTEM_PATH, LC_ALL: 'C' } });
     await appendFile(path.join(data, 'pg_hba.conf'), `host all all ${this.net.subnet}.0/24 trust\n`);
     const ip = this.net.host('db').ip;
     // fsync off: this test never crashes Postgres, and the disk is not what it measures
     const child = this.net.spawn('db', 'runuser', ['-u', 'postgres', '--', bins.postgres, '-D', data, '-p', '5432', '-c', `listen_addresses=${ip}`, '-c', 'unix_socket_directories=', '-c', 'max_connections=200', '-c', 'fsync=off'], {
-      env: { PATH: process.env.PATH, LC_ALL: 'C' },
+      env: { PATH: SYSTEM_PATH, LC_ALL: 'C' },
     });
     let log = '';
     child.stderr?.on('data', (d: Buffer) => { log += d.toString(); });
@@ -121,23 +114,7 @@ export class TestCluster {
   async startApp(host: string, app: App, extra: Record<string, string> = {}): Promise<FuguProcess> {
     await mkdir(path.join(this.dir, `home-${host}`), { recursive: true });
     const child = this.net.spawn(host, process.execPath, [MAINS[app]], { env: this.env(host, extra), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
-    let stderr = '';
-    child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-    await new Promise<void>((resolve, reject) => {
-      child.on('message', (m: { type?: string }) => { if (m?.type === 'ready') resolve(); });
-      void exited.then(({ code, signal }) => reject(new Error(`${app} on ${host} exited during start (${signal ?? code}): ${stderr.slice(-2000)}`)));
-    });
-    const alive = () => child.exitCode === null && child.signalCode === null;
-    return {
-      host,
-      app,
-      child,
-      stderr: () => stderr,
-      exited,
-      kill9: async () => { if (alive()) child.kill('SIGKILL'); await exited; },
-      term: async () => { if (alive()) child.kill('SIGTERM'); return exited; },
-    };
+    return { ...(await watchApp(child, `${app} on ${host}`)), host, app };
   }
 
   /** `fugu <args>` on a host (the operator's shell, or a `kubectl run` pod). */

@@ -9,7 +9,10 @@ import { randomBytes } from 'node:crypto';
 
 export type Host = { name: string; ns: string; ip: string; switchPort: string };
 
-const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+/** PATH with the system folders (`ip`, `runuser` live in /usr/sbin, which a CI's PATH may lack). */
+export const SYSTEM_PATH = [...new Set([...(process.env.PATH ?? '').split(':').filter(Boolean), '/usr/local/sbin', '/usr/sbin', '/sbin', '/usr/bin', '/bin'])].join(':');
+
+const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: SYSTEM_PATH } });
 
 /** Why this machine cannot build the virtual network, or undefined when it can. */
 export function netnsUnavailable(): string | undefined {
@@ -103,7 +106,9 @@ export class VirtualNetwork {
 
   /** Runs a command inside the host's namespace (`ip netns exec` execs it: the pid is the command's). */
   spawn(name: string, command: string, args: string[], opts: { env: NodeJS.ProcessEnv; stdio?: StdioOptions }): ChildProcess {
-    const child = spawn('ip', ['netns', 'exec', this.host(name).ns, command, ...args], { env: opts.env, stdio: opts.stdio ?? ['ignore', 'pipe', 'pipe'] });
+    // `ip netns exec` finds the command on the PATH of opts.env
+    const env = { ...opts.env, PATH: opts.env.PATH ?? SYSTEM_PATH };
+    const child = spawn('ip', ['netns', 'exec', this.host(name).ns, command, ...args], { env, stdio: opts.stdio ?? ['ignore', 'pipe', 'pipe'] });
     this.children.add(child);
     child.once('exit', () => this.children.delete(child));
     return child;

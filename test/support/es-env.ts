@@ -1,7 +1,7 @@
 // An ES environment for integration, fault and benchmark runs: an evaluation environment
 // (eval-env.ts) with a replay run of synthetic items and an SFT checkpoint trained on it, plus
 // helpers that start the trainer's processes (apps/trainer) and the CLI as child processes.
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { execFile, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { serviceEnv, type FuguConfig } from '@fugu/config';
 import { createLogger, Registry } from '@fugu/telemetry';
@@ -9,6 +9,7 @@ import { startProviderWorker } from '../../apps/provider-worker/src/worker.ts';
 import { runEval } from '../../apps/cli/src/eval/run.ts';
 import { trainRouter } from '../../apps/cli/src/router/train.ts';
 import { coordinatorMain, evaluatorMain } from '../../apps/cli/src/train/local-evaluators.ts';
+import { watchApp, type AppProcess } from './app-process.ts';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from './eval-env.ts';
 
 export type EsEnv = EvalEnv & { checkpointId: string; evalRun: string };
@@ -35,13 +36,7 @@ export async function createEsEnv(opts: { items?: number; otherPool?: boolean } 
   return { ...env, checkpointId, evalRun: 'skills' };
 }
 
-export type TrainerProcess = {
-  child: ChildProcess;
-  stderr(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill9(): Promise<void>;
-  term(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-};
+export type TrainerProcess = AppProcess;
 
 export function trainerEnv(config: FuguConfig, env: Record<string, string> = {}): Record<string, string> {
   return {
@@ -56,22 +51,9 @@ export function trainerEnv(config: FuguConfig, env: Record<string, string> = {})
 }
 
 /** Starts `node apps/trainer/src/<kind>-main.ts` (the container's command); resolves once it is ready. */
-export async function startTrainerProcess(kind: 'evaluator' | 'coordinator', config: FuguConfig, env: Record<string, string> = {}): Promise<TrainerProcess> {
+export function startTrainerProcess(kind: 'evaluator' | 'coordinator', config: FuguConfig, env: Record<string, string> = {}): Promise<TrainerProcess> {
   const child = fork(kind === 'evaluator' ? evaluatorMain : coordinatorMain, [], { env: trainerEnv(config, env), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  await new Promise<void>((resolve, reject) => {
-    child.on('message', (m: { type?: string }) => { if (m?.type === 'ready') resolve(); });
-    void exited.then(({ code, signal }) => reject(new Error(`${kind} exited during start (${signal ?? code}): ${stderr.slice(-2000)}`)));
-  });
-  return {
-    child,
-    stderr: () => stderr,
-    exited,
-    kill9: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL'); await exited; },
-    term: async () => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM'); return exited; },
-  };
+  return watchApp(child, kind);
 }
 
 const cliMain = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));

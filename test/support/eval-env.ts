@@ -2,7 +2,7 @@
 // database, a queue prefix of its own on the given Redis, a configuration pointing at both,
 // a small seeded dataset with recorded scores, and provider-worker processes started with the
 // same command as their container.
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
 import { openContext, type Context } from '../../apps/cli/src/context.ts';
 import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
+import { watchApp, type AppProcess } from './app-process.ts';
 
 export const testRedisUrl = (): string => process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
@@ -77,13 +78,7 @@ export async function writeFixtures(dir: string, items: DatasetItem[], pool: Wor
   return { dataset, pool: poolFile };
 }
 
-export type WorkerProcess = {
-  child: ChildProcess;
-  port: number;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill9(): Promise<void>;
-  term(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-};
+export type WorkerProcess = AppProcess & { port: number };
 
 /** Starts `node apps/provider-worker/src/main.ts` (the container's command) against the env's config. */
 export async function startWorkerProcess(config: FuguConfig, env: Record<string, string> = {}): Promise<WorkerProcess> {
@@ -97,20 +92,8 @@ export async function startWorkerProcess(config: FuguConfig, env: Record<string,
     },
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
   });
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const port = await new Promise<number>((resolve, reject) => {
-    child.on('message', (m: { type?: string; port?: number }) => { if (m?.type === 'ready') resolve(m.port!); });
-    void exited.then(({ code }) => reject(new Error(`provider worker exited during start (code ${code}): ${stderr.slice(-2000)}`)));
-  });
-  return {
-    child,
-    port,
-    exited,
-    kill9: async () => { child.kill('SIGKILL'); await exited; },
-    term: async () => { child.kill('SIGTERM'); return exited; },
-  };
+  const p = await watchApp(child, 'provider worker');
+  return { ...p, port: p.ready.port! };
 }
 
 export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000, everyMs = 100): Promise<T> {
