@@ -2,11 +2,15 @@
 //   db       Redis and Postgres
 //   w1, w2   a provider worker and an ES evaluator each
 //   c1, c2   the ES coordinator (c2 takes over when c1's process is killed)
-//   op       the operator's `fugu` commands (eval, router train, train es --no-wait)
+//   op       the operator's `fugu` commands (eval, router train, train es --no-wait, router publish)
+//   gw       the gateway in pool mode (its router workers: w2)
 // 1. an evaluation batch spread over w1 and w2 completes with every result exactly once;
 // 2. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
 //    completes with the final state of an uninterrupted run with the same seed;
-// 3. the coordinator's process killed on c1 and started again on c2 resumes the run.
+// 3. the coordinator's process killed on c1 and started again on c2 resumes the run;
+// 4. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
+//    job (the depth KEDA scales a router pool up from zero on); a router worker started on w2
+//    takes it, and the gateway's requests are then routed over the network.
 // Timings (detection of the lost host, re-dispatch, total delay) are printed as a table and,
 // with FUGU_CLUSTER_REPORT=<file>, written as JSON (docs/deploy.md quotes them).
 import { writeFileSync } from 'node:fs';
@@ -31,7 +35,7 @@ const timings: Record<string, number | string> = {};
 beforeAll(async () => {
   const why = netnsUnavailable();
   if (why) throw new Error(why);
-  cluster = await TestCluster.start(['w1', 'w2', 'c1', 'c2', 'op']);
+  cluster = await TestCluster.start(['w1', 'w2', 'c1', 'c2', 'op', 'gw']);
   for (const host of ['w1', 'w2']) procs.push(await cluster.startApp(host, 'provider-worker'));
 }, 120_000);
 
@@ -101,8 +105,9 @@ async function committed(runId: string, n: number, timeoutMs = 240_000): Promise
   return Date.now();
 }
 
+let checkpoint: string; // the SFT router trained on the batch
+
 describe('ES across hosts', () => {
-  let checkpoint: string;
   let reference: Outcome;
 
   beforeAll(async () => {
@@ -185,5 +190,47 @@ describe('ES across hosts', () => {
     timings['coordinator move: kill -> next generation committed'] = Date.now() - killedAt;
     expect(await second.exited).toEqual({ code: 0, signal: null });
     expect(await outcome('move')).toEqual(reference);
+  });
+});
+
+describe('serving across hosts', () => {
+  it('a gateway in pool mode wakes a router pool scaled to zero, then routes through it', async () => {
+    await cli(['router', 'publish', checkpoint]);
+    const gw = await cluster.startApp('gw', 'gateway', { FUGU_GATEWAY_MODE: 'pool', FUGU_GATEWAY_HOST: '0.0.0.0', FUGU_GATEWAY_PORT: '8080', FUGU_GATEWAY_AUTH: 'none', FUGU_GATEWAY_POOL: 'llmrouter' });
+    procs.push(gw);
+    const question = (gw.ready as { example?: string }).example!;
+    expect(question).toBeTruthy();
+    const ask = () =>
+      fetch(`http://${cluster.net.host('gw').ip}:8080/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'fugu', messages: [{ role: 'user', content: question }] }),
+        signal: AbortSignal.timeout(30_000),
+      });
+    const redis = new Redis(cluster.redisUrl);
+    try {
+      // no router worker anywhere: every request is answered at once, and one wake job waits
+      for (let i = 0; i < 5; i++) {
+        const r = await ask();
+        expect(r.status).toBe(503);
+        expect(((await r.json()) as { error: { code: string } }).error.code).toBe('router_unavailable');
+      }
+      await waitFor('the wake job', async () => (await redis.llen('fugu:route:wait')) === 1, 10_000, 20);
+      // what KEDA does on that depth: a router worker starts (on w2); it drops the wake job
+      const t0 = Date.now();
+      procs.push(await cluster.startApp('w2', 'router-worker', { FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu', FUGU_ROUTER_THREADS: '1' }));
+      await waitFor('the wake job taken', async () => (await redis.llen('fugu:route:wait')) === 0, 30_000, 20);
+      const r = await waitFor('a routed answer', async () => {
+        const res = await ask();
+        return res.status === 200 ? res : undefined;
+      }, 30_000, 200);
+      timings['serving: router worker started -> first routed answer'] = Date.now() - t0;
+      const body = (await r.json()) as { model: string };
+      expect(r.headers.get('x-fugu-worker')).toBe(body.model);
+      const workers = (await getCheckpoint(cluster.db, checkpoint))!.workers.map((w) => w.name);
+      expect(workers).toContain(body.model);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -14,11 +14,18 @@ import { findPostgresBinaries } from '../../apps/cli/src/local-services.ts';
 import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
 import { coordinatorMain, evaluatorMain } from '../../apps/cli/src/train/local-evaluators.ts';
 import { watchApp, type AppProcess } from '../support/app-process.ts';
+import { routerWorkerMain } from '../support/router-workers.ts';
 import { waitFor } from '../support/eval-env.ts';
 import { SYSTEM_PATH, VirtualNetwork } from './netns.ts';
 
-export type App = 'provider-worker' | 'evaluator' | 'coordinator';
-const MAINS: Record<App, string> = { 'provider-worker': providerWorkerMain, evaluator: evaluatorMain, coordinator: coordinatorMain };
+export type App = 'provider-worker' | 'evaluator' | 'coordinator' | 'gateway' | 'router-worker';
+const MAINS: Record<App, string> = {
+  'provider-worker': providerWorkerMain,
+  evaluator: evaluatorMain,
+  coordinator: coordinatorMain,
+  gateway: fileURLToPath(new URL('../../apps/gateway/src/main.ts', import.meta.url)),
+  'router-worker': routerWorkerMain,
+};
 const cliMain = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
 
 export type FuguProcess = AppProcess & { host: string; app: App };
