@@ -55,8 +55,31 @@ export class VirtualNetwork {
     this.observerLink = `fg${tag}obs`;
   }
 
+  /**
+   * Removes the namespaces of earlier runs that were killed before they could clean up (a test
+   * process ended by SIGKILL): those of a tag none of whose hosts runs a process any more.
+   */
+  static sweepStale(): void {
+    const byTag = new Map<string, string[]>();
+    for (const line of ip('netns', 'list').split('\n')) {
+      const ns = /^(fg([0-9a-f]{4})-[a-z0-9]+)\b/.exec(line);
+      if (ns) byTag.set(ns[2]!, [...(byTag.get(ns[2]!) ?? []), ns[1]!]);
+    }
+    for (const namespaces of byTag.values()) {
+      if (namespaces.some((ns) => ip('netns', 'pids', ns).trim() !== '')) continue;
+      for (const ns of namespaces) {
+        try {
+          ip('netns', 'del', ns);
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+  }
+
   /** The switch and one namespace per host name, addressed 10.213.y.10, .11, ... in order. */
   static create(hostNames: string[]): VirtualNetwork {
+    VirtualNetwork.sweepStale();
     const tag = randomBytes(2).toString('hex');
     const net = new VirtualNetwork(tag, 1 + (parseInt(tag, 16) % 250));
     live.add(net);
