@@ -10,6 +10,19 @@ set -euo pipefail
 ns="${FUGU_NAMESPACE:-fugu}"
 kubectl="${KUBECTL:-kubectl}"
 usage() { sed -n '2,9p' "$0" >&2; exit 2; }
+# a JSON array of strings (backslashes, quotes and control characters escaped)
+json_array() {
+  local out='[' sep='' a
+  for a in "$@"; do
+    a=${a//\\/\\\\}
+    a=${a//\"/\\\"}
+    a=${a//$'\n'/\\n}
+    a=${a//$'\t'/\\t}
+    out+="$sep\"$a\""
+    sep=','
+  done
+  printf '%s]' "$out"
+}
 [ $# -ge 2 ] || usage
 kind=$1
 shift
@@ -19,13 +32,15 @@ case "$kind" in
     shift
     [ $# -ge 1 ] || usage
     template=fugu-cli
-    settings=("FUGU_CLI_ARGS=$*")
+    # the container's args, each of ours as one argument (no shell: spaces and quotes survive)
+    patch="[{\"op\":\"replace\",\"path\":\"/spec/template/spec/containers/0/args\",\"value\":$(json_array node apps/cli/src/main.ts "$@")}]"
+    settings=(patch --local -f - --type=json -p "$patch" -o yaml)
     ;;
   es-coordinator)
     run=$1
     name="fugu-es-$run"
     template=fugu-es-coordinator
-    settings=("FUGU_ES_RUN=$run")
+    settings=(set env --local -f - "FUGU_ES_RUN=$run" -o yaml)
     ;;
   *) usage ;;
 esac
@@ -35,7 +50,7 @@ if ! [[ "$name" =~ ^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$ ]]; then
 fi
 
 "$kubectl" -n "$ns" create job "$name" --from="cronjob/$template" --dry-run=client -o yaml \
-  | "$kubectl" set env --local -f - "${settings[@]}" -o yaml \
+  | "$kubectl" "${settings[@]}" \
   | "$kubectl" -n "$ns" create -f -
 [ "${FOLLOW:-1}" = 1 ] || exit 0
 # until its pod has started (image pull, scheduling; a short command may already be done)
