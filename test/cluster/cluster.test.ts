@@ -4,7 +4,9 @@
 //   c1, c2   the ES coordinator (c2 takes over when c1's process is killed)
 //   op       the operator's `fugu` commands (eval, router train, train es --no-wait, router publish)
 //   gw       the gateway in pool mode (its router workers: w2)
-// 1. an evaluation batch spread over w1 and w2 completes with every result exactly once;
+// 1. an evaluation batch spread over w1 and w2 completes with every result exactly once; and
+//    again with w1 cut off mid-batch and restored after the run completed (its late results
+//    neither duplicate a row nor count twice);
 // 2. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
 //    completes with the final state of an uninterrupted run with the same seed;
 // 3. the coordinator's process killed on c1 and started again on c2 resumes the run;
@@ -36,7 +38,8 @@ beforeAll(async () => {
   const why = netnsUnavailable();
   if (why) throw new Error(why);
   cluster = await TestCluster.start(['w1', 'w2', 'c1', 'c2', 'op', 'gw']);
-  for (const host of ['w1', 'w2']) procs.push(await cluster.startApp(host, 'provider-worker'));
+  // a lost host's calls come back after about this long (default 30 s)
+  for (const host of ['w1', 'w2']) procs.push(await cluster.startApp(host, 'provider-worker', { FUGU_WORKER_LOCK_MS: '3000' }));
 }, 120_000);
 
 afterAll(async () => {
@@ -58,6 +61,9 @@ function counter(page: string, name: string, labels: Record<string, string> = {}
   }
   return sum;
 }
+
+/** Calls a provider worker host has made so far (its own counter, over the network). */
+const callsMade = async (host: string): Promise<number> => counter(await cluster.httpGet(host, 9464, '/metrics'), 'fugu_provider_calls_total');
 
 async function cli(args: string[]): Promise<string> {
   const r = await cluster.cli('op', args);
@@ -84,10 +90,38 @@ describe('an evaluation batch over two worker hosts', () => {
     const rewards = await sql<{ n: string; distinct: string }>`select count(*) as n, count(distinct (item_id, worker_id, repetition)) as distinct from rewards where run_id = 'batch'`.execute(cluster.db);
     expect([Number(rewards.rows[0]!.n), Number(rewards.rows[0]!.distinct)]).toEqual([SAMPLE * 9, SAMPLE * 9]);
     // each call was made once: the hosts' own counters add up to the batch, and both did work
-    const made = await Promise.all(['w1', 'w2'].map(async (h) => counter(await cluster.httpGet(h, 9464, '/metrics'), 'fugu_provider_calls_total')));
+    const made = await Promise.all(['w1', 'w2'].map(callsMade));
     timings['batch: calls made by w1 / w2'] = made.join(' / ');
     expect(made[0]! + made[1]!).toBe(SAMPLE * 9);
     expect(Math.min(...made)).toBeGreaterThan(0);
+  });
+
+  it('a worker host cut off mid-batch and restored: still every result exactly once, counted once', async () => {
+    const before = { w1: await callsMade('w1'), w2: await callsMade('w2') };
+    await cli(['eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--sample', String(SAMPLE), '--repetitions', '1', '--seed', '1', '--run-id', 'cutbatch', '--no-wait']);
+    // w1 has calls in hand: cut it off
+    await waitFor('w1 at work on the batch', async () => (await callsMade('w1')) > before.w1 + 500, 60_000, 10);
+    const cutAt = Date.now();
+    cluster.net.linkDown('w1');
+    const run = await waitFor('the batch to complete without w1', async () => {
+      const r = await getRun(cluster.db, 'cutbatch');
+      return r?.status === 'completed' ? r : undefined;
+    }, 240_000, 100);
+    timings['batch with w1 cut: cut -> completed by w2'] = Date.now() - cutAt;
+    // w1 comes back with its late results (calls it made before the cut and could not write)
+    cluster.net.linkUp('w1');
+    await waitFor('w1 reachable again', async () => (await cluster.httpGet('w1', 9464, '/healthz').catch(() => '')).includes('ok'), 60_000, 200);
+    await new Promise((r) => setTimeout(r, 3_000));
+    const after = (await getRun(cluster.db, 'cutbatch'))!;
+    expect([run.doneCalls, after.doneCalls, after.failedCalls, after.status]).toEqual([SAMPLE * 9, SAMPLE * 9, 0, 'completed']);
+    const calls = await sql<{ n: string; distinct: string }>`select count(*) as n, count(distinct (item_id, worker_id, repetition)) as distinct from calls where run_id = 'cutbatch'`.execute(cluster.db);
+    expect([Number(calls.rows[0]!.n), Number(calls.rows[0]!.distinct)]).toEqual([SAMPLE * 9, SAMPLE * 9]);
+    const rewards = await sql<{ n: string }>`select count(*) as n from rewards where run_id = 'cutbatch'`.execute(cluster.db);
+    expect(Number(rewards.rows[0]!.n)).toBe(SAMPLE * 9);
+    // at least once: what w1 held when it was cut off was made again by w2 (replay calls cost nothing)
+    const made = (await callsMade('w1')) - before.w1 + (await callsMade('w2')) - before.w2;
+    expect(made).toBeGreaterThanOrEqual(SAMPLE * 9);
+    timings['batch with w1 cut: calls made twice (held by w1 at the cut)'] = String(made - SAMPLE * 9);
   });
 });
 
