@@ -52,18 +52,32 @@ afterAll(async () => {
   await cluster?.stop();
 });
 
-/** A counter of a Prometheus text page, summed over the label sets that match. */
-function counter(page: string, name: string, labels: Record<string, string> = {}): number {
+/** A counter of a Prometheus text page, summed over its label sets. */
+function counter(page: string, name: string): number {
   let sum = 0;
   for (const line of page.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    if (Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return sum;
 }
 
 /** Calls a provider worker host has made so far (its own counter, over the network). */
 const callsMade = async (host: string): Promise<number> => counter(await cluster.httpGet(host, 9464, '/metrics'), 'fugu_provider_calls_total');
+
+/** Waits until an evaluation run has completed; returns it. */
+const completedRun = (runId: string) =>
+  waitFor(`run ${runId} to complete`, async () => {
+    const r = await getRun(cluster.db, runId);
+    return r?.status === 'completed' ? r : undefined;
+  }, 240_000, 100);
+
+/** [call rows, distinct (item, worker, repetition) among them, reward rows, distinct among them] */
+async function rowsOf(runId: string): Promise<number[]> {
+  const q = (table: 'calls' | 'rewards') =>
+    sql<{ n: string; distinct: string }>`select count(*) as n, count(distinct (item_id, worker_id, repetition)) as distinct from ${sql.table(table)} where run_id = ${runId}`.execute(cluster.db);
+  const [calls, rewards] = [(await q('calls')).rows[0]!, (await q('rewards')).rows[0]!];
+  return [calls.n, calls.distinct, rewards.n, rewards.distinct].map(Number);
+}
 
 async function cli(args: string[]): Promise<string> {
   const r = await cluster.cli('op', args);
@@ -75,20 +89,14 @@ describe('an evaluation batch over two worker hosts', () => {
   it('completes with every result exactly once, both hosts taking part', async () => {
     const t0 = Date.now();
     await cli(['eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--sample', String(SAMPLE), '--repetitions', '1', '--seed', '0', '--run-id', 'batch', '--no-wait']);
-    const run = await waitFor('the batch to complete', async () => {
-      const r = await getRun(cluster.db, 'batch');
-      return r?.status === 'completed' ? r : undefined;
-    }, 240_000, 200);
+    const run = await completedRun('batch');
     timings['batch: calls'] = String(run.totalCalls);
     timings['batch: wall time (enqueue to completed)'] = Date.now() - t0;
     expect(run.totalCalls).toBe(SAMPLE * 9);
     expect(run.doneCalls).toBe(run.totalCalls);
     expect(run.failedCalls).toBe(0);
     // every (item, worker, repetition) has one call row and one reward, none missing, none twice
-    const calls = await sql<{ n: string; distinct: string }>`select count(*) as n, count(distinct (item_id, worker_id, repetition)) as distinct from calls where run_id = 'batch'`.execute(cluster.db);
-    expect([Number(calls.rows[0]!.n), Number(calls.rows[0]!.distinct)]).toEqual([SAMPLE * 9, SAMPLE * 9]);
-    const rewards = await sql<{ n: string; distinct: string }>`select count(*) as n, count(distinct (item_id, worker_id, repetition)) as distinct from rewards where run_id = 'batch'`.execute(cluster.db);
-    expect([Number(rewards.rows[0]!.n), Number(rewards.rows[0]!.distinct)]).toEqual([SAMPLE * 9, SAMPLE * 9]);
+    expect(await rowsOf('batch')).toEqual([SAMPLE * 9, SAMPLE * 9, SAMPLE * 9, SAMPLE * 9]);
     // each call was made once: the hosts' own counters add up to the batch, and both did work
     const made = await Promise.all(['w1', 'w2'].map(callsMade));
     timings['batch: calls made by w1 / w2'] = made.join(' / ');
@@ -103,10 +111,7 @@ describe('an evaluation batch over two worker hosts', () => {
     await waitFor('w1 at work on the batch', async () => (await callsMade('w1')) > before.w1 + 500, 60_000, 10);
     const cutAt = Date.now();
     cluster.net.linkDown('w1');
-    const run = await waitFor('the batch to complete without w1', async () => {
-      const r = await getRun(cluster.db, 'cutbatch');
-      return r?.status === 'completed' ? r : undefined;
-    }, 240_000, 100);
+    const run = await completedRun('cutbatch');
     timings['batch with w1 cut: cut -> completed by w2'] = Date.now() - cutAt;
     // w1 comes back with its late results (calls it made before the cut and could not write)
     cluster.net.linkUp('w1');
@@ -114,10 +119,7 @@ describe('an evaluation batch over two worker hosts', () => {
     await new Promise((r) => setTimeout(r, 3_000));
     const after = (await getRun(cluster.db, 'cutbatch'))!;
     expect([run.doneCalls, after.doneCalls, after.failedCalls, after.status]).toEqual([SAMPLE * 9, SAMPLE * 9, 0, 'completed']);
-    const calls = await sql<{ n: string; distinct: string }>`select count(*) as n, count(distinct (item_id, worker_id, repetition)) as distinct from calls where run_id = 'cutbatch'`.execute(cluster.db);
-    expect([Number(calls.rows[0]!.n), Number(calls.rows[0]!.distinct)]).toEqual([SAMPLE * 9, SAMPLE * 9]);
-    const rewards = await sql<{ n: string }>`select count(*) as n from rewards where run_id = 'cutbatch'`.execute(cluster.db);
-    expect(Number(rewards.rows[0]!.n)).toBe(SAMPLE * 9);
+    expect(await rowsOf('cutbatch')).toEqual([SAMPLE * 9, SAMPLE * 9, SAMPLE * 9, SAMPLE * 9]);
     // at least once: what w1 held when it was cut off was made again by w2 (replay calls cost nothing)
     const made = (await callsMade('w1')) - before.w1 + (await callsMade('w2')) - before.w2;
     expect(made).toBeGreaterThanOrEqual(SAMPLE * 9);
@@ -133,10 +135,9 @@ async function outcome(runId: string): Promise<Outcome> {
   return { status: run.status, state: (await getEsState(cluster.db, runId))!.state, gens, theta: Array.from((await getCheckpoint(cluster.db, run.bestCheckpointId!))!.theta) };
 }
 
-/** Waits until the run has committed `n` generations; returns when that was seen. */
-async function committed(runId: string, n: number, timeoutMs = 240_000): Promise<number> {
-  await waitFor(`${runId}: ${n} generations committed`, async () => ((await getEsRun(cluster.db, runId))?.generation ?? 0) >= n, timeoutMs, 20);
-  return Date.now();
+/** Waits until the ES run has committed `n` generations. */
+async function committed(runId: string, n: number): Promise<void> {
+  await waitFor(`${runId}: ${n} generations committed`, async () => ((await getEsRun(cluster.db, runId))?.generation ?? 0) >= n, 240_000, 20);
 }
 
 let checkpoint: string; // the SFT router trained on the batch

@@ -6,6 +6,7 @@
 // Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2; CI runs as root.
 import { execFileSync, spawn, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { statSync } from 'node:fs';
 
 export type Host = { name: string; ns: string; ip: string; switchPort: string };
 
@@ -57,16 +58,24 @@ export class VirtualNetwork {
 
   /**
    * Removes the namespaces of earlier runs that were killed before they could clean up (a test
-   * process ended by SIGKILL): those of a tag none of whose hosts runs a process any more.
+   * process ended by SIGKILL): those of a tag none of whose hosts runs a process any more, made
+   * over ten minutes ago (a run being built right now has no processes yet either).
    */
   static sweepStale(): void {
+    const old = (ns: string): boolean => {
+      try {
+        return statSync(`/run/netns/${ns}`).mtimeMs < Date.now() - 10 * 60_000;
+      } catch {
+        return false;
+      }
+    };
     const byTag = new Map<string, string[]>();
     for (const line of ip('netns', 'list').split('\n')) {
       const ns = /^(fg([0-9a-f]{4})-[a-z0-9]+)\b/.exec(line);
       if (ns) byTag.set(ns[2]!, [...(byTag.get(ns[2]!) ?? []), ns[1]!]);
     }
     for (const namespaces of byTag.values()) {
-      if (namespaces.some((ns) => ip('netns', 'pids', ns).trim() !== '')) continue;
+      if (!namespaces.every(old) || namespaces.some((ns) => ip('netns', 'pids', ns).trim() !== '')) continue;
       for (const ns of namespaces) {
         try {
           ip('netns', 'del', ns);
