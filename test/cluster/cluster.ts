@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { loadConfig } from '@fugu/config';
 import { connectDb, type Db } from '@fugu/db';
-import { findPostgresBinaries } from '../../apps/cli/src/local-services.ts';
+import { findPostgresBinaries, isReachable } from '../../apps/cli/src/local-services.ts';
 import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
 import { coordinatorMain, evaluatorMain } from '../../apps/cli/src/train/local-evaluators.ts';
 import { watchApp, type AppProcess } from '../support/app-process.ts';
@@ -67,7 +67,7 @@ export class TestCluster {
   private startRedis(): Promise<void> {
     const ip = this.net.host('db').ip;
     const child = this.net.spawn('db', 'redis-server', ['--bind', ip, '--port', '6379', '--save', '', '--appendonly', 'no', '--protected-mode', 'no', '--dir', this.dir], { env: { PATH: SYSTEM_PATH } });
-    return waitFor('Redis on host db', async () => child.exitCode === null && (await tcpOpen(ip, 6379)), 20_000, 50).then(() => undefined);
+    return waitFor('Redis on host db', async () => child.exitCode === null && (await isReachable(this.redisUrl, 1_000)), 20_000, 50).then(() => undefined);
   }
 
   private async startPostgres(): Promise<void> {
@@ -87,20 +87,18 @@ export class TestCluster {
     });
     let log = '';
     child.stderr?.on('data', (d: Buffer) => { log += d.toString(); });
+    const admin = `postgres://postgres@${ip}:5432/postgres`;
     await waitFor('Postgres on host db', async () => {
       if (child.exitCode !== null) throw new Error(`Postgres exited: ${log.slice(-2000)}`);
-      const client = new pg.Client({ connectionString: `postgres://postgres@${ip}:5432/postgres`, connectionTimeoutMillis: 1_000 });
-      client.on('error', () => undefined);
-      try {
-        await client.connect();
-        await client.query('create database fugu');
-        return true;
-      } catch {
-        return false;
-      } finally {
-        await client.end().catch(() => undefined);
-      }
+      return isReachable(admin, 1_000);
     }, 30_000, 100);
+    const client = new pg.Client({ connectionString: admin });
+    await client.connect();
+    try {
+      await client.query('create database fugu');
+    } finally {
+      await client.end();
+    }
   }
 
   /** What a container of this host gets: the services' URLs, a FUGU_HOME of its own, the data. */
@@ -149,14 +147,4 @@ export class TestCluster {
     this.net.destroy();
     await rm(this.dir, { recursive: true, force: true });
   }
-}
-
-async function tcpOpen(host: string, port: number): Promise<boolean> {
-  const net = await import('node:net');
-  return new Promise((resolve) => {
-    const s = net.connect({ host, port });
-    s.setTimeout(1_000, () => { s.destroy(); resolve(false); });
-    s.once('connect', () => { s.destroy(); resolve(true); });
-    s.once('error', () => resolve(false));
-  });
 }
