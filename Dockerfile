@@ -9,19 +9,14 @@
 #   CLI, migrations  node apps/cli/src/main.ts <command>       (e.g. migrate)
 # Node 24 runs the TypeScript sources directly (type stripping): there is no build step.
 #
-# Build (BuildKit), with the LLMRouter replay data baked in:
-#   docker build -t fugu:dev --build-context llmrouter-data=../shared/data/llmrouter .
-# Without --build-context the data folder is empty and the replay pool / llmrouter dataset are
-# unavailable (FUGU_LLMROUTER_DIR then names an empty folder; mount one there instead).
+# Build (BuildKit); the LLMRouter replay data (data/llmrouter, MIT) is baked in:
+#   docker build -t fugu:dev .
 #
 # Runtime: non-root (uid/gid 10001), tini as PID 1 (SIGTERM reaches Node, zombies are reaped),
 # read-only root filesystem friendly: the apps write only to FUGU_HOME (/var/lib/fugu) and /tmp.
 # infra/container/prod-install-check.sh reproduces the install below without Docker.
 
 ARG NODE_IMAGE=node:24-bookworm-slim
-
-# The LLMRouter data (replaced by `--build-context llmrouter-data=<dir>`; empty otherwise).
-FROM scratch AS llmrouter-data
 
 # ---- production dependencies ---------------------------------------------------------------
 FROM ${NODE_IMAGE} AS deps
@@ -64,18 +59,18 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 10001 fugu \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/fugu --shell /usr/sbin/nologin fugu \
- && mkdir -p /var/lib/fugu /opt/fugu/llmrouter \
+ && mkdir -p /var/lib/fugu \
  && chown 10001:10001 /var/lib/fugu
 WORKDIR /app
 ENV NODE_ENV=production \
     FUGU_HOME=/var/lib/fugu \
-    FUGU_LLMROUTER_DIR=/opt/fugu/llmrouter \
+    FUGU_LLMROUTER_DIR=/app/data/llmrouter \
     FUGU_GATEWAY_HOST=0.0.0.0
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY apps ./apps
 COPY libs ./libs
-COPY --from=llmrouter-data / /opt/fugu/llmrouter/
+COPY data/llmrouter ./data/llmrouter
 VOLUME ["/var/lib/fugu"]
 USER 10001:10001
 EXPOSE 8080

@@ -9,7 +9,7 @@
 import { availableParallelism } from 'node:os';
 import { rng } from '@fugu/core';
 import { createTestDatabase } from '@fugu/db/testing';
-import { loadLlmRouter } from '@fugu/datasets';
+import { defaultLlmRouterDir, loadLlmRouter } from '@fugu/datasets';
 import { compareOnEpisodes, createFitnessTask, formatComparison, type FitnessTaskSpec } from '@fugu/training';
 import { saveRewardRun } from '@fugu/training/testing';
 import { trainRouter, TRAIN_DEFAULTS } from '../../apps/cli/src/router/train.ts';
@@ -22,7 +22,7 @@ const home = process.env.FUGU_HOME ?? '/tmp/fugu-bench-tasks';
 const only = process.env.FUGU_BENCH_ONLY;
 const log = (s: string) => process.stderr.write(`bench:fitness-tasks: ${s}\n`);
 
-const dataset = await loadLlmRouter(process.env.FUGU_LLMROUTER_DIR ?? new URL('../../../shared/data/llmrouter', import.meta.url).pathname);
+const dataset = await loadLlmRouter(defaultLlmRouterDir());
 const t = await createTestDatabase('fugu_bench');
 try {
   const workers = dataset.workers;

@@ -15,7 +15,7 @@ import { Redis } from 'ioredis';
 import { loadConfig, serviceEnv } from '@fugu/config';
 import { createApiKey, publishDeployment } from '@fugu/db';
 import { createTestDatabase } from '@fugu/db/testing';
-import { loadLlmRouter, writeWorkerPool } from '@fugu/datasets';
+import { defaultLlmRouterDir, loadLlmRouter, writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub } from '@fugu/providers/testing';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { startRouterWorkerProcess, type RouterWorkerProcess } from '../support/router-workers.ts';
@@ -32,7 +32,7 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(
 // prompts: LLMRouter's test questions (varied lengths, median about 40 tokens), else synthetic
 let prompts: string[];
 try {
-  const ds = await loadLlmRouter(process.env.FUGU_LLMROUTER_DIR ?? path.resolve(here, '../../../shared/data/llmrouter'));
+  const ds = await loadLlmRouter(defaultLlmRouterDir());
   prompts = ds.items.filter((i) => i.sourceSplit === 'test').map((i) => i.prompt);
 } catch {
   prompts = Array.from({ length: 500 }, (_, i) => `Question ${i}: what is ${i} times ${i + 7}, and why does the answer end in that digit?`);

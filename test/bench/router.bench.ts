@@ -5,7 +5,7 @@
 // candidate parameter vectors over N = 4096 cached features.
 import { availableParallelism } from 'node:os';
 import { createSession, GraphBuilder, initTheta, loadUseLite, RouterHead, UseLiteEncoder } from '@fugu/router-model';
-import { loadLlmRouter } from '@fugu/datasets';
+import { defaultLlmRouterDir, loadLlmRouter } from '@fugu/datasets';
 import { useLiteSvfLayer } from '@fugu/serving';
 
 const home = process.env.FUGU_HOME ?? `/tmp/fugu-bench-router`;
@@ -39,7 +39,7 @@ function backboneFlops(T: number): number {
   return l0 + l1 + 2 * ffn + 2 * 512 * 512; // two FFNs, the tanh layer
 }
 
-const dataset = await loadLlmRouter(process.env.FUGU_LLMROUTER_DIR ?? new URL('../../../shared/data/llmrouter', import.meta.url).pathname);
+const dataset = await loadLlmRouter(defaultLlmRouterDir());
 const texts = dataset.items.map((i) => i.prompt);
 const backbone = await loadUseLite();
 const encoder = await UseLiteEncoder.create({ backbone });

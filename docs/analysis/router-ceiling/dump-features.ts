@@ -8,7 +8,7 @@ import { loadLlmRouter, splitByPrompt } from '../../../libs/datasets/src/index.t
 import { UseLiteEncoder } from '../../../libs/router-model/src/index.ts';
 
 const out = process.argv[2] ?? '/tmp/router-ceiling';
-const ds = await loadLlmRouter(process.argv[3] ?? path.resolve(import.meta.dirname, '../../../../shared/data/llmrouter'));
+const ds = await loadLlmRouter(process.argv[3] ?? path.resolve(import.meta.dirname, '../../../data/llmrouter'));
 const splits = [0, 1, 2, 3, 4].map((seed) => splitByPrompt(ds.items, { seed }));
 const encoder = await UseLiteEncoder.create();
 const emb = await encoder.encode(ds.items.map((r) => r.prompt), { output: 'embedding' });

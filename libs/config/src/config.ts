@@ -36,7 +36,7 @@ export const configSchema = z
     home: z.string().default(path.join(repoRoot, '.fugu')),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
     /** directory of the LLMRouter data (the replay pool and the demo dataset) */
-    llmrouterDir: z.string().default(path.resolve(repoRoot, '../shared/data/llmrouter')),
+    llmrouterDir: z.string().default(path.resolve(repoRoot, 'data/llmrouter')),
     worker: z
       .object({
         /** providers whose queues this process consumes (comma list in env); default all */

@@ -5,3 +5,4 @@ export * from './workers.ts';
 export * from './items.ts';
 export * from './errors.ts';
 export * from './labels.ts';
+export * from './chat-model.ts';

@@ -21,11 +21,11 @@ afterAll(async () => {
 });
 
 describe('defaultLlmRouterDir', () => {
-  it('is ../shared/data/llmrouter beside the repo root, overridable by FUGU_LLMROUTER_DIR', () => {
+  it('is data/llmrouter in the repository, overridable by FUGU_LLMROUTER_DIR', () => {
     const repoRoot = resolve(import.meta.dirname, '../../..');
-    expect(defaultLlmRouterDir({})).toBe(resolve(repoRoot, '../shared/data/llmrouter'));
+    expect(defaultLlmRouterDir({})).toBe(resolve(repoRoot, 'data/llmrouter'));
     expect(defaultLlmRouterDir({ FUGU_LLMROUTER_DIR: '/data/lr' })).toBe('/data/lr');
-    expect(defaultLlmRouterDir({ FUGU_LLMROUTER_DIR: '  ' })).toBe(resolve(repoRoot, '../shared/data/llmrouter'));
+    expect(defaultLlmRouterDir({ FUGU_LLMROUTER_DIR: '  ' })).toBe(resolve(repoRoot, 'data/llmrouter'));
   });
 });
 

@@ -26,11 +26,11 @@ export const LLMROUTER_FILES = [
 // libs/datasets/src -> the repository root
 const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
-/** Where the LLMRouter data lives by default: $FUGU_LLMROUTER_DIR, else `../shared/data/llmrouter` beside the repo root. */
+/** Where the LLMRouter data lives by default: $FUGU_LLMROUTER_DIR, else `data/llmrouter` in the repository (shipped with it, MIT). */
 export function defaultLlmRouterDir(env: NodeJS.ProcessEnv = process.env): string {
   const v = env['FUGU_LLMROUTER_DIR']?.trim();
   if (v) return resolve(v);
-  return resolve(REPO_ROOT, '..', 'shared', 'data', 'llmrouter');
+  return resolve(REPO_ROOT, 'data', 'llmrouter');
 }
 
 const queryRowSchema = z.looseObject({

@@ -8,7 +8,7 @@ import { AuthError, BadRequestError, ConnectionError, OverloadedError, RateLimit
 import {
   WEATHER_TOOL,
   collectStream, startAnthropicStub, type AnthropicStub } from './testing/index.ts';
-import type { ChatModelOptions } from './types.ts';
+import type { ChatModelOptions } from '@fugu/core';
 
 const KEY = 'sk-ant-test-0123456789abcdefghij';
 

@@ -25,7 +25,7 @@ import { CallScope } from './call-scope.ts';
 import { ConnectionError } from './errors.ts';
 import { mapAnthropicError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, parseToolArguments, requireApiKey } from './shared.ts';
-import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from './types.ts';
+import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
 
 export const ANTHROPIC_DEFAULT_MAX_TOKENS = 1024;
 

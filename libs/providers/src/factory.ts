@@ -6,7 +6,7 @@ import { AnthropicChatModel } from './anthropic.ts';
 import { GoogleChatModel } from './google.ts';
 import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
 import { ReplayChatModel, type ReplayStore } from './replay.ts';
-import type { ChatModel } from './types.ts';
+import type { ChatModel } from '@fugu/core';
 
 /** The variables read for a hosted provider's key when a worker names none (first set wins). */
 export const DEFAULT_API_KEY_ENV = {

@@ -7,7 +7,7 @@ import { GoogleChatModel, THOUGHT_SIGNATURE_SEPARATOR } from './google.ts';
 import {
   WEATHER_TOOL,
   collectStream, startGoogleStub, type GoogleStub } from './testing/index.ts';
-import type { ChatModelOptions } from './types.ts';
+import type { ChatModelOptions } from '@fugu/core';
 
 const KEY = 'AIzaTEST0123456789abcdefghijklmnop';
 

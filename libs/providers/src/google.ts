@@ -27,7 +27,7 @@ import { CallScope } from './call-scope.ts';
 import { BadRequestError, ConnectionError } from './errors.ts';
 import { mapGoogleError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, parseToolArguments, requireApiKey } from './shared.ts';
-import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from './types.ts';
+import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
 
 export const THOUGHT_SIGNATURE_SEPARATOR = '__thought__';
 

@@ -2,8 +2,9 @@
 // anthropic, google, replay), typed provider errors, the factory and the response-cache key.
 // Stub servers for tests live in '@fugu/providers/testing', not here.
 
-export type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from './types.ts';
-export { DEFAULT_TIMEOUT_MS } from './types.ts';
+// the spec itself lives in @fugu/core (the Conductor lib depends on core only); re-exported here
+export type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
+export { DEFAULT_TIMEOUT_MS } from '@fugu/core';
 export {
   AbortedError,
   AuthError,

@@ -16,7 +16,7 @@ import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
 import {
   WEATHER_TOOL,
   collectStream, startOpenAIStub, type OpenAIStub } from './testing/index.ts';
-import type { ChatModel, ChatModelOptions } from './types.ts';
+import type { ChatModel, ChatModelOptions } from '@fugu/core';
 
 const KEY = 'sk-test-0123456789abcdefghijklmnop';
 

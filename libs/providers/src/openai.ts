@@ -18,7 +18,7 @@ import { ConnectionError } from './errors.ts';
 import { mapOpenAIError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, estimatedUsage, requireApiKey, textOf, toolCallParts } from './shared.ts';
 import { ToolCallAssembler } from './tool-call-assembler.ts';
-import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, StreamEvent } from './types.ts';
+import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, StreamEvent } from '@fugu/core';
 
 type Flavour = {
   provider: Extract<ProviderKind, 'openai' | 'openai-compatible'>;

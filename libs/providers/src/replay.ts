@@ -5,7 +5,7 @@
 import { estimateTokens, messageText, type RecordedOutcome } from '@fugu/core';
 import { AbortedError, BadRequestError } from './errors.ts';
 import { buildResult, promptText } from './shared.ts';
-import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from './types.ts';
+import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/core';
 
 export type ReplayHit = { itemId: string; outcome: RecordedOutcome };
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { canonicalJson, requestHash, type RequestHashSpec } from './request-hash.ts';
-import type { ChatRequest } from './types.ts';
+import type { ChatRequest } from '@fugu/core';
 
 const spec: RequestHashSpec = { provider: 'openai', model: 'gpt-4o-mini', settings: { temperature: 0.7 } };
 const req: ChatRequest = {

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { ChatMessage, ProviderKind, SamplingSettings } from '@fugu/core';
 import { effectiveSampling } from './shared.ts';
-import type { ChatRequest } from './types.ts';
+import type { ChatRequest } from '@fugu/core';
 
 /** The parts of a WorkerSpec that matter to the answer. */
 export type RequestHashSpec = { provider: ProviderKind; model: string; baseUrl?: string; settings?: SamplingSettings };

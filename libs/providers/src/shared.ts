@@ -14,7 +14,7 @@ import {
   type Usage,
 } from '@fugu/core';
 import { BadRequestError } from './errors.ts';
-import { DEFAULT_TIMEOUT_MS, type ChatRequest, type ChatResult, type ReasoningEffort } from './types.ts';
+import { DEFAULT_TIMEOUT_MS, type ChatRequest, type ChatResult, type ReasoningEffort } from '@fugu/core';
 
 export type EffectiveSampling = {
   temperature: number | undefined;

@@ -1,7 +1,7 @@
 // Read a ChatModel stream to its end (tests and simple callers).
 
 import type { ToolCall } from '@fugu/core';
-import type { StreamEvent } from '../types.ts';
+import type { StreamEvent } from '@fugu/core';
 
 export type CollectedStream = {
   events: StreamEvent[];

@@ -1,19 +1,9 @@
-// The one language-model interface every adapter implements, after the Vercel AI SDK's
+// The ChatModel spec: the one language-model interface every adapter (libs/providers) implements, after the Vercel AI SDK's
 // provider specification: typed message parts in, text + whole tool calls + usage + finish
 // reason out, and a stream of the same as events.
 
-import type {
-  ChatMessage,
-  FinishReason,
-  ProviderKind,
-  SamplingSettings,
-  TextPart,
-  ToolCall,
-  ToolCallPart,
-  ToolChoice,
-  ToolDefinition,
-  Usage,
-} from '@fugu/core';
+import type { ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from './messages.ts';
+import type { ProviderKind, SamplingSettings } from './workers.ts';
 
 export type ReasoningEffort = NonNullable<SamplingSettings['reasoningEffort']>;
 

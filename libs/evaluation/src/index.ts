@@ -1,0 +1,2 @@
+// @fugu/evaluation: evaluation batches: plan, enqueue, follow, summarise, soft labels
+export {};

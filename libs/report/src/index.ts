@@ -1,0 +1,2 @@
+// @fugu/report: HTML reports and the SVG chart kit
+export {};
