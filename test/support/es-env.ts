@@ -8,7 +8,7 @@ import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker } from '../../apps/provider-worker/src/worker.ts';
 import { runEval } from '../../apps/cli/src/eval/run.ts';
 import { trainRouter } from '../../apps/cli/src/router/train.ts';
-import { coordinatorMain, evaluatorMain } from '../../apps/cli/src/train/local-evaluators.ts';
+import { coordinatorMain, evaluatorMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from './eval-env.ts';
 

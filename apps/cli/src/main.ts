@@ -11,7 +11,7 @@ import { esEvalQueue, providerCallQueue } from '@fugu/queue';
 import { openContext } from './context.ts';
 import { runEval, type EvalOptions } from './eval/run.ts';
 import { collectRunSummary, formatSummary, runPrompts, writeSoftLabels } from './eval/summary.ts';
-import { down, isReachable, localServiceUrls, servicesStatus, up } from './local-services.ts';
+import { down, isReachable, localServiceUrls, servicesStatus, up } from '@fugu/local-services';
 import { renderEvalReport } from './report/eval-report.ts';
 import { defaultOut, int, money, parse, type Flags } from './args.ts';
 import { cmdRouter, publishCheckpoint } from './router/commands.ts';

@@ -10,7 +10,7 @@ import type { JobsOptions } from 'bullmq';
 import type { Context } from '../context.ts';
 import { createProgress } from '../progress.ts';
 import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, selectWorkers } from './inputs.ts';
-import { startLocalWorkers, type LocalWorkers } from './local-workers.ts';
+import { startLocalWorkers, type LocalWorkers } from '@fugu/local-services';
 import { planCalls } from './plan.ts';
 
 /** how long a provider worker may act on a stale run status (its cache TTL) */

@@ -2,12 +2,11 @@
 // `node apps/gateway/src/main.ts`) in the foreground, with flags as FUGU_GATEWAY_* overrides,
 // and prints a curl line to try it once it listens. Ctrl-C stops it gracefully.
 import { fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { int, parse } from '../args.ts';
 
-export const gatewayMain = fileURLToPath(new URL('../../../gateway/src/main.ts', import.meta.url));
+import { gatewayMain } from '@fugu/local-services';
 
 const OPTIONS = { port: { type: 'string' }, host: { type: 'string' }, mode: { type: 'string' }, pool: { type: 'string' }, auth: { type: 'string' } } as const;
 

@@ -11,7 +11,7 @@ import { checkEsResume, createEsRunFromCheckpoint, ES_DEFAULTS, esMeanCheckpoint
 import { int, num, parse, type Flags } from '../args.ts';
 import { openContext, type Context } from '../context.ts';
 import { cmdTrainCompare } from './compare.ts';
-import { startLocalEvaluators, type LocalEvaluators } from './local-evaluators.ts';
+import { startLocalEvaluators, type LocalEvaluators } from '@fugu/local-services';
 
 export const TRAIN_ES_OPTIONS = {
   from: { type: 'string' },
