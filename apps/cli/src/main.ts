@@ -12,14 +12,13 @@ import { openContext } from './context.ts';
 import { runEval, type EvalOptions } from './eval/run.ts';
 import { collectRunSummary, formatSummary, runPrompts, writeSoftLabels } from './eval/summary.ts';
 import { down, isReachable, localServiceUrls, servicesStatus, up } from '@fugu/local-services';
-import { renderEvalReport } from './report/eval-report.ts';
+import { renderEsReport, renderEvalReport } from '@fugu/report';
 import { defaultOut, int, money, parse, type Flags } from './args.ts';
 import { cmdRouter, publishCheckpoint } from './router/commands.ts';
 import { trainRouter, TRAIN_DEFAULTS } from './router/train.ts';
 import { cmdGateway } from './serving/gateway.ts';
 import { cmdKeys } from './serving/keys.ts';
 import { cmdTrain } from './train/es.ts';
-import { renderEsReport } from './report/es-report.ts';
 
 const HELP = `fugu — learned LLM orchestration on a distributed batch platform
 

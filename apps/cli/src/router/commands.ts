@@ -10,7 +10,7 @@ import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@f
 import { defaultOut, int, num, parse } from '../args.ts';
 import { openContext } from '../context.ts';
 import { resolveWorkerPool } from '../eval/inputs.ts';
-import { renderRouterReport } from '../report/router-report.ts';
+import { renderRouterReport } from '@fugu/report';
 import { evaluateRouter, formatRouterEval } from './evaluate.ts';
 import { routeTexts } from './route.ts';
 import { formatStudy, routerStudy } from './study.ts';

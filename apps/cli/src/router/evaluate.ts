@@ -10,7 +10,7 @@ import {
   aiq, bestPerTask, bestSingle, costQualitySweep, gapClosed, knnRouter, meanCost, meanReward, oracle, pairScores, randomExpected,
   routingDistribution, strongWeakMetrics, validateEvalTable, type Decisions, type EvalTable,
 } from '@fugu/router-model';
-import type { RouterReportData } from '../report/router-report-data.ts';
+import type { RouterReportData } from '@fugu/report';
 import { cachedFeatures, checkCompatible, routingDataFromRun, splitIndices } from '@fugu/training';
 import { loadRouterModel } from '@fugu/serving';
 

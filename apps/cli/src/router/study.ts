@@ -2,7 +2,7 @@
 // (head + SVF) and of the head-only ablation, both evaluated on that seed's test split beside
 // the baselines; then mean and standard deviation over the seeds.
 import type { Db } from '@fugu/db';
-import type { RouterReportData } from '../report/router-report-data.ts';
+import type { RouterReportData } from '@fugu/report';
 import { evaluateRouter } from './evaluate.ts';
 import { trainRouter, type TrainOptions } from './train.ts';
 
