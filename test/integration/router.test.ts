@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { InputError } from '@fugu/core';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
-import { runEval } from '../../apps/cli/src/eval/run.ts';
+import { runEval } from '@fugu/evaluation';
 import { trainRouter } from '../../apps/cli/src/router/train.ts';
 import { evaluateRouter } from '../../apps/cli/src/router/evaluate.ts';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
@@ -119,7 +119,7 @@ describe('router decisions', () => {
 
 describe('router training from a label file', () => {
   it('trains from `fugu labels` output, and names a label file whose workers differ from the pool', async () => {
-    const { collectRunSummary, runPrompts, writeSoftLabels } = await import('../../apps/cli/src/eval/summary.ts');
+    const { collectRunSummary, runPrompts, writeSoftLabels } = await import('@fugu/evaluation');
     const { writeFile, readFile } = await import('node:fs/promises');
     const s = await collectRunSummary(env.ctx.db, 'skills');
     const file = `${env.dir}/skills-labels.jsonl`;

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { serviceEnv, type FuguConfig } from '@fugu/config';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker } from '../../apps/provider-worker/src/worker.ts';
-import { runEval } from '../../apps/cli/src/eval/run.ts';
+import { runEval } from '@fugu/evaluation';
 import { trainRouter } from '../../apps/cli/src/router/train.ts';
 import { coordinatorMain, evaluatorMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';

@@ -11,7 +11,7 @@ import { rng, type DatasetItem, type WorkerPool } from '@fugu/core';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
-import { openContext, type Context } from '../../apps/cli/src/context.ts';
+import { openContext, type Context } from '@fugu/evaluation';
 import { providerWorkerMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';
 

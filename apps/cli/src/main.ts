@@ -8,10 +8,9 @@ import { FuguError, InputError } from '@fugu/core';
 import { loadConfig, redactUrl, type FuguConfig } from '@fugu/config';
 import { callErrors, connectDb, getEsRun, listEsGenerations, listEsRuns, listRuns, migrate } from '@fugu/db';
 import { esEvalQueue, providerCallQueue } from '@fugu/queue';
-import { openContext } from './context.ts';
-import { runEval, type EvalOptions } from './eval/run.ts';
-import { collectRunSummary, formatSummary, runPrompts, writeSoftLabels } from './eval/summary.ts';
-import { down, isReachable, localServiceUrls, servicesStatus, up } from '@fugu/local-services';
+import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type EvalOptions } from '@fugu/evaluation';
+import { down, isReachable, localServiceUrls, servicesStatus, startLocalWorkers, up } from '@fugu/local-services';
+import { createProgress } from './progress.ts';
 import { renderEsReport, renderEvalReport } from '@fugu/report';
 import { defaultOut, int, money, parse, type Flags } from './args.ts';
 import { cmdRouter, publishCheckpoint } from './router/commands.ts';
@@ -106,7 +105,7 @@ const EVAL_OPTIONS: ParseArgsConfig['options'] = {
   'stall-seconds': { type: 'string' },
 };
 
-function evalOptions(flags: Flags, signal: AbortSignal): EvalOptions {
+function evalOptions(config: FuguConfig, flags: Flags, signal: AbortSignal): EvalOptions {
   const lw = flags['local-workers'];
   return {
     ...(typeof flags.dataset === 'string' && { dataset: flags.dataset }),
@@ -123,6 +122,8 @@ function evalOptions(flags: Flags, signal: AbortSignal): EvalOptions {
     wait: !flags['no-wait'],
     stallSeconds: int(flags['stall-seconds'], '--stall-seconds', 15),
     signal,
+    progress: (run) => createProgress({ total: run.totalCalls, label: run.id }),
+    startLocalWorkers: (o) => startLocalWorkers(config, o),
   };
 }
 
@@ -269,7 +270,7 @@ async function cmdEval(config: FuguConfig, opts: EvalOptions): Promise<number> {
 
 async function cmdDemo(config: FuguConfig, flags: Flags, signal: AbortSignal): Promise<number> {
   process.stderr.write(`demo: the LLMRouter data (${config.llmrouterDir}) through replay workers\n`);
-  const opts = evalOptions({ ...flags, dataset: 'llmrouter', pool: 'llmrouter', repetitions: (flags.repetitions as string | undefined) ?? '4' }, signal);
+  const opts = evalOptions(config, { ...flags, dataset: 'llmrouter', pool: 'llmrouter', repetitions: (flags.repetitions as string | undefined) ?? '4' }, signal);
   const ctx = await openContext({ redis: true, config });
   let runId: string;
   try {
@@ -339,7 +340,7 @@ async function main(argv: string[]): Promise<number> {
     case 'eval': {
       const { flags, positionals } = parse(rest, EVAL_OPTIONS);
       if (positionals.length) throw new InputError(`unexpected argument "${positionals[0]}"`, { field: 'arguments' });
-      return cmdEval(config, evalOptions(flags, interruptSignal()));
+      return cmdEval(config, evalOptions(config, flags, interruptSignal()));
     }
     case 'status': {
       const { positionals } = parse(rest, {});

@@ -5,7 +5,7 @@ import type { FuguConfig } from '@fugu/config';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '@fugu/db';
 import { resolvePool } from '@fugu/datasets';
 import { parse } from '../args.ts';
-import { openContext } from '../context.ts';
+import { openContext } from '@fugu/evaluation';
 
 const USAGE = 'fugu keys create --name NAME [--workers a,b] [--spend-limit-usd X] | fugu keys list | fugu keys revoke <name|id>';
 

@@ -6,7 +6,7 @@ import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { compareOnEpisodes, ES_DEFAULTS, formatComparison } from '@fugu/training';
 import { int, parse } from '../args.ts';
-import { openContext } from '../context.ts';
+import { openContext } from '@fugu/evaluation';
 
 const OPTIONS = {
   checkpoints: { type: 'string' },

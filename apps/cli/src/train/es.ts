@@ -9,7 +9,7 @@ import { defaultLambda } from '@fugu/es';
 import { createRedis, esEvalQueue } from '@fugu/queue';
 import { checkEsResume, createEsRunFromCheckpoint, ES_DEFAULTS, esMeanCheckpointId, runCoordinator, type CoordinatorResult, type EsRunConfig } from '@fugu/training';
 import { int, num, parse, type Flags } from '../args.ts';
-import { openContext, type Context } from '../context.ts';
+import { openContext, type Context } from '@fugu/evaluation';
 import { cmdTrainCompare } from './compare.ts';
 import { startLocalEvaluators, type LocalEvaluators } from '@fugu/local-services';
 
