@@ -7,8 +7,7 @@ import { InputError } from '@fugu/core';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
 import { runEval } from '@fugu/evaluation';
-import { trainRouter } from '../../apps/cli/src/router/train.ts';
-import { evaluateRouter } from '../../apps/cli/src/router/evaluate.ts';
+import { evaluateRouter, trainRouter } from '@fugu/training';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
 
 let env: EvalEnv;
@@ -78,7 +77,7 @@ describe('router SFT and evaluation', () => {
 
 describe('router checkpoint files', () => {
   it('exports and imports a checkpoint, and names what is wrong with a bad file', async () => {
-    const { exportCheckpoint, importCheckpoint } = await import('../../apps/cli/src/router/transfer.ts');
+    const { exportCheckpoint, importCheckpoint } = await import('@fugu/training');
     const { getCheckpoint } = await import('@fugu/db');
     const { writeFile, readFile } = await import('node:fs/promises');
     const a = await train({ epochs: 2 });

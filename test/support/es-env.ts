@@ -7,7 +7,7 @@ import { serviceEnv, type FuguConfig } from '@fugu/config';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker } from '../../apps/provider-worker/src/worker.ts';
 import { runEval } from '@fugu/evaluation';
-import { trainRouter } from '../../apps/cli/src/router/train.ts';
+import { trainRouter } from '@fugu/training';
 import { coordinatorMain, evaluatorMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from './eval-env.ts';

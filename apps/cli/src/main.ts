@@ -14,7 +14,7 @@ import { createProgress } from './progress.ts';
 import { renderEsReport, renderEvalReport } from '@fugu/report';
 import { defaultOut, int, money, parse, type Flags } from './args.ts';
 import { cmdRouter, publishCheckpoint } from './router/commands.ts';
-import { trainRouter, TRAIN_DEFAULTS } from './router/train.ts';
+import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import { cmdGateway } from './serving/gateway.ts';
 import { cmdKeys } from './serving/keys.ts';
 import { cmdTrain } from './train/es.ts';

@@ -10,11 +10,8 @@ import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@f
 import { defaultOut, int, num, parse } from '../args.ts';
 import { openContext, resolveWorkerPool } from '@fugu/evaluation';
 import { renderRouterReport } from '@fugu/report';
-import { evaluateRouter, formatRouterEval } from './evaluate.ts';
+import { evaluateRouter, exportCheckpoint, formatRouterEval, formatStudy, importCheckpoint, routerStudy, trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import { routeTexts } from './route.ts';
-import { formatStudy, routerStudy } from './study.ts';
-import { trainRouter, TRAIN_DEFAULTS } from './train.ts';
-import { exportCheckpoint, importCheckpoint } from './transfer.ts';
 
 export async function cmdRouter(config: FuguConfig, args: string[]): Promise<number> {
   const [sub, ...rest] = args;
