@@ -100,7 +100,7 @@ describe('router checkpoint files', () => {
 
 describe('router decisions', () => {
   it('routes texts within an allowed pool, cost-aware, and samples reproducibly from pi', async () => {
-    const { routeTexts } = await import('../../apps/cli/src/router/route.ts');
+    const { routeTexts } = await import('../../apps/cli/src/commands/route.ts');
     const a = await train({ epochs: 10 });
     const texts = ['Question 3 about math: what is 3 + 3?', 'Question 4 about qa: what is 4 + 4?'];
     const base = { checkpoint: a.checkpointId, texts, lambda: 0, sample: false, seed: 0, home: env.dir };
