@@ -12,7 +12,7 @@
 import { parseArgs } from 'node:util';
 import { FuguError } from '@fugu/core';
 import { redactUrl } from '@fugu/config';
-import { down, isReachable, localServiceUrls, servicesStatus, up, type ServiceName, type ServicesOptions } from '../apps/cli/src/local-services.ts';
+import { down, isReachable, localServiceUrls, servicesStatus, up, type ServiceName, type ServicesOptions } from '@fugu/local-services';
 
 const USAGE = 'usage: node infra/services.ts up|down|env|status [--only redis|postgres] [--redis-port N] [--pg-port N] | reachable <url>...';
 

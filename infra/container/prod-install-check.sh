@@ -115,6 +115,6 @@ check_cmd router-worker 'cannot reach Redis' node apps/router-worker/src/main.ts
 check_cmd provider-worker 'cannot reach Redis' node apps/provider-worker/src/main.ts
 check_cmd es-evaluator 'cannot reach Redis' node apps/trainer/src/evaluator-main.ts
 FUGU_ES_RUN=check check_cmd es-coordinator 'cannot reach Redis' node apps/trainer/src/coordinator-main.ts
-check_cmd 'fugu --help' 'usage: fugu' node apps/cli/src/main.ts --help
+check_cmd 'fugu --help' 'Usage: fugu' node apps/cli/src/main.ts --help
 check_cmd 'fugu migrate' 'Postgres' node apps/cli/src/main.ts migrate
 say "all checks passed"

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createTestDatabase } from '@fugu/db/testing';
 import { createRedis } from '@fugu/queue';
-import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
+import { providerWorkerMain } from '@fugu/local-services';
 
 const WORKERS = Number(process.env.BENCH_WORKERS ?? 2);
 const CONCURRENCY = process.env.FUGU_WORKER_CONCURRENCY ?? '256';

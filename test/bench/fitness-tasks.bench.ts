@@ -1,6 +1,6 @@
 // node test/bench/fitness-tasks.bench.ts — the ES fitness tasks' speed on the LLMRouter data:
 // an evaluation run of the recorded scores written straight to a fresh test database, SFT on it
-// (apps/cli's trainRouter), then P = 32 candidates (the SFT theta plus N(0, sigma^2) noise)
+// (@fugu/training's trainRouter), then P = 32 candidates (the SFT theta plus N(0, sigma^2) noise)
 // evaluated on the single-step task and on the episode task, a few generations each.
 // Then the held-out comparison (compareOnEpisodes: SFT sampled and argmax, best single worker,
 // random, oracle on the test split, 3 seeds).
@@ -10,9 +10,8 @@ import { availableParallelism } from 'node:os';
 import { rng } from '@fugu/core';
 import { createTestDatabase } from '@fugu/db/testing';
 import { defaultLlmRouterDir, loadLlmRouter } from '@fugu/datasets';
-import { compareOnEpisodes, createFitnessTask, formatComparison, type FitnessTaskSpec } from '@fugu/training';
+import { compareOnEpisodes, createFitnessTask, formatComparison, trainRouter, TRAIN_DEFAULTS, type FitnessTaskSpec } from '@fugu/training';
 import { saveRewardRun } from '@fugu/training/testing';
-import { trainRouter, TRAIN_DEFAULTS } from '../../apps/cli/src/router/train.ts';
 
 const P = Number(process.env.FUGU_BENCH_P ?? 32);
 const SIGMA = Number(process.env.FUGU_BENCH_SIGMA ?? 0.05);

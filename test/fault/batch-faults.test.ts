@@ -5,7 +5,7 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { getRun } from '@fugu/db';
-import { runEval, type EvalOptions } from '../../apps/cli/src/eval/run.ts';
+import { runEval, type EvalOptions } from '@fugu/evaluation';
 import { providerCallCounterKey } from '../../apps/provider-worker/src/worker.ts';
 import { createEvalEnv, replayPool, startWorkerProcess, syntheticItems, waitFor, writeFixtures, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startRedisInstance, type RedisInstance } from '../support/services.ts';

@@ -50,7 +50,7 @@ describe('fugu CLI errors', () => {
     expect(r.stderr).toMatch(/--datasett/);
     const help = await fugu(['help']);
     expect(help.code).toBe(0);
-    expect(help.stdout).toContain('eval --dataset D --pool P');
+    expect(help.stdout).toContain('eval [options]');
   });
 
   it('a malformed dataset file stops eval with the file and line (exit 2)', async () => {

@@ -10,9 +10,8 @@ import { getRun } from '@fugu/db';
 import { routingSummary } from '@fugu/datasets';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
-import { runEval, type EvalOptions } from '../../apps/cli/src/eval/run.ts';
-import { collectRunSummary, writeSoftLabels } from '../../apps/cli/src/eval/summary.ts';
-import { renderEvalReport } from '../../apps/cli/src/report/eval-report.ts';
+import { collectRunSummary, runEval, writeSoftLabels, type EvalOptions } from '@fugu/evaluation';
+import { renderEvalReport } from '@fugu/report';
 import { createEvalEnv, replayPool, syntheticItems, waitFor, writeFixtures, type EvalEnv, REPLAY_WORKERS } from '../support/eval-env.ts';
 
 const quiet = () => {};

@@ -17,7 +17,7 @@ import { providerCallQueue } from '@fugu/queue';
 import { startOpenAIStub, type OpenAIStub, type StubReply, type StubServerOptions, type StubUsage } from '@fugu/providers/testing';
 import { createLogger, Registry, type Logger } from '@fugu/telemetry';
 import { providerCallCounterKey, startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
-import { runEval, type EvalOptions } from '../../apps/cli/src/eval/run.ts';
+import { runEval, type EvalOptions } from '@fugu/evaluation';
 import {
   createEvalEnv, replayPool, startWorkerProcess, syntheticItems, waitFor, writeFixtures, type EvalEnv, type WorkerProcess,
 } from '../support/eval-env.ts';

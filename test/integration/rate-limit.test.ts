@@ -7,7 +7,7 @@ import type { WorkerPool } from '@fugu/core';
 import { startOpenAIStub, type OpenAIStub } from '@fugu/providers/testing';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
-import { runEval } from '../../apps/cli/src/eval/run.ts';
+import { runEval } from '@fugu/evaluation';
 import { createEvalEnv, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
 
 const R = 20; // requests per second the stub accepts

@@ -6,9 +6,8 @@ import { sql } from 'kysely';
 import { InputError } from '@fugu/core';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
-import { runEval } from '../../apps/cli/src/eval/run.ts';
-import { trainRouter } from '../../apps/cli/src/router/train.ts';
-import { evaluateRouter } from '../../apps/cli/src/router/evaluate.ts';
+import { runEval } from '@fugu/evaluation';
+import { evaluateRouter, trainRouter } from '@fugu/training';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
 
 let env: EvalEnv;
@@ -78,7 +77,7 @@ describe('router SFT and evaluation', () => {
 
 describe('router checkpoint files', () => {
   it('exports and imports a checkpoint, and names what is wrong with a bad file', async () => {
-    const { exportCheckpoint, importCheckpoint } = await import('../../apps/cli/src/router/transfer.ts');
+    const { exportCheckpoint, importCheckpoint } = await import('@fugu/training');
     const { getCheckpoint } = await import('@fugu/db');
     const { writeFile, readFile } = await import('node:fs/promises');
     const a = await train({ epochs: 2 });
@@ -101,7 +100,7 @@ describe('router checkpoint files', () => {
 
 describe('router decisions', () => {
   it('routes texts within an allowed pool, cost-aware, and samples reproducibly from pi', async () => {
-    const { routeTexts } = await import('../../apps/cli/src/router/route.ts');
+    const { routeTexts } = await import('../../apps/cli/src/commands/route.ts');
     const a = await train({ epochs: 10 });
     const texts = ['Question 3 about math: what is 3 + 3?', 'Question 4 about qa: what is 4 + 4?'];
     const base = { checkpoint: a.checkpointId, texts, lambda: 0, sample: false, seed: 0, home: env.dir };
@@ -119,7 +118,7 @@ describe('router decisions', () => {
 
 describe('router training from a label file', () => {
   it('trains from `fugu labels` output, and names a label file whose workers differ from the pool', async () => {
-    const { collectRunSummary, runPrompts, writeSoftLabels } = await import('../../apps/cli/src/eval/summary.ts');
+    const { collectRunSummary, runPrompts, writeSoftLabels } = await import('@fugu/evaluation');
     const { writeFile, readFile } = await import('node:fs/promises');
     const s = await collectRunSummary(env.ctx.db, 'skills');
     const file = `${env.dir}/skills-labels.jsonl`;

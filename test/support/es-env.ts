@@ -6,9 +6,9 @@ import { fileURLToPath } from 'node:url';
 import { serviceEnv, type FuguConfig } from '@fugu/config';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker } from '../../apps/provider-worker/src/worker.ts';
-import { runEval } from '../../apps/cli/src/eval/run.ts';
-import { trainRouter } from '../../apps/cli/src/router/train.ts';
-import { coordinatorMain, evaluatorMain } from '../../apps/cli/src/train/local-evaluators.ts';
+import { runEval } from '@fugu/evaluation';
+import { trainRouter } from '@fugu/training';
+import { coordinatorMain, evaluatorMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from './eval-env.ts';
 

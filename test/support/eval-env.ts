@@ -11,8 +11,8 @@ import { rng, type DatasetItem, type WorkerPool } from '@fugu/core';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
-import { openContext, type Context } from '../../apps/cli/src/context.ts';
-import { providerWorkerMain } from '../../apps/cli/src/eval/local-workers.ts';
+import { openContext, type Context } from '@fugu/evaluation';
+import { providerWorkerMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';
 
 export const testRedisUrl = (): string => process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';

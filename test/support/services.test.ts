@@ -3,7 +3,7 @@
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isReachable } from '../../apps/cli/src/local-services.ts';
+import { isReachable } from '@fugu/local-services';
 import { startPostgresInstance, startRedisInstance, type PostgresInstance, type RedisInstance } from './services.ts';
 
 async function withRedis<T>(url: string, fn: (r: Redis) => Promise<T>): Promise<T> {

@@ -1,6 +1,6 @@
 // Throwaway Redis and Postgres servers for fault tests that kill and restart them: each on a
 // free port with its own temporary folder, never the shared servers and never `fugu up`'s.
-// The start/stop code is apps/cli/src/local-services.ts's; this only adds ports, folders and
+// The start/stop code is @fugu/local-services'; this only adds ports, folders and
 // cleanup. Call stop() in afterAll/afterEach; as a last resort, servers still running when
 // the test process exits are killed and their folders removed.
 import { rmSync } from 'node:fs';
@@ -21,7 +21,7 @@ import {
   stopRedis,
   type PostgresSpec,
   type RedisSpec,
-} from '../../apps/cli/src/local-services.ts';
+} from '@fugu/local-services';
 
 export interface RedisInstance {
   url: string;

@@ -1,2 +1,5 @@
-// @fugu/local-services: the project's own Redis and Postgres for a workstation (start, stop, reachability) and the local process supervisor
-export {};
+// @fugu/local-services: the project's own Redis and Postgres for a workstation (start, stop,
+// reachability), and the supervisor of local worker processes (provider workers, ES evaluators).
+export * from './local-services.ts';
+export * from './local-processes.ts';
+export * from './local-workers.ts';

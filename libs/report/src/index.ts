@@ -1,2 +1,10 @@
-// @fugu/report: HTML reports and the SVG chart kit
-export {};
+// @fugu/report: HTML reports and the SVG chart kit. Every report renders data handed to it
+// (the drivers in @fugu/evaluation and @fugu/training gather it); nothing here does I/O.
+export * from './svg.ts';
+export * from './page.ts';
+export * from './eval-report.ts';
+export * from './router-report-data.ts';
+export * from './router-report.ts';
+export * from './es-report.ts';
+export { exampleEvalReportData } from './example.ts';
+export { exampleRouterReportData } from './router-report-example.ts';

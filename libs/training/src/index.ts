@@ -1,7 +1,13 @@
-// Training stages beyond SFT: the ES fitness tasks (and the routing data and feature cache they
-// share with SFT), the ES coordinator and evaluators.
+// Training: the SFT driver, the router evaluation and the study (sft/), the ES fitness tasks (and the
+// routing data and feature cache they share with SFT), the ES coordinator and evaluators.
 export * from './tasks/index.ts';
 export * from './coordinator/run-config.ts';
 export * from './coordinator/coordinator.ts';
 export * from './coordinator/create-run.ts';
 export * from './evaluator/evaluator.ts';
+export * from './sft/train.ts';
+export * from './sft/evaluate.ts';
+export * from './sft/evaluation-data.ts';
+export * from './sft/study.ts';
+export * from './sft/label-file.ts';
+export * from './sft/transfer.ts';

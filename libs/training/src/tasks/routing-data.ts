@@ -1,7 +1,7 @@
 // Routing data for training and evaluating the router: per item of an evaluation run, the mean
 // reward and mean cost of each worker (items that every worker answered), with the prompts; the
 // seeded split by unique prompt; and the check that a checkpoint fits the data. Shared by SFT and
-// evaluation (apps/cli) and the ES fitness tasks.
+// evaluation (sft/) and the ES fitness tasks.
 import { InputError } from '@fugu/core';
 import { getItems, getPoolWorkers, getRun, itemWorkerMeans, type CheckpointRecord, type Db } from '@fugu/db';
 import { splitByPrompt } from '@fugu/datasets';

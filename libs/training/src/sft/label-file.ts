@@ -5,7 +5,7 @@ import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { estimateTokens, InputError, tokenCost, type WorkerPool } from '@fugu/core';
-import type { RoutingData } from '@fugu/training';
+import type { RoutingData } from '../tasks/index.ts';
 
 const lineSchema = z.object({
   item: z.string().min(1),

@@ -1,5 +1,5 @@
 // A realistic example report, for looking at the page without a database:
-//   node apps/cli/src/report/example.ts [out.html]     (default /tmp/report-example.html)
+//   node libs/report/src/example.ts [out.html]     (default /tmp/report-example.html)
 // The data is hand-made (8 workers, 6 tasks, two splits, soft labels), not a real run.
 
 import { writeFileSync } from 'node:fs';

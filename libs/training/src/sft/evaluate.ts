@@ -1,4 +1,4 @@
-// `fugu router eval`: the router on a held-out split (split by unique prompt, seeded) beside
+// The router evaluation (`fugu router eval`): the router on a held-out split (split by unique prompt, seeded) beside
 // the best single worker, the best worker per task (it knows the task label; the router does
 // not), a kNN router on the same backbone features, random, and the per-question oracle. Mean
 // reward and cost, the gap closed toward the oracle, APGR and CPT(50%/80%) for a strong/weak
@@ -10,8 +10,8 @@ import {
   aiq, bestPerTask, bestSingle, costQualitySweep, gapClosed, knnRouter, meanCost, meanReward, oracle, pairScores, randomExpected,
   routingDistribution, strongWeakMetrics, validateEvalTable, type Decisions, type EvalTable,
 } from '@fugu/router-model';
-import type { RouterReportData } from '../report/router-report-data.ts';
-import { cachedFeatures, checkCompatible, routingDataFromRun, splitIndices } from '@fugu/training';
+import type { RouterEvaluation } from './evaluation-data.ts';
+import { cachedFeatures, checkCompatible, routingDataFromRun, splitIndices } from '../tasks/index.ts';
 import { loadRouterModel } from '@fugu/serving';
 
 export type RouterEvalOptions = { checkpoint: string; run?: string; split: 'test' | 'val'; splitSeed?: number; k: number; home: string; log?: (l: string) => void };
@@ -22,7 +22,7 @@ const stack = (rows: Float32Array[], idx: readonly number[], dim: number): Float
   return out;
 };
 
-export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<RouterReportData> {
+export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<RouterEvaluation> {
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const ckpt = await getCheckpoint(db, opts.checkpoint);
   if (!ckpt) throw new InputError(`no router checkpoint "${opts.checkpoint}"`, { field: 'checkpoint' });
@@ -88,7 +88,7 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
       sweep: { points: sweep.points.map((p) => ({ lambda: p.lambda, cost: p.cost, reward: p.reward })), hull: sweep.hull.map((p) => ({ cost: p.cost, reward: p.reward })) },
       routing,
       taskCounts,
-      ...(Array.isArray(ckpt.metrics.history) && { training: ckpt.metrics.history as RouterReportData['training'] }),
+      ...(Array.isArray(ckpt.metrics.history) && { training: ckpt.metrics.history as RouterEvaluation['training'] }),
     };
   } finally {
     await model.release();
@@ -114,7 +114,7 @@ function argmax(p: ArrayLike<number>, from: number, K: number): number {
 }
 
 /** The comparison as a plain-text table. */
-export function formatRouterEval(r: RouterReportData): string {
+export function formatRouterEval(r: RouterEvaluation): string {
   const lines = [`router ${r.checkpoint.id} on run ${r.data.run}, ${r.data.split} split (seed ${r.data.splitSeed}, ${r.data.items} items):`];
   lines.push(`${'method'.padEnd(18)}${'mean reward'.padStart(12)}${'USD/call'.padStart(12)}`);
   for (const m of r.methods) lines.push(`${m.name.padEnd(18)}${m.meanReward.toFixed(4).padStart(12)}${m.meanCost.toExponential(3).padStart(12)}${m.note ? `  ${m.note}` : ''}`);

@@ -1,5 +1,5 @@
 // A realistic example router report, for looking at the page without a database:
-//   node apps/cli/src/report/router-report-example.ts [out.html]     (default /tmp/router-report.html)
+//   node libs/report/src/router-report-example.ts [out.html]     (default /tmp/router-report.html)
 // The data is hand-made (7 workers, 6 tasks, a lambda sweep, an SFT history), not a real evaluation.
 
 import { writeFileSync } from 'node:fs';

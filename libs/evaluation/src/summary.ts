@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { InputError, softLabels } from '@fugu/core';
 import { getDataset, getDatasetItems, getPoolWorkers, getRun, itemWorkerMeans, workerCallStats, trimZeros, type Db, type RunRow, type StoredWorker } from '@fugu/db';
 import { routingSummary, type RewardRow, type RoutingSummary } from '@fugu/datasets';
-import type { EvalReportData } from '../report/eval-report.ts';
+import type { EvalReportData } from './report-data.ts';
 
 export type RunSummary = {
   run: RunRow;

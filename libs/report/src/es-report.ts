@@ -1,11 +1,35 @@
 // The HTML report of an ES run (`fugu report <es run>`): the run's settings, the fitness curve
 // (mean, best, median per generation and best so far, sigma on the right axis) and the
 // per-generation table. Renders only; the data comes from the caller.
-import type { EsGenerationRecord, EsRunRecord } from '@fugu/db';
 import { CHART_W, esc, fact, figure, fmtInt, fmtTime, htmlDocument, pageFooter, pageHeader, table } from './page.ts';
 import { lineChart, paletteColor } from './svg.ts';
 
-export type EsReportData = { run: EsRunRecord; generations: readonly EsGenerationRecord[] };
+/** What the ES report shows of a run (the fields of @fugu/db's EsRunRecord it reads). */
+export type EsReportRun = {
+  id: string;
+  status: string;
+  statusReason: string | null;
+  config: Record<string, unknown>;
+  codeVersion: string;
+  checkpointId: string;
+  bestCheckpointId: string | null;
+  createdAt: Date;
+};
+
+/** One committed generation (the fields of @fugu/db's EsGenerationRecord it reads). */
+export type EsGenerationRecord = {
+  generation: number;
+  meanFitness: number;
+  bestFitness: number;
+  medianFitness: number;
+  bestSoFar: number;
+  sigma: number;
+  evaluations: number;
+  dispatches: number;
+  wallMs: number | null;
+};
+
+export type EsReportData = { run: EsReportRun; generations: readonly EsGenerationRecord[] };
 
 const f4 = (v: number): string => (Number.isFinite(v) ? v.toFixed(4) : '—');
 const sig = (v: number): string => (Number.isFinite(v) ? v.toPrecision(4) : '—');

@@ -1,5 +1,6 @@
-// `fugu eval`: create (or resume) an evaluation run, stream its calls onto the provider queues,
-// and follow it to the end with a progress bar. Ctrl-C pauses the run; `--resume` goes on.
+// The evaluation-batch driver (`fugu eval`): create (or resume) an evaluation run, stream its
+// calls onto the provider queues, and follow it to the end, reporting progress to the caller.
+// An abort (Ctrl-C in the CLI) pauses the run; `resume` goes on.
 import { randomBytes } from 'node:crypto';
 import { parseUsd, InputError } from '@fugu/core';
 import {
@@ -7,10 +8,8 @@ import {
 } from '@fugu/db';
 import { enqueueStream, parseJob, providerCallJobSchema, providerCallQueue } from '@fugu/queue';
 import type { JobsOptions } from 'bullmq';
-import type { Context } from '../context.ts';
-import { createProgress } from '../progress.ts';
+import type { Context } from './context.ts';
 import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, selectWorkers } from './inputs.ts';
-import { startLocalWorkers, type LocalWorkers } from './local-workers.ts';
 import { planCalls } from './plan.ts';
 
 /** how long a provider worker may act on a stale run status (its cache TTL) */
@@ -35,7 +34,15 @@ export type EvalOptions = {
   stallSeconds?: number;
   log?: (line: string) => void;
   signal?: AbortSignal;
+  /** shows the progress of a followed run (the CLI's bar); default: nothing */
+  progress?: (run: { id: string; totalCalls: number }) => EvalProgress;
+  /** starts `count` provider-worker processes for these provider queues (the CLI forks the
+   * provider-worker app); needed when `localWorkers` is a number > 0 or resolves to one */
+  startLocalWorkers?: (opts: { count: number; providers: string[]; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
 };
+
+export type EvalProgress = { update(done: number, failed: number, note?: string): void; stop(): void };
+export type LocalWorkers = { count: number; logDir: string; stop(): Promise<void> };
 
 export type EvalOutcome = { run: RunRow; interrupted: boolean; elapsedS: number };
 
@@ -105,7 +112,8 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
   const started = Date.now();
   try {
     if (count > 0) {
-      local = await startLocalWorkers(config, { count, providers, onEvent: log });
+      if (!opts.startLocalWorkers) throw new InputError('no way to start local provider workers here: start some, or give 0', { field: '--local-workers' });
+      local = await opts.startLocalWorkers({ count, providers, onEvent: log });
       log(`started ${count} local provider worker(s); logs in ${local.logDir}`);
     }
 
@@ -156,7 +164,7 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
       () => { enqueueDone = true; },
       (e: unknown) => { enqueueError = e; enqueueDone = true; },
     );
-    const progress = createProgress({ total: run.totalCalls, label: run.id });
+    const progress = opts.progress?.({ id: run.id, totalCalls: run.totalCalls }) ?? { update() {}, stop() {} };
     let lastDone = -1;
     let lastChange = Date.now();
     let interrupted = false;

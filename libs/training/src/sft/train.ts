@@ -1,11 +1,11 @@
-// `fugu router train`: SFT of the router on an evaluation run's rewards. Soft labels
+// The SFT driver (`fugu router train`): SFT of the router on an evaluation run's rewards. Soft labels
 // p_i(j) = softmax(rbar_ij / tau); loss KL(p_i || pi_theta) averaged over questions; Adam,
 // minibatches, early stopping on a validation split; seeded. The split is by unique prompt.
 import { randomBytes } from 'node:crypto';
 import { InputError, softLabels, type WorkerPool } from '@fugu/core';
 import { saveCheckpoint, type Db } from '@fugu/db';
 import { thetaLayout, trainSft, type SftEpoch } from '@fugu/router-model';
-import { cachedFeatures, routingDataFromRun, SPLIT_FRACTIONS, splitIndices } from '@fugu/training';
+import { cachedFeatures, routingDataFromRun, SPLIT_FRACTIONS, splitIndices } from '../tasks/index.ts';
 import { routingDataFromLabels } from './label-file.ts';
 import { loadRouterModel, USE_LITE_BACKBONE } from '@fugu/serving';
 

@@ -1,8 +1,8 @@
-// `fugu router study`: the issue's headline figure. For each split seed, SFT of the router
+// The study driver (`fugu router study`): the router's headline figure. For each split seed, SFT of the router
 // (head + SVF) and of the head-only ablation, both evaluated on that seed's test split beside
 // the baselines; then mean and standard deviation over the seeds.
 import type { Db } from '@fugu/db';
-import type { RouterReportData } from '../report/router-report-data.ts';
+import type { RouterEvaluation } from './evaluation-data.ts';
 import { evaluateRouter } from './evaluate.ts';
 import { trainRouter, type TrainOptions } from './train.ts';
 
@@ -15,7 +15,7 @@ export type StudyResult = {
   summary: Array<{ name: string; mean: number; sd: number }>;
   gapClosed: { mean: number; sd: number };
   /** the last seed's full evaluation (for the report), with the seed summary attached */
-  last: RouterReportData;
+  last: RouterEvaluation;
 };
 
 const meanSd = (xs: number[]): { mean: number; sd: number } => {
@@ -28,7 +28,7 @@ export async function routerStudy(db: Db, opts: StudyOptions): Promise<StudyResu
   const log = opts.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const perSeed: Record<string, number[]> = {};
   const gaps: number[] = [];
-  let last: RouterReportData | undefined;
+  let last: RouterEvaluation | undefined;
   for (let seed = 0; seed < opts.seeds; seed++) {
     const quiet = () => {};
     const full = await trainRouter(db, { ...opts, splitSeed: seed, headOnly: false, log: quiet });

@@ -703,7 +703,7 @@ function postgresEnv(): NodeJS.ProcessEnv {
 // ALTER SYSTEM / postgresql.auto.conf still overrides them). Durability stays on: fault tests
 // kill -9 this server and expect committed rows back.
 function tuning(port: number): string {
-  return `# Written by fugu at every start (apps/cli/src/local-services.ts); use ALTER SYSTEM to override.
+  return `# Written by fugu at every start (@fugu/local-services); use ALTER SYSTEM to override.
 listen_addresses = '127.0.0.1'
 port = ${port}
 unix_socket_directories = ''

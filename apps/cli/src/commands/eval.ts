@@ -1,0 +1,255 @@
+// `fugu eval | status | labels | report | demo`: evaluation batches (@fugu/evaluation) and the
+// embedded demo.
+import { mkdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { FuguConfig } from '@fugu/config';
+import { callErrors, getEsRun, listEsGenerations, listEsRuns, listRuns, type EsRunRecord } from '@fugu/db';
+import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
+import { startLocalWorkers } from '@fugu/local-services';
+import { esEvalQueue, providerCallQueue } from '@fugu/queue';
+import { renderEsReport, renderEvalReport } from '@fugu/report';
+import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
+import {
+  action, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
+} from '../cli.ts';
+import { createProgress } from '../progress.ts';
+import { publishCheckpoint } from './router.ts';
+import { startGateway } from './serving.ts';
+
+type EvalFlags = {
+  dataset?: string; pool?: string; workers?: string[]; repetitions: number; sample?: number; seed: number; spendCap?: string; runId?: string;
+  resume?: string; localWorkers: number | 'auto'; keyCheck: boolean; wait: boolean; stallSeconds: number; json?: boolean;
+};
+
+export const evalCommands: CommandGroup = (program, cli) => {
+  program
+    .command('eval')
+    .description('enqueue dataset x workers x repetitions and follow the run (or go on with one: --resume RUN)')
+    .option('--dataset <D>', 'llmrouter | llmrouter:<dir> | <file.jsonl>')
+    .option('--pool <P>', 'llmrouter | <pool.yaml>')
+    .addOption(listOption('--workers <a,b>', "only these of the pool's workers"))
+    .addOption(intOption('--repetitions <n>', 'calls per (item, worker)', 1))
+    .addOption(intOption('--sample <n>', 'a seeded sample of n items (default: all)'))
+    .addOption(intOption('--seed <n>', 'seed of the sample', 0))
+    .addOption(usdOption('--spend-cap <usd>', 'pause the run once it has spent this much'))
+    .option('--run-id <id>', 'the new run\'s id (default: run_<time>_<random>)')
+    .option('--resume <run>', 'go on with a paused or interrupted run')
+    .addOption(countOption('--local-workers <n|auto>', 'provider-worker processes to start here (auto: 2 when none is connected)'))
+    .option('--no-key-check', "don't check for the hosted workers' API keys here")
+    .option('--no-wait', 'return once the calls are enqueued')
+    .addOption(intOption('--stall-seconds <n>', 'seconds without progress, with nothing queued, before missing calls are enqueued again', 15))
+    .addOption(jsonOption())
+    .action(action(async (f: EvalFlags) => cmdEval(cli.config(), f, interruptSignal())));
+
+  program
+    .command('status')
+    .description("a run's progress and errors (an evaluation or an ES run; no RUN: the recent runs)")
+    .argument('[run]', 'the run id')
+    .addOption(jsonOption())
+    .action(action(async (run: string | undefined, f: { json?: boolean }) => cmdStatus(cli.config(), run, Boolean(f.json))));
+
+  program
+    .command('labels')
+    .description('soft labels p_i(j) = softmax(rbar_ij / tau) of a run, as JSONL')
+    .argument('<run>', 'the evaluation run')
+    .addOption(numOption('--tau <t>', 'temperature', 0.1))
+    .option('--out <file>', 'default: FUGU_HOME/labels/<run>-tau<t>.jsonl')
+    .action(action(async (run: string, f: { tau: number; out?: string }) => cmdLabels(cli.config(), run, f)));
+
+  program
+    .command('report')
+    .description('HTML report of a run: per-worker/per-task table, reference figures, plots (ES run: the fitness curve)')
+    .argument('<run>', 'the evaluation or ES run')
+    .option('--out <file>', 'default: FUGU_HOME/reports/<run>.html')
+    .addOption(numOption('--tau <t>', 'temperature of the soft labels shown', 0.1))
+    .action(action(async (run: string, f: { tau: number; out?: string }) => void (await cmdReport(cli.config(), run, f))));
+
+  program
+    .command('demo')
+    .description(
+      'the embedded default: the full LLMRouter batch through replay workers, the summary, soft labels and the HTML report; ' +
+        'then trains the router, publishes it and starts the gateway (not with --no-serve)',
+    )
+    .addOption(intOption('--repetitions <n>', 'calls per (item, worker)', 4))
+    .addOption(intOption('--sample <n>', 'a seeded sample of n items (default: all)'))
+    .addOption(intOption('--seed <n>', 'seed of the sample', 0))
+    .addOption(countOption('--local-workers <n|auto>', 'provider-worker processes to start here'))
+    .option('--no-serve', 'stop after the report')
+    .action(action(async (f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean }) =>
+      cmdDemo(cli.config(), f, interruptSignal())));
+};
+
+function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal): EvalOptions {
+  return {
+    ...(f.dataset !== undefined && { dataset: f.dataset }),
+    ...(f.pool !== undefined && { pool: f.pool }),
+    ...(f.workers && { workers: f.workers }),
+    ...(f.resume !== undefined && { resume: f.resume }),
+    ...(f.runId !== undefined && { runId: f.runId }),
+    repetitions: f.repetitions,
+    sample: f.sample ?? null,
+    seed: f.seed,
+    spendCap: f.spendCap ?? null,
+    localWorkers: f.localWorkers,
+    keyCheck: f.keyCheck,
+    wait: f.wait,
+    stallSeconds: f.stallSeconds,
+    signal,
+    progress: (run) => createProgress({ total: run.totalCalls, label: run.id }),
+    startLocalWorkers: (o) => startLocalWorkers(config, o),
+  };
+}
+
+async function cmdEval(config: FuguConfig, f: EvalFlags, signal: AbortSignal): Promise<number> {
+  const ctx = await openContext({ redis: true, config });
+  try {
+    const outcome = await runEval(ctx, evalOptions(config, f, signal));
+    if (outcome.interrupted) return EXIT.interrupted; // runEval said how to resume
+    if (!f.wait) {
+      if (f.json) printJson({ run: outcome.run });
+      else process.stdout.write(`enqueued run ${outcome.run.id}; follow it with: fugu status ${outcome.run.id}\n`);
+      return EXIT.ok;
+    }
+    const s = await collectRunSummary(ctx.db, outcome.run.id);
+    if (f.json) printJson({ run: s.run, summary: s.report });
+    else process.stdout.write(`\n${formatSummary(s)}`);
+    return outcome.run.status === 'completed' ? EXIT.ok : EXIT.incomplete;
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function queueState(ctx: Context, name: string): Promise<{ queue: string; counts: Record<string, number>; workers: number }> {
+  const q = ctx.queue(name);
+  return { queue: name, counts: await q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed'), workers: await q.getWorkersCount() };
+}
+
+const countsText = (c: Record<string, number>): string => Object.entries(c).map(([k, v]) => `${k} ${v}`).join(', ');
+
+async function cmdStatus(config: FuguConfig, runId: string | undefined, json: boolean): Promise<void> {
+  const ctx = await openContext({ redis: true, config });
+  try {
+    const es = runId ? await getEsRun(ctx.db, runId) : undefined;
+    if (es) return await esStatus(ctx, es, json);
+    if (!runId) {
+      const esRuns = await listEsRuns(ctx.db, 10);
+      const runs = await listRuns(ctx.db, 20);
+      if (json) return printJson({ esRuns, runs });
+      for (const r of esRuns) {
+        process.stdout.write(`${r.id}  ES ${r.status.padEnd(9)}  generation ${r.generation}/${String(r.config.generations)}  from ${r.checkpointId}  ${r.createdAt.toISOString()}\n`);
+      }
+      if (runs.length === 0) process.stdout.write('no evaluation runs yet\n');
+      for (const r of runs) {
+        process.stdout.write(`${r.id}  ${r.status.padEnd(9)}  ${r.doneCalls + r.failedCalls}/${r.totalCalls} calls  failed ${r.failedCalls}  spent $${r.spent}  ${r.createdAt.toISOString()}\n`);
+      }
+      return;
+    }
+    const s = await collectRunSummary(ctx.db, runId);
+    const r = s.run;
+    const queues = await Promise.all([...new Set(s.workers.map((w) => w.provider))].map((p) => queueState(ctx, providerCallQueue(p))));
+    const errors = await callErrors(ctx.db, runId);
+    if (json) return printJson({ run: r, queues, errors, summary: s.report });
+    process.stdout.write(`run ${r.id}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}\n`);
+    process.stdout.write(`calls: ${r.doneCalls} ok + ${r.failedCalls} failed = ${r.doneCalls + r.failedCalls} of ${r.totalCalls} (${((100 * (r.doneCalls + r.failedCalls)) / r.totalCalls).toFixed(1)}%)\n`);
+    process.stdout.write(`spent: $${r.spent}${r.spendCap ? ` of a $${r.spendCap} cap` : ''}\n`);
+    for (const q of queues) process.stdout.write(`queue ${q.queue}: ${countsText(q.counts)}; workers connected ${q.workers}\n`);
+    for (const e of errors) process.stdout.write(`errors ${e.kind}: ${e.count} (e.g. ${e.example.slice(0, 160)})\n`);
+    process.stdout.write(`\n${formatSummary(s)}`);
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function esStatus(ctx: Context, r: EsRunRecord, json: boolean): Promise<void> {
+  const c = r.config;
+  const gens = await listEsGenerations(ctx.db, r.id);
+  const queue = await queueState(ctx, esEvalQueue);
+  if (json) return printJson({ esRun: r, generations: gens, queue });
+  const last = gens.at(-1);
+  process.stdout.write(`ES run ${r.id}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}\n`);
+  process.stdout.write(`generation ${r.generation} of ${String(c.generations)}; lambda ${String(c.lambda)} x ${String(c.replicas)} replica(s); sigma0 ${String(c.sigma0)}; task ${JSON.stringify(c.task)}; seed ${String(c.seed)}\n`);
+  process.stdout.write(`from checkpoint ${r.checkpointId}; best checkpoint ${r.bestCheckpointId ?? '(none yet)'}; code ${r.codeVersion}\n`);
+  if (last) process.stdout.write(`last generation: mean ${last.meanFitness.toFixed(4)}, best ${last.bestFitness.toFixed(4)}, best so far ${last.bestSoFar.toFixed(4)}, sigma ${last.sigmaAfter.toPrecision(4)}\n`);
+  process.stdout.write(`queue ${esEvalQueue}: ${countsText(queue.counts)}; evaluators connected ${queue.workers}\n`);
+  for (const g of gens.slice(-10)) {
+    process.stdout.write(`  ${String(g.generation).padStart(4)}  mean ${g.meanFitness.toFixed(4)}  median ${g.medianFitness.toFixed(4)}  best ${g.bestFitness.toFixed(4)}  sigma ${g.sigma.toPrecision(4)}  ${g.evaluations} evals  ${((g.wallMs ?? 0) / 1000).toFixed(1)} s\n`);
+  }
+}
+
+async function cmdLabels(config: FuguConfig, runId: string, f: { tau: number; out?: string }): Promise<void> {
+  const ctx = await openContext({ redis: false, config });
+  try {
+    const out = f.out ?? defaultOut(config, 'labels', `${runId}-tau${f.tau}.jsonl`);
+    const summary = await collectRunSummary(ctx.db, runId);
+    const stats = await writeSoftLabels(summary, f.tau, out, await runPrompts(ctx.db, summary));
+    process.stdout.write(`wrote soft labels for ${stats.items} items (tau ${f.tau}, mean entropy ${stats.meanEntropy.toFixed(3)} nats) to ${stats.path}\n`);
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; out?: string }): Promise<string> {
+  const ctx = await openContext({ redis: false, config });
+  try {
+    const out = f.out ?? defaultOut(config, 'reports', `${runId}.html`);
+    const es = await getEsRun(ctx.db, runId);
+    let html: string;
+    if (es) {
+      html = renderEsReport({ run: es, generations: await listEsGenerations(ctx.db, runId) }, { generatedAt: new Date().toISOString() });
+    } else {
+      const s = await collectRunSummary(ctx.db, runId);
+      if (s.rows.length > 0) {
+        const labels = await writeSoftLabels(s, f.tau, defaultOut(config, 'labels', `${runId}-tau${f.tau}.jsonl`));
+        s.report.labels = { tau: f.tau, meanEntropy: labels.meanEntropy, argmaxCounts: labels.argmaxCounts };
+      }
+      html = renderEvalReport(s.report, { generatedAt: new Date().toISOString() });
+    }
+    await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+    await writeFile(out, html);
+    process.stdout.write(`wrote the report of ${es ? 'ES run ' : ''}${runId} to ${out}\n`);
+    return out;
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function cmdDemo(
+  config: FuguConfig,
+  f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean },
+  signal: AbortSignal,
+): Promise<number> {
+  process.stderr.write(`demo: the LLMRouter data (${config.llmrouterDir}) through replay workers\n`);
+  const opts = evalOptions(config, { ...f, dataset: 'llmrouter', pool: 'llmrouter', keyCheck: true, wait: true, stallSeconds: 15 }, signal);
+  const ctx = await openContext({ redis: true, config });
+  let runId: string;
+  try {
+    const outcome = await runEval(ctx, opts);
+    runId = outcome.run.id;
+    if (outcome.run.status !== 'completed') {
+      process.stderr.write(`run ${runId} is ${outcome.run.status}; resume with: fugu eval --resume ${runId}\n`);
+      return outcome.interrupted ? EXIT.interrupted : EXIT.incomplete;
+    }
+    const s = await collectRunSummary(ctx.db, runId);
+    process.stdout.write(`\n${formatSummary(s)}`);
+    process.stdout.write(`${outcome.elapsedS.toFixed(1)} s end to end (${(outcome.run.totalCalls / outcome.elapsedS).toFixed(0)} calls/s)\n\n`);
+  } finally {
+    await ctx.close();
+  }
+  await cmdLabels(config, runId, { tau: 0.1 });
+  await cmdReport(config, runId, { tau: 0.1 });
+  if (!f.serve) return EXIT.ok;
+
+  // the router: SFT on the run's rewards, published as the deployment the gateway serves
+  process.stderr.write(`\ndemo: training the router on run ${runId} (SFT, about 30 s)\n`);
+  const routerCtx = await openContext({ redis: false, config });
+  try {
+    const { checkpointId } = await trainRouter(routerCtx.db, { ...TRAIN_DEFAULTS, run: runId, home: config.home });
+    process.stderr.write(`demo: ${await publishCheckpoint(config, routerCtx.db, config.router.deployment, checkpointId)}\n`);
+  } finally {
+    await routerCtx.close();
+  }
+  // the gateway on this machine only, without keys; the replay workers answer the dataset's questions
+  process.stderr.write('demo: starting the gateway (Ctrl-C stops it; `fugu gateway` starts it again)\n');
+  process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run
+  return startGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'llmrouter', mode: 'in-process' });
+}

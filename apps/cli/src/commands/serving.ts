@@ -1,0 +1,142 @@
+// `fugu gateway`: starts the OpenAI-compatible gateway (the same command as its container,
+// `node apps/gateway/src/main.ts`) in the foreground, with flags as FUGU_GATEWAY_* overrides, and
+// prints a curl line to try it once it listens; Ctrl-C stops it gracefully.
+// `fugu keys create|list|revoke`: the gateway's API keys. A key is printed once, at creation
+// (on stdout alone, so `KEY=$(fugu keys create --name ci)` works); only its hash is stored.
+import { fork } from 'node:child_process';
+import { formatUsd, InputError, parseUsd } from '@fugu/core';
+import type { FuguConfig } from '@fugu/config';
+import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '@fugu/db';
+import { resolvePool } from '@fugu/datasets';
+import { openContext } from '@fugu/evaluation';
+import { gatewayMain } from '@fugu/local-services';
+import { action, choiceOption, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
+
+export type GatewayFlags = { port?: number; host?: string; mode?: 'in-process' | 'pool'; pool?: string; auth?: 'keys' | 'none' };
+
+export const servingCommands: CommandGroup = (program, cli) => {
+  program
+    .command('gateway')
+    .description('the OpenAI-compatible gateway (model "fugu" or a worker\'s name), in the foreground')
+    .addOption(intOption('--port <n>', 'listen port (default: config gateway.port, 8080)'))
+    .option('--host <h>', 'listen address (default: config gateway.host)')
+    .addOption(choiceOption('--mode <mode>', 'route in this process or through the router-worker pool', ['in-process', 'pool']))
+    .option('--pool <P>', 'the worker pool: llmrouter | <pool.yaml>')
+    .addOption(choiceOption('--auth <auth>', 'API keys required, or none', ['keys', 'none']))
+    .action(action((f: GatewayFlags) => startGateway(cli.config(), f)));
+
+  const keys = program.command('keys').description("the gateway's API keys");
+  keys
+    .command('create')
+    .description('an API key for the gateway, printed once on stdout (only its hash is stored)')
+    .option('--name <name>', 'the name of the key')
+    .addOption(listOption('--workers <a,b>', 'the workers the key may use (default: all)'))
+    .option('--spend-limit-usd <usd>', 'refuse requests once the key has spent this much')
+    .action(action(async (f: { name?: string; workers?: string[]; spendLimitUsd?: string }) => {
+      const config = cli.config();
+      if (f.name === undefined) throw new InputError(`give the key a name: ${USAGE}`, { field: '--name' });
+      if (f.workers) await checkWorkers(config, f.workers);
+      let spendLimit: bigint | undefined;
+      if (f.spendLimitUsd !== undefined) {
+        try {
+          spendLimit = parseUsd(f.spendLimitUsd);
+        } catch {
+          throw new InputError(`must be an amount of USD like 12.50, got "${f.spendLimitUsd}"`, { field: '--spend-limit-usd' });
+        }
+      }
+      const ctx = await openContext({ redis: false, config });
+      try {
+        const { key, record } = await createApiKey(ctx.db, { name: f.name, allowedWorkers: f.workers ?? null, spendLimit: spendLimit ?? null });
+        process.stderr.write(`created API key "${record.name}" (${record.id}; workers: ${record.allowedWorkers?.join(', ') ?? 'all'}; spend limit: ${limitText(record)})\n`);
+        process.stderr.write('the key is shown once, below: store it now (fugu keeps only its hash)\n');
+        process.stdout.write(`${key}\n`);
+      } finally {
+        await ctx.close();
+      }
+    }));
+  keys
+    .command('list')
+    .description('the API keys (never the keys themselves)')
+    .addOption(jsonOption())
+    .action(action(async (f: { json?: boolean }) => {
+      const ctx = await openContext({ redis: false, config: cli.config() });
+      try {
+        const list = await listApiKeys(ctx.db);
+        if (f.json) {
+          return printJson(list.map(({ spent, spendLimit, ...k }) => ({ ...k, spentUsd: formatUsd(spent), spendLimitUsd: spendLimit === null ? null : formatUsd(spendLimit) })));
+        }
+        if (list.length === 0) process.stdout.write('no API keys yet (fugu keys create --name NAME)\n');
+        for (const k of list) {
+          process.stdout.write(
+            `${k.name.padEnd(20)} ${k.id}  ${k.prefix}...  ${k.revokedAt ? `revoked ${k.revokedAt.toISOString()}` : 'active'}  workers: ${k.allowedWorkers?.join(',') ?? 'all'}  ` +
+              `spent $${formatUsd(k.spent, 6)} of ${limitText(k)}  created ${k.createdAt.toISOString()}\n`,
+          );
+        }
+      } finally {
+        await ctx.close();
+      }
+    }));
+  keys
+    .command('revoke')
+    .description('revoke a key: the gateway refuses it from now on')
+    .argument('<key>', 'the name or id of the key')
+    .action(action(async (name: string) => {
+      const ctx = await openContext({ redis: false, config: cli.config() });
+      try {
+        const k = await revokeApiKey(ctx.db, name);
+        if (!k) throw new InputError(`no API key named "${name}" (fugu keys list shows them)`, { field: 'key' });
+        process.stdout.write(`revoked API key "${k.name}" (${k.id}) at ${k.revokedAt!.toISOString()}\n`);
+      } finally {
+        await ctx.close();
+      }
+    }));
+};
+
+const USAGE = 'fugu keys create --name NAME [--workers a,b] [--spend-limit-usd X]';
+
+/** Runs the gateway app as a child in the foreground; resolves to its exit code. */
+export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise<number> {
+  const env: Record<string, string | undefined> = { ...process.env };
+  if (f.port !== undefined) env.FUGU_GATEWAY_PORT = String(f.port);
+  if (f.host !== undefined) env.FUGU_GATEWAY_HOST = f.host;
+  if (f.mode !== undefined) env.FUGU_GATEWAY_MODE = f.mode;
+  if (f.pool !== undefined) env.FUGU_GATEWAY_POOL = f.pool;
+  if (f.auth !== undefined) env.FUGU_GATEWAY_AUTH = f.auth;
+  const auth = env.FUGU_GATEWAY_AUTH ?? config.gateway.auth;
+  const child = fork(gatewayMain, [], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] });
+  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string }) => {
+    if (m?.type !== 'ready') return;
+    const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
+    const body = JSON.stringify({ model: 'fugu', messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
+    const authHeader = auth === 'none' ? '' : ` -H "Authorization: Bearer $FUGU_API_KEY"`;
+    process.stderr.write(`\nthe gateway is up: OpenAI base URL http://${host}:${m.port}/v1 (model "fugu", or a worker's name)\n`);
+    if (auth !== 'none') process.stderr.write('a key for it: export FUGU_API_KEY=$(npx fugu keys create --name me)\n');
+    process.stderr.write(`try:\n  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${body}'\n\n`);
+  });
+  // Ctrl-C reaches the child too (same process group): it drains and exits; wait for it
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (child.exitCode === null) child.kill(signal);
+  };
+  process.on('SIGINT', () => {});
+  process.on('SIGTERM', onSignal);
+  return new Promise((resolve) => {
+    child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGINT' ? 130 : 1)));
+  });
+}
+
+function limitText(k: ApiKeyRecord): string {
+  return k.spendLimit === null ? 'no limit' : `$${formatUsd(k.spendLimit, 6)}`;
+}
+
+/** The workers must be in the gateway's pool (config gateway.pool), when it can be read here. */
+async function checkWorkers(config: FuguConfig, workers: string[]): Promise<void> {
+  const spec = config.gateway.pool === 'llmrouter' ? `llmrouter:${config.llmrouterDir}` : config.gateway.pool;
+  let names: string[];
+  try {
+    names = (await resolvePool(spec)).workers.map((w) => w.name);
+  } catch {
+    return; // the pool is not readable from here: the gateway ignores unknown names
+  }
+  const unknown = workers.filter((w) => !names.includes(w));
+  if (unknown.length > 0) throw new InputError(`unknown worker ${unknown.map((w) => `"${w}"`).join(', ')} (the gateway's pool has: ${names.join(', ')})`, { field: '--workers' });
+}
