@@ -2,8 +2,7 @@
 // ONNX Runtime's run() blocks the thread it runs on, so inference lives here, off the main
 // thread's event loop (which keeps renewing job locks and answering health checks).
 import { parentPort, workerData } from 'node:worker_threads';
-import type { SvfLayer } from '@fugu/router-model';
-import { loadRouterModel, type ResolvedExecution, type RouterModel } from './model.ts';
+import { type SvfLayer, loadRouterModel, type ResolvedExecution, type RouterModel } from '@fugu/router-model';
 import { Router, type RouterCheckpoint } from './router.ts';
 import type { ThreadRequest, ThreadResponse, WireError } from './thread-protocol.ts';
 

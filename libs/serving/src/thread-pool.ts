@@ -7,10 +7,9 @@
 // A thread that dies is restarted; its batch fails (the route queue retries such jobs).
 import { Worker } from 'node:worker_threads';
 import { InputError } from '@fugu/core';
-import { loadUseLite, thetaSize, type SvfLayer } from '@fugu/router-model';
+import { loadUseLite, thetaSize, type SvfLayer, resolveExecutionProvider, threadsPerSession, useLiteSvfLayer, type ExecutionProviderSetting, type ResolvedExecution } from '@fugu/router-model';
 import { MicroBatcher } from './batcher.ts';
 import { reviveInputError, RouterUnavailableError } from './errors.ts';
-import { resolveExecutionProvider, threadsPerSession, useLiteSvfLayer, type ExecutionProviderSetting, type ResolvedExecution } from './model.ts';
 import type { RouterCheckpoint, RouterDecision } from './router.ts';
 import type { RouterThreadData } from './router-thread.ts';
 import type { ThreadItem, ThreadRequest, ThreadResponse, WireError } from './thread-protocol.ts';
