@@ -22,7 +22,7 @@
 import { randomBytes } from 'node:crypto';
 import { FlowProducer, Worker, type FlowJob, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { InputError } from '@fugu/core';
+import { decodeWireError, InputError, type WireError } from '@fugu/core';
 import { SepCmaEs, type SepCmaEsState } from '@fugu/es';
 import {
   commitEsGeneration,
@@ -122,14 +122,16 @@ export async function runCoordinator(opts: CoordinatorOptions): Promise<Coordina
 
   const flow = new FlowProducer({ connection: opts.connection, prefix: opts.prefix });
   // fan-in jobs: wake the loop of the generation they belong to
-  const wakers = new Set<(j: EsFaninJob) => void>();
+  const wakers = new Set<(j: EsFaninJob, failures: WireError[]) => void>();
   const fanin = new Worker(
     esFaninQueue,
     async (job: Job) => {
       const data = parseJob(esFaninJobSchema, job.data, esFaninQueue, job.id);
-      for (const w of wakers) w(data);
-      const failed = Object.keys((await job.getIgnoredChildrenFailures().catch(() => ({}))) ?? {}).length;
-      return { failedChildren: failed };
+      // the children that failed for good: their failedReason is the evaluator's encoded WireError
+      const ignored = Object.values(((await job.getIgnoredChildrenFailures().catch(() => ({}))) ?? {}) as Record<string, string>);
+      const failures = ignored.map((r) => decodeWireError(r));
+      for (const w of wakers) w(data, failures);
+      return { failedChildren: failures.length };
     },
     { connection: opts.workerConnection, prefix: opts.prefix, concurrency: 4, removeOnComplete: { count: 1000 }, removeOnFail: { count: 1000 } },
   );
@@ -166,9 +168,11 @@ export async function runCoordinator(opts: CoordinatorOptions): Promise<Coordina
       let lastDispatchAt = 0;
       let latestFannedIn = false;
       let wake: (() => void) | undefined;
-      const waker = (j: EsFaninJob) => {
+      let failures: WireError[] = [];
+      const waker = (j: EsFaninJob, f: WireError[]) => {
         if (j.runId !== runId || j.generation !== g) return;
         if (j.dispatch === latest) latestFannedIn = true;
+        failures.push(...f);
         wake?.();
       };
       wakers.add(waker);
@@ -204,7 +208,8 @@ export async function runCoordinator(opts: CoordinatorOptions): Promise<Coordina
             dispatches++;
             lastDispatchAt = Date.now();
             opts.onDispatch?.({ runId, generation: g, dispatch: latest, jobs: missing.length, bytesPerJob: bytes, reason });
-            if (reason !== 'start') log('re-dispatched missing evaluations', { generation: g, jobs: missing.length, reason });
+            if (reason !== 'start') log('re-dispatched missing evaluations', { generation: g, jobs: missing.length, reason, failures: failures.slice(0, 3).map((f) => `${f.code}: ${f.message}`) });
+            failures = [];
             crash('fanout', g);
             continue;
           }
