@@ -28,7 +28,7 @@ beforeAll(async () => {
   // a long poll: the swap below has to come from the publish message
   config = loadConfig({ FUGU_REDIS_URL: redisUrl, FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fugut${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_ROUTER_POLL_MS: '600000', FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu' });
   model = await loadRouterModel(home, 2);
-}, 120_000);
+});
 afterAll(async () => {
   await model?.release();
   await database?.drop();

@@ -38,7 +38,7 @@ beforeAll(async () => {
   ckpt = await anchorCheckpoint({ model, anchors: ANCHORS, id: 'anchors-sharp' });
   // a soft one (probabilities away from 0 and 1) for comparing probabilities
   soft = await anchorCheckpoint({ model, anchors: ANCHORS, id: 'anchors-soft', scale: 4 });
-}, 120_000);
+});
 afterAll(async () => {
   await model?.release();
   await rm(home, { recursive: true, force: true });
