@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fromWireError, toWireError } from '@fugu/core';
 import {
   AuthError,
   BadRequestError,
@@ -92,8 +93,7 @@ describe('googleRetryDelay', () => {
 });
 
 describe('ProviderError on the wire (@fugu/core toWireError / fromWireError)', () => {
-  it('comes back as the class of its kind with provider, status, retry-after and request id', async () => {
-    const { fromWireError, toWireError } = await import('@fugu/core');
+  it('comes back as the class of its kind with provider, status, retry-after and request id', () => {
     const through = (e: unknown) => fromWireError(JSON.parse(JSON.stringify(toWireError(e))));
     const rl = through(new RateLimitError('openai', 'slow down', { retryAfterMs: 1500, requestId: 'req_1' }));
     expect(rl).toBeInstanceOf(RateLimitError);
