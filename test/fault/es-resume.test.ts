@@ -15,7 +15,7 @@ const EVAL_ENV = { FUGU_ES_LOCK_MS: '2000', FUGU_ES_EVAL_CONCURRENCY: '4' };
 beforeAll(async () => {
   env = await createEsEnv();
   evaluators = await Promise.all([startTrainerProcess('evaluator', env.config, EVAL_ENV), startTrainerProcess('evaluator', env.config, EVAL_ENV)]);
-}, 180_000);
+});
 afterAll(async () => {
   for (const e of evaluators) await e.kill9().catch(() => {});
   await env?.cleanup();

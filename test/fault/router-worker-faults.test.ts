@@ -47,7 +47,7 @@ beforeAll(async () => {
   gateway = await buildGateway({ config: env.config, pool: { name: 'fault', workers: [worker('math'), worker('history')] }, routeClient: client, routerWorkers: ['math', 'history'], env: {}, log: createLogger({ name: 'gateway', level: 'silent' }) });
   await gateway.listen({ port: 0, host: '127.0.0.1' });
   openai = new OpenAI({ apiKey: 'unused', baseURL: `http://127.0.0.1:${(gateway.server.address() as { port: number }).port}/v1`, maxRetries: 0, timeout: 60_000 });
-}, 180_000);
+});
 afterAll(async () => {
   await gateway?.close();
   await stub?.close();

@@ -12,7 +12,7 @@ const evaluators: TrainerProcess[] = [];
 
 beforeAll(async () => {
   env = await createEsEnv({ otherPool: true });
-}, 180_000);
+});
 afterAll(async () => {
   for (const e of evaluators) await e.kill9().catch(() => {});
   await env?.cleanup();

@@ -139,7 +139,7 @@ beforeAll(async () => {
   await app.listen({ port: 0, host: '127.0.0.1' });
   baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
   fullKey = (await createApiKey(database.db, { name: 'full' })).key;
-}, 120_000);
+});
 
 afterAll(async () => {
   await app?.close();

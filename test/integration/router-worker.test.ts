@@ -49,7 +49,7 @@ beforeAll(async () => {
   workers = await Promise.all([startRouterWorkerProcess(env.config, { FUGU_ROUTER_POLL_MS: '600000' }), startRouterWorkerProcess(env.config, { FUGU_ROUTER_POLL_MS: '600000' })]);
   client = await QueueRouteClient.create({ config: env.config });
   await waitFor('router workers ready', () => client.ready(), 60_000);
-}, 180_000);
+});
 afterAll(async () => {
   await client?.close();
   await Promise.all(workers.map((w) => w.term().catch(() => {})));

@@ -23,7 +23,7 @@ beforeAll(async () => {
   };
   await run('skills', ['alpha', 'beta', 'gamma']);
   await run('two', ['alpha', 'beta']);
-}, 120_000);
+});
 afterAll(async () => {
   await worker?.close();
   await env?.cleanup();

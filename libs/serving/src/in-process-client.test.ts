@@ -13,7 +13,7 @@ import { createRedis } from '@fugu/queue';
 import { publishRouter } from './deployment.ts';
 import { RouterUnavailableError } from './errors.ts';
 import { InProcessRouteClient } from './in-process-client.ts';
-import { loadRouterModel, type RouterModel } from './model.ts';
+import { loadRouterModel, type RouterModel } from '@fugu/router-model';
 import { saveAnchorCheckpoint } from './testing.ts';
 
 const redisUrl = process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -28,7 +28,7 @@ beforeAll(async () => {
   // a long poll: the swap below has to come from the publish message
   config = loadConfig({ FUGU_REDIS_URL: redisUrl, FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fugut${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_ROUTER_POLL_MS: '600000', FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu' });
   model = await loadRouterModel(home, 2);
-}, 120_000);
+});
 afterAll(async () => {
   await model?.release();
   await database?.drop();

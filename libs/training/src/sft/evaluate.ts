@@ -7,12 +7,11 @@
 import { InputError } from '@fugu/core';
 import { getCheckpoint, type Db } from '@fugu/db';
 import {
-  aiq, bestPerTask, bestSingle, costQualitySweep, gapClosed, knnRouter, meanCost, meanReward, oracle, pairScores, randomExpected,
+  aiq, bestPerTask, bestSingle, costQualitySweep, gapClosed, knnRouter, loadRouterModel, meanCost, meanReward, oracle, pairScores, randomExpected,
   routingDistribution, strongWeakMetrics, validateEvalTable, type Decisions, type EvalTable,
 } from '@fugu/router-model';
 import type { RouterEvaluation } from './evaluation-data.ts';
 import { cachedFeatures, checkCompatible, routingDataFromRun, splitIndices } from '../tasks/index.ts';
-import { loadRouterModel } from '@fugu/serving';
 
 export type RouterEvalOptions = { checkpoint: string; run?: string; split: 'test' | 'val'; splitSeed?: number; k: number; home: string; log?: (l: string) => void };
 

@@ -4,10 +4,9 @@
 import { randomBytes } from 'node:crypto';
 import { InputError, softLabels, type WorkerPool } from '@fugu/core';
 import { saveCheckpoint, type Db } from '@fugu/db';
-import { thetaLayout, trainSft, type SftEpoch } from '@fugu/router-model';
+import { loadRouterModel, thetaLayout, trainSft, USE_LITE_BACKBONE, type SftEpoch } from '@fugu/router-model';
 import { cachedFeatures, routingDataFromRun, SPLIT_FRACTIONS, splitIndices } from '../tasks/index.ts';
 import { routingDataFromLabels } from './label-file.ts';
-import { loadRouterModel, USE_LITE_BACKBONE } from '@fugu/serving';
 
 export type TrainOptions = {
   /** train on an evaluation run's rewards ... */

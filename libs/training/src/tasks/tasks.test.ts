@@ -8,9 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, rng } from '@fugu/core';
 import { saveCheckpoint } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
-import { initTheta, loadUseLite, ProjectedFeatures, unpackTheta, useLiteHeadDims } from '@fugu/router-model';
-import { loadRouterModel } from '@fugu/serving';
-import { anchorCheckpoint } from '@fugu/serving/testing';
+import { initTheta, loadUseLite, ProjectedFeatures, unpackTheta, useLiteHeadDims, loadRouterModel } from '@fugu/router-model';
+import { anchorCheckpoint } from '@fugu/router-model/testing';
 import { saveRewardRun, saveTestCheckpoint, syntheticRewards, SYNTHETIC_WORKERS } from '../testing.ts';
 import { compareOnEpisodes, formatComparison } from './compare.ts';
 import { createFitnessTask } from './create.ts';
@@ -43,7 +42,7 @@ beforeAll(async () => {
   await saveCheckpoint(t.db, anchor);
   anchorId = anchor.id;
   theta0 = anchor.theta;
-}, 120_000);
+});
 afterAll(async () => {
   await t?.drop();
   if (home) await rm(home, { recursive: true, force: true });
@@ -103,7 +102,7 @@ describe.each<FitnessTaskSpec>([
     } finally {
       await task.release();
     }
-  }, 120_000);
+  });
 });
 
 describe('exactness', () => {
@@ -122,7 +121,7 @@ describe('exactness', () => {
     } finally {
       await model.release();
     }
-  }, 60_000);
+  });
 });
 
 describe('baselines', () => {
@@ -157,7 +156,7 @@ describe('baselines', () => {
     expect(by['checkpoint:argmax']).toBeDefined();
     expect(cmp.rows).toHaveLength(5);
     expect(formatComparison(cmp)).toMatch(/\| oracle \(best recorded mean per question\) \| \d\.\d{3} ± \d\.\d{3} \|/);
-  }, 180_000);
+  });
 });
 
 describe('bad input', () => {
@@ -168,7 +167,7 @@ describe('bad input', () => {
     const twoCkpt = await saveTestCheckpoint(t.db, { backboneId, workers: ['alpha', 'beta'], run: twoRun });
     await expect(compareOnEpisodes({ db: t.db, home, checkpoints: [anchorId, twoCkpt.id], episodes: 2, questions: 2, turnBudget: 3, seeds: [0] }))
       .rejects.toThrow(/scores workers \[alpha, beta\] but run .* has \[alpha, beta, gamma\]/);
-  }, 60_000);
+  });
 
   it('names the field of a bad spec, checkpoint or split size', async () => {
     const base = { db: t.db, home, checkpointId: anchorId };
@@ -182,5 +181,5 @@ describe('bad input', () => {
     } finally {
       await task.release();
     }
-  }, 60_000);
+  });
 });

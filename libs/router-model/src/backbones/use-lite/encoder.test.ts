@@ -30,7 +30,7 @@ beforeAll(async () => {
   encoder = await UseLiteEncoder.create({ backbone, maxBatchSize: 16 });
   expected = await packageEmbed(tfjs, USE_LITE_TEST_TEXTS);
   embeddings = await encoder.encode(USE_LITE_TEST_TEXTS, { output: 'embedding' });
-}, 60_000);
+});
 
 describe('UseLiteEncoder', () => {
   it(`encode(texts, { output: 'embedding' }) matches the package within ${TOLERANCE}, in input order`, () => {

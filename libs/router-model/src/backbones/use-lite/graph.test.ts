@@ -55,7 +55,7 @@ beforeAll(async () => {
       embedding[i] = out.embedding![k]!;
     });
   }
-}, 60_000);
+});
 
 describe('USE-lite ONNX graph vs the package (TF.js)', () => {
   it('runs on >= 100 varied sentences, some clipped at 128 tokens', () => {
@@ -77,7 +77,7 @@ describe('USE-lite ONNX graph vs the package (TF.js)', () => {
     const worst = Math.max(...diffs);
     console.log(`USE-lite ONNX pooled vs TS reference: max abs diff ${worst.toExponential(2)} over ${diffs.length} texts`);
     expect(worst).toBeLessThanOrEqual(TOLERANCE);
-  }, 30_000);
+  });
 });
 
 describe('padding', () => {
