@@ -205,7 +205,9 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
       if (existing) return { outcome: 'existing', status: existing.status };
       const stored = await loadChatCall(db, data);
       if (!stored) throw new UnrecoverableError(`chat call ${data.id}: no stored request (chat_requests) under this id`);
-      const worker = await workers.get(data.workerId);
+      const itemId = stored.request.metadata?.itemId;
+      // a replay worker answers an item's recorded outcome: the item must be loaded first
+      const [worker] = await Promise.all([workers.get(data.workerId), itemId && /^\d+$/.test(itemId) ? items.get(Number(itemId)) : undefined]);
       const attempt = job.attemptsMade + 1;
       try {
         const o = await pipeline.call({
