@@ -121,7 +121,7 @@ describe('chat-call jobs', () => {
     ]);
     const results = await waitForChatCalls(env.ctx.db, ids, { timeoutMs: 20_000 });
     expect(results.get('flaky-1')).toMatchObject({ status: 'ok', attempts: 3 });
-    expect(results.get('bad-1')).toMatchObject({ status: 'error', attempts: 1, error: { code: 'provider-bad-request', kind: 'bad-request', transient: false, status: 400 } });
+    expect(results.get('bad-1')).toMatchObject({ status: 'error', attempts: 1, error: { code: 'provider-bad-request', fields: { kind: 'bad-request', transient: false, status: 400 } } });
     expect(await rowsOf('flaky-1')).toBe(1);
     expect(await rowsOf('bad-1')).toBe(1);
   });

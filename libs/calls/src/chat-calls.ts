@@ -10,7 +10,7 @@ import { Queue, type JobsOptions } from 'bullmq';
 import type { ChatRequest, ChatResult } from '@fugu/core';
 import { getChatCalls, getChatRequest, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
-import type { WireError } from './wire-error.ts';
+import type { WireError } from '@fugu/core';
 
 export type ChatCallSpec = {
   /** unique id of the call (letters, digits, _ . -; at most 200): the job id and the row's key */

@@ -2,6 +2,7 @@
 // one row per call, unique by key (the first final row wins; a re-run inserts nothing).
 import { sql } from 'kysely';
 import type { Db } from './connection.ts';
+import type { WireError } from '@fugu/core';
 import type { CallStatus } from './schema.ts';
 
 export type ChatCallRecord = {
@@ -21,8 +22,8 @@ export type ChatCallRecord = {
   latencyMs: number;
   attempts: number;
   cached: boolean;
-  /** the wire error `{ code, message, ...fields }` of a failed call */
-  error: { code: string; message: string; [field: string]: unknown } | null;
+  /** the wire error (@fugu/core toWireError) of a failed call */
+  error: WireError | null;
 };
 
 export type ChatCallRow = ChatCallRecord & { id: number; createdAt: Date };
