@@ -7,9 +7,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { Job, type Queue } from 'bullmq';
 import type { ChatRequest, WorkerSpec } from '@fugu/core';
-import { connectDb, savePool, type StoredWorker } from '@fugu/db';
+import { connectDb, saveChatRequests, savePool, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, providerCallQueue } from '@fugu/queue';
-import { defaultChatCallJobOptions, getChatCallResults, submitChatCalls, waitForChatCalls, type ChatCallClientOptions } from '@fugu/calls';
+import { defaultChatCallJobOptions, getChatCallResults, reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions } from '@fugu/calls';
 import { startOpenAIStub, type OpenAIStub, type StubReply } from '@fugu/providers/testing';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { providerCallCounterKey, startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
@@ -139,6 +139,22 @@ describe('chat-call jobs', () => {
     } finally {
       await db.destroy();
     }
+  });
+
+  it('a waiter with the queues puts back a lost job and one that failed for good without a row', async () => {
+    // a stored request whose job never made it (a flushed Redis), and one whose job failed for good
+    await saveChatRequests(env.ctx.db, [
+      { id: 'lost-1', workerId: gpt.id, request: ask('lost') as unknown as Record<string, unknown>, sample: 0, origin: 'chat-call' },
+      { id: 'failed-1', workerId: gpt.id, request: ask('failed') as unknown as Record<string, unknown>, sample: 0, origin: 'chat-call' },
+    ]);
+    const q: Queue = env.ctx.queue(providerCallQueue('openai'));
+    await q.add(CHAT_CALL_JOB, { v: 1, id: 'failed-1', workerId: gpt.id }, { jobId: 'failed-1' }); // no provider: invalid, fails at once
+    await waitFor('the invalid job to fail', async () => (await q.getJobState('failed-1')) === 'failed', 20_000, 50);
+    expect(await reconcileChatCalls(client, ['lost-1', 'failed-1'])).toEqual(expect.arrayContaining(['lost-1', 'failed-1']));
+    const results = await waitForChatCalls(env.ctx.db, ['lost-1', 'failed-1'], { timeoutMs: 20_000, reconcile: { client, stallMs: 500 } });
+    expect(results.get('lost-1')).toMatchObject({ status: 'ok' });
+    expect(results.get('failed-1')).toMatchObject({ status: 'ok' });
+    expect(await rowsOf('failed-1')).toBe(1);
   });
 
   it('rejects a bad id before storing anything', async () => {

@@ -77,3 +77,15 @@ export async function getChatRequest(db: Db, id: string): Promise<ChatRequestRec
   const r = await db.selectFrom('chat_requests').selectAll().where('id', '=', id).executeTakeFirst();
   return r && { id: r.id, workerId: r.worker_id, request: r.request, sample: r.sample, origin: r.origin };
 }
+
+/** The worker id and provider of stored chat requests (to find or re-add their jobs). */
+export async function getChatRequestWorkers(db: Db, ids: readonly string[]): Promise<Array<{ id: string; workerId: number; provider: string }>> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom('chat_requests as r')
+    .innerJoin('workers as w', 'w.id', 'r.worker_id')
+    .select(['r.id as id', 'r.worker_id as workerId', 'w.provider as provider'])
+    .where('r.id', '=', sql<string>`any(${ids as string[]}::text[])`)
+    .execute();
+  return rows;
+}
