@@ -161,3 +161,25 @@ describe('chat-call jobs', () => {
     await expect(submitChatCalls(client, [{ id: 'has:colon', worker: gpt, request: ask('x') }])).rejects.toThrow(/has:colon/);
   });
 });
+
+describe('chat-call jobs under a per-worker limit', () => {
+  it('jobs over the worker\'s own limit are delayed, not failed, and use no attempt', async () => {
+    const own = await createEvalEnv({ overrides: { 'worker.concurrency': 4, 'worker.attempts': 1, 'workerRateLimits.gpt.requestsPerMinute': 300 } });
+    let w: ProviderWorkerHandle | undefined;
+    try {
+      const spec: WorkerSpec = { name: 'gpt', provider: 'openai', model: 'gpt-test', baseUrl: stub.baseURL, apiKeyEnv: KEY_ENV, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } };
+      const stored = (await savePool(own.ctx.db, { name: 'chat', workers: [spec] }, 'chat-pool-limited')).workers[0]!;
+      w = await startProviderWorker({ config: own.config, db: own.ctx.db, log: createLogger({ name: 't', level: 'silent' }), registry: new Registry(), env: { [KEY_ENV]: SECRET } });
+      const c: ChatCallClientOptions = { db: own.ctx.db, queue: (n) => own.ctx.queue(n), jobOptions: defaultChatCallJobOptions(own.config.worker) };
+      // 5 a second, a burst of 1: with 4 jobs taken at once, most must wait their turn
+      const { ids } = await submitChatCalls(c, Array.from({ length: 8 }, (_, i) => ({ id: `limited-${i}`, worker: stored, request: ask(`limited ${i}`) })));
+      const results = await waitForChatCalls(own.ctx.db, ids, { timeoutMs: 30_000 });
+      // attempts is 1 for every job (worker.attempts is 1: a delay that used an attempt would have failed it)
+      expect([...results.values()].map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['ok', 1]));
+      expect(await own.ctx.redis!.exists(`${own.config.queuePrefix}:ratelimit:worker:gpt:requests`)).toBe(1);
+    } finally {
+      await w?.close();
+      await own.cleanup();
+    }
+  });
+});
