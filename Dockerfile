@@ -32,13 +32,17 @@ COPY apps/gateway/package.json apps/gateway/
 COPY apps/provider-worker/package.json apps/provider-worker/
 COPY apps/router-worker/package.json apps/router-worker/
 COPY apps/trainer/package.json apps/trainer/
+COPY libs/calls/package.json libs/calls/
 COPY libs/config/package.json libs/config/
 COPY libs/core/package.json libs/core/
 COPY libs/datasets/package.json libs/datasets/
 COPY libs/db/package.json libs/db/
 COPY libs/es/package.json libs/es/
+COPY libs/evaluation/package.json libs/evaluation/
+COPY libs/local-services/package.json libs/local-services/
 COPY libs/providers/package.json libs/providers/
 COPY libs/queue/package.json libs/queue/
+COPY libs/report/package.json libs/report/
 COPY libs/router-model/package.json libs/router-model/
 COPY libs/serving/package.json libs/serving/
 COPY libs/telemetry/package.json libs/telemetry/
