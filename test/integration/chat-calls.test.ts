@@ -100,6 +100,8 @@ describe('chat-call jobs', () => {
     // a coordinator that took over submits the same step again
     const second = await submitChatCalls(client, [{ id: 'again-1', worker: gpt, request: ask('two plus two') }]);
     expect(second).toMatchObject({ answered: 1, enqueued: 0 });
+    // the same id with another request is refused, naming the id
+    await expect(submitChatCalls(client, [{ id: 'again-1', worker: gpt, request: ask('three plus three') }])).rejects.toThrow(/chat call again-1 was submitted before/);
     // a job of the same id run again (e.g. re-added after its first run completed): no call
     const counter = providerCallCounterKey(env.config.queuePrefix);
     const before = Number(await env.ctx.redis!.hget(counter, 'openai'));

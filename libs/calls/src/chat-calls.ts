@@ -7,8 +7,9 @@
 // again never calls again: an id that has a row is not enqueued, and a job whose id already has a
 // row completes without a call.
 import { Job, Queue, type JobsOptions } from 'bullmq';
-import type { ChatRequest, ChatResult, ProviderKind } from '@fugu/core';
-import { getChatCalls, getChatRequest, getChatRequestWorkers, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
+import { InputError, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
+import { canonicalJson } from '@fugu/providers';
+import { getChatCalls, getChatRequest, getChatRequests, getChatRequestWorkers, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
 import type { WireError } from '@fugu/core';
 
@@ -76,7 +77,19 @@ export async function submitChatCalls(opts: ChatCallClientOptions, calls: readon
     seen.add(c.id);
     ids.push(c.id);
   }
-  await saveChatRequests(opts.db, calls.map((c) => ({ id: c.id, workerId: c.worker.id, request: storable(c.request), sample: c.sample ?? 0, origin: opts.origin ?? 'chat-call' })));
+  const records = calls.map((c) => ({ id: c.id, workerId: c.worker.id, request: storable(c.request), sample: c.sample ?? 0, origin: opts.origin ?? 'chat-call' }));
+  const added = await saveChatRequests(opts.db, records);
+  // an id submitted again must mean the same call: another request under a known id is a bug of the caller
+  const again = records.filter((r) => !added.has(r.id));
+  if (again.length > 0) {
+    const stored = new Map((await getChatRequests(opts.db, again.map((r) => r.id))).map((r) => [r.id, r]));
+    for (const r of again) {
+      const s = stored.get(r.id);
+      if (s && (s.workerId !== r.workerId || s.sample !== r.sample || canonicalJson(s.request) !== canonicalJson(r.request))) {
+        throw new InputError(`chat call ${r.id} was submitted before with another worker, sample or request; an id names one call (use a new id for another)`, { field: 'id' });
+      }
+    }
+  }
   const answered = await getChatCallResults(opts.db, ids);
   const todo = calls.filter((c) => !answered.has(c.id));
   const enqueued = await enqueueStream(opts.queue, todo.map((c) => chatCallBulkJob(opts, c.id, c.worker.id, c.worker.provider)));

@@ -89,3 +89,10 @@ export async function getChatRequestWorkers(db: Db, ids: readonly string[]): Pro
     .execute();
   return rows;
 }
+
+/** Stored chat requests by id (those that exist). */
+export async function getChatRequests(db: Db, ids: readonly string[]): Promise<ChatRequestRecord[]> {
+  if (ids.length === 0) return [];
+  const rows = await db.selectFrom('chat_requests').selectAll().where('id', '=', sql<string>`any(${ids as string[]}::text[])`).execute();
+  return rows.map((r) => ({ id: r.id, workerId: r.worker_id, request: r.request, sample: r.sample, origin: r.origin }));
+}
