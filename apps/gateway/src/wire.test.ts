@@ -69,7 +69,7 @@ describe('ChatResult -> OpenAI response', () => {
   };
 
   it('writes a chat.completion with the worker as model and tool calls as sent', () => {
-    const b = completionBody(result, 'alpha', 'chatcmpl-x', 1) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }>; model: string; usage: Record<string, unknown> };
+    const b = completionBody(result, 'alpha', undefined, 'chatcmpl-x', 1) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }>; model: string; usage: Record<string, unknown> };
     expect(b.model).toBe('alpha');
     expect(b.choices[0]!.message).toEqual({ role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{}' } }] });
     expect(b.choices[0]!.finish_reason).toBe('tool_calls');

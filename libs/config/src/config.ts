@@ -108,6 +108,8 @@ export const configSchema = z
         bodyLimitBytes: positiveInt.default(1_048_576),
         /** bound on one provider call (a stream: until its last event) */
         callTimeoutMs: positiveInt.default(120_000),
+        /** debug only: put the request's message text in the access log (never on by default) */
+        logMessages: bool.default(false),
       })
       .strict()
       .prefault({}),
@@ -153,6 +155,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_FALLBACK_WORKER: 'gateway.fallbackWorker',
   FUGU_GATEWAY_BODY_LIMIT_BYTES: 'gateway.bodyLimitBytes',
   FUGU_GATEWAY_CALL_TIMEOUT_MS: 'gateway.callTimeoutMs',
+  FUGU_GATEWAY_LOG_MESSAGES: 'gateway.logMessages',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

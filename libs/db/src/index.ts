@@ -5,3 +5,4 @@ export * from './router-repositories.ts';
 export * from './deployments.ts';
 export * from './api-keys.ts';
 export * from './es-repositories.ts';
+export * from './requests.ts';

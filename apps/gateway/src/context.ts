@@ -1,0 +1,301 @@
+// What the gateway's plugins share: configuration, the pool, metrics, the caller of a request,
+// its record (what the access log and the `requests` row say), the router and the one seam
+// through which every provider call goes (`ProviderCalls`).
+import { performance } from 'node:perf_hooks';
+import type { FastifyRequest } from 'fastify';
+import { InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import type { FuguConfig } from '@fugu/config';
+import { addApiKeySpend, findApiKey, type ApiKeyRecord, type Db, type RequestProb } from '@fugu/db';
+import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/providers';
+import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
+import { Counter, Histogram, scrub, type Logger, type Registry } from '@fugu/telemetry';
+import { GatewayError } from './errors.ts';
+import { checkRouterWorkers } from './workers.ts';
+
+/** Who is calling: their key (null with auth none) and the workers they may use, in pool order. */
+export type Caller = { key: ApiKeyRecord | null; allowed: string[] };
+
+/** A routing outcome: the decision (absent: the no-router fallback worker), the workers to try in order. */
+export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs: number };
+
+/** What one request did, filled as it goes; the access log line and the `requests` row are written from it. */
+export type RequestRecord = {
+  /** the x-request-id echoed to the client */
+  requestId: string;
+  /** set once the caller is known (rows are written for authenticated requests only) */
+  authenticated: boolean;
+  keyId: string | null;
+  /** the model asked for */
+  model?: string;
+  /** the worker that answered (or the last one tried) */
+  worker?: string;
+  stream: boolean;
+  topProbs?: RequestProb[];
+  /** workers that failed, in order, before the one that answered */
+  fallbacks: string[];
+  tokensIn: number;
+  tokensOut: number;
+  /** picodollars */
+  cost: bigint;
+  routingMs?: number;
+  providerMs?: number;
+  errorCode?: string;
+  /** only with gateway.logMessages (debug): the request's messages, for the access log */
+  messages?: ChatMessage[];
+};
+
+/**
+ * The seam every provider call of the gateway goes through (fallbacks and streams included):
+ * by default straight to each worker's ChatModel; the call pipeline (libs/calls) plugs in here.
+ */
+export interface ProviderCalls {
+  generate(worker: WorkerSpec, req: ChatRequest): Promise<ChatResult>;
+  stream(worker: WorkerSpec, req: ChatRequest): AsyncIterable<StreamEvent>;
+}
+
+/** Provider calls straight to the workers' ChatModels. */
+export function directCalls(models: Map<string, ChatModel>): ProviderCalls {
+  const model = (w: WorkerSpec): ChatModel => {
+    const m = models.get(w.name);
+    if (!m) throw new Error(`no ChatModel for worker "${w.name}"`);
+    return m;
+  };
+  return { generate: (w, req) => model(w).generate(req), stream: (w, req) => model(w).stream(req) };
+}
+
+export type GatewayMetrics = {
+  requests: Counter;
+  latency: Histogram;
+  routing: Histogram;
+  fallbacks: Counter;
+};
+
+export type GatewayContext = {
+  config: FuguConfig;
+  g: FuguConfig['gateway'];
+  log: Logger;
+  pool: WorkerPool;
+  specs: Map<string, WorkerSpec>;
+  poolNames: string[];
+  routeClient: RouteClient;
+  db: Db | undefined;
+  calls: ProviderCalls;
+  metrics: GatewayMetrics;
+  registry: Registry;
+  /** the request's record (made on its first use) */
+  record(req: FastifyRequest): RequestRecord;
+  /** the caller, checked once per request (401/403 otherwise) */
+  authenticate(req: FastifyRequest): Promise<Caller>;
+  /** the caller that authenticate found */
+  callerOf(req: FastifyRequest): Caller;
+  /** 429 when the key is at its spend limit */
+  checkQuota(caller: Caller): void;
+  /** the exact cost of a worker's usage */
+  costOf(worker: string, usage: Usage): bigint;
+  /** adds a call's cost to the key's spend (one atomic update) */
+  charge(caller: Caller, worker: string, cost: bigint): Promise<void>;
+  /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
+  route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed>;
+};
+
+export function newRecord(requestId: string): RequestRecord {
+  return { requestId, authenticated: false, keyId: null, stream: false, fallbacks: [], tokensIn: 0, tokensOut: 0, cost: 0n };
+}
+
+export function createContext(opts: {
+  config: FuguConfig;
+  pool: WorkerPool;
+  routeClient: RouteClient;
+  routerWorkers?: readonly string[];
+  db?: Db;
+  calls: ProviderCalls;
+  log: Logger;
+  registry: Registry;
+}): GatewayContext {
+  const g = opts.config.gateway;
+  const { log, pool, registry } = opts;
+  const specs = new Map(pool.workers.map((w) => [w.name, w]));
+  const poolNames = pool.workers.map((w) => w.name);
+  let routerWorkers = opts.routerWorkers ? [...opts.routerWorkers] : undefined;
+  if (routerWorkers) checkRouterWorkers('(deployed)', routerWorkers, pool);
+  const records = new WeakMap<FastifyRequest, RequestRecord>();
+  const callers = new WeakMap<FastifyRequest, Caller>();
+
+  const metrics: GatewayMetrics = {
+    requests: new Counter({ name: 'fugu_gateway_requests_total', help: 'requests by route, status and answering worker', labelNames: ['route', 'status', 'worker'], registers: [registry] }),
+    latency: new Histogram({
+      name: 'fugu_gateway_request_duration_seconds',
+      help: 'request latency (streams: until the last byte)',
+      labelNames: ['route'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: [registry],
+    }),
+    routing: new Histogram({
+      name: 'fugu_gateway_routing_ms',
+      help: 'time of one routing decision as the gateway sees it (queue hop included in pool mode)',
+      buckets: [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 1000, 5000],
+      registers: [registry],
+    }),
+    fallbacks: new Counter({ name: 'fugu_gateway_fallbacks_total', help: 'provider failures that moved a request to the next-best worker', labelNames: ['worker'], registers: [registry] }),
+  };
+
+  function record(req: FastifyRequest): RequestRecord {
+    let r = records.get(req);
+    if (!r) records.set(req, (r = newRecord(String(req.id))));
+    return r;
+  }
+
+  async function authenticate(req: FastifyRequest): Promise<Caller> {
+    const known = callers.get(req);
+    if (known) return known;
+    const caller = await findCaller(req);
+    callers.set(req, caller);
+    const rec = record(req);
+    rec.authenticated = true;
+    rec.keyId = caller.key?.id ?? null;
+    return caller;
+  }
+
+  async function findCaller(req: FastifyRequest): Promise<Caller> {
+    if (g.auth === 'none') return { key: null, allowed: poolNames };
+    const h = req.headers.authorization;
+    const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
+    if (!m) throw new GatewayError(401, 'missing API key: send "Authorization: Bearer fugu-sk-..." (create one with `fugu keys create --name NAME`)', { code: 'missing_api_key' });
+    const key = await findApiKey(opts.db!, m[1]!);
+    if (!key) throw new GatewayError(401, 'invalid API key (check the key, or create one with `fugu keys create --name NAME`)', { code: 'invalid_api_key' });
+    if (key.revokedAt) throw new GatewayError(401, `the API key "${key.name}" was revoked on ${key.revokedAt.toISOString()}`, { code: 'invalid_api_key' });
+    const allowed = key.allowedWorkers ? poolNames.filter((w) => key.allowedWorkers!.includes(w)) : poolNames;
+    if (allowed.length === 0) {
+      throw new GatewayError(403, `the API key "${key.name}" allows workers [${key.allowedWorkers!.join(', ')}], none of which is in this gateway's pool (${poolNames.join(', ')})`, {
+        code: 'no_allowed_workers',
+      });
+    }
+    return { key, allowed };
+  }
+
+  function callerOf(req: FastifyRequest): Caller {
+    const c = callers.get(req);
+    if (!c) throw new Error(`no caller for ${req.method} ${req.url}: the route is outside the auth plugin's scope`);
+    return c;
+  }
+
+  function checkQuota(caller: Caller): void {
+    const k = caller.key;
+    if (k && k.spendLimit !== null && k.spent >= k.spendLimit) {
+      throw new GatewayError(429, `the API key "${k.name}" reached its spend limit ($${usd(k.spent)} spent of $${usd(k.spendLimit)})`, { type: 'insufficient_quota', code: 'insufficient_quota' });
+    }
+  }
+
+  const costOf = (worker: string, usage: Usage): bigint => tokenCost(usage.inputTokens, usage.outputTokens, specs.get(worker)!.prices);
+
+  async function charge(caller: Caller, worker: string, cost: bigint): Promise<void> {
+    if (!caller.key || cost === 0n) return;
+    try {
+      await addApiKeySpend(opts.db!, caller.key.id, cost);
+    } catch (e) {
+      log.error({ key: caller.key.name, worker, err: scrub((e as Error).message) }, 'could not record the spend of a call');
+    }
+  }
+
+  // ---- routing ------------------------------------------------------------------------------
+  /** The router's workers among `allowed`; undefined: all of them (no restriction to send). */
+  function allowedFor(allowed: string[], known: readonly string[]): string[] | undefined {
+    const inRouter = allowed.filter((w) => known.includes(w));
+    if (inRouter.length === 0) {
+      throw new GatewayError(403, `none of the workers this request may use (${allowed.join(', ')}) is among the router's workers (${known.join(', ')}); call a worker by name instead`, {
+        param: 'model',
+        code: 'no_allowed_workers',
+      });
+    }
+    return inRouter.length === known.length ? undefined : inRouter;
+  }
+
+  function learn(d: RouteDecision): void {
+    if (!routerWorkers || routerWorkers.join('\n') !== d.workers.join('\n')) {
+      try {
+        checkRouterWorkers(d.checkpointId, d.workers, pool);
+      } catch (e) {
+        log.error({ checkpoint: d.checkpointId }, (e as Error).message);
+        throw new GatewayError(503, `the router is misconfigured: ${(e as Error).message}`, { code: 'router_unavailable' });
+      }
+      routerWorkers = [...d.workers];
+    }
+  }
+
+  async function route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed> {
+    const restricted = allowed.length !== poolNames.length;
+    const ask = (only: string[] | undefined) => opts.routeClient.route({ text, ...(only && { allowed: only }), ...(lambda !== undefined && { lambda }) });
+    const t0 = performance.now();
+    let decision: RouteDecision | undefined;
+    try {
+      // the router's worker list is learnt from its decisions (and given at start): an allowed
+      // set must name only the checkpoint's workers
+      if (!routerWorkers) {
+        const d = await ask(undefined);
+        learn(d);
+        if (!restricted) decision = d;
+      }
+      if (!decision) {
+        try {
+          decision = await ask(allowedFor(allowed, routerWorkers!));
+        } catch (e) {
+          // a newly published checkpoint with other workers: learn them, then ask again once
+          if (!(e instanceof InputError && e.field === 'allowed')) throw e;
+          learn(await ask(undefined));
+          decision = await ask(allowedFor(allowed, routerWorkers!));
+        }
+      }
+    } catch (e) {
+      if (isRouterUnavailable(e)) {
+        const fb = g.fallbackWorker;
+        if (fb !== undefined && allowed.includes(fb)) {
+          log.warn({ worker: fb, err: (e as Error).message }, 'no router available: using the fallback worker');
+          return { candidates: [fb], routingMs: performance.now() - t0 };
+        }
+        throw new GatewayError(503, `the router is unavailable: ${(e as Error).message}`, { code: 'router_unavailable' });
+      }
+      if (e instanceof InputError) throw new GatewayError(400, e.message, { param: e.field ?? null, code: 'invalid_value' });
+      throw e;
+    }
+    const routingMs = performance.now() - t0;
+    metrics.routing.observe(routingMs);
+    learn(decision);
+    const chosen = decision;
+    const next = chosen.workers
+      .map((w, i) => ({ w, p: chosen.probs[i] ?? 0 }))
+      .filter(({ w }) => w !== chosen.worker && allowed.includes(w) && specs.has(w))
+      .sort((a, b) => b.p - a.p)
+      .map(({ w }) => w);
+    return { decision: chosen, candidates: [chosen.worker, ...next], routingMs };
+  }
+
+  return {
+    config: opts.config,
+    g,
+    log,
+    pool,
+    specs,
+    poolNames,
+    routeClient: opts.routeClient,
+    db: opts.db,
+    calls: opts.calls,
+    metrics,
+    registry,
+    record,
+    authenticate,
+    callerOf,
+    checkQuota,
+    costOf,
+    charge,
+    route,
+  };
+}
+
+export function usd(pico: bigint): string {
+  return (Number(pico) / 1e12).toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
+}
+
+function isRouterUnavailable(e: unknown): boolean {
+  // by name too: a decision that came through a queue or a thread is rebuilt, not the same class
+  return e instanceof RouterUnavailableError || (e instanceof Error && e.name === 'RouterUnavailableError');
+}
