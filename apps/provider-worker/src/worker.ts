@@ -14,7 +14,7 @@ import { createChatModel, isProviderError, requestHash, type ChatModel, type Cha
 import { verify } from '@fugu/datasets';
 import { callJobId, createRedis, parseJob, providerCallJobSchema, providerCallQueue, TokenBucket, type ProviderCallJob, type ProviderCallResult } from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
-import { CallWriter } from './call-writer.ts';
+import { CallWriter } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';
 

@@ -33,6 +33,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ FUGU_WORKER_PROVIDERS: 'openai,cohere' })).toThrowError(ConfigError);
   });
 
+  it('reads per-worker rate limits from FUGU_WORKER_RATE_LIMITS (JSON) or the file, and names a wrong one', () => {
+    expect(loadConfig({}).workerRateLimits).toEqual({});
+    const c = loadConfig({ FUGU_WORKER_RATE_LIMITS: '{"gpt-4o":{"requestsPerMinute":60}}' });
+    expect(c.workerRateLimits).toEqual({ 'gpt-4o': { requestsPerMinute: 60, tokensPerMinute: 0 } });
+    expect(() => loadConfig({ FUGU_WORKER_RATE_LIMITS: '{nope' })).toThrowError(/FUGU_WORKER_RATE_LIMITS: not valid JSON/);
+    expect(() => loadConfig({ FUGU_WORKER_RATE_LIMITS: '{"w":{"requestsPerMinute":-1}}' })).toThrowError(/FUGU_WORKER_RATE_LIMITS \(worker "w", requestsPerMinute\)/);
+  });
+
   it('names the file when it cannot be read or parsed', () => {
     expect(() => loadConfig({ FUGU_CONFIG: '/nonexistent/fugu.yaml' })).toThrowError(/FUGU_CONFIG=\/nonexistent\/fugu.yaml/);
     const dir = mkdtempSync(path.join(tmpdir(), 'fugu-config-'));

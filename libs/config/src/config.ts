@@ -63,6 +63,8 @@ export const configSchema = z
       .strict()
       .prefault({}),
     rateLimits: z.partialRecord(z.enum(PROVIDERS), rateLimitSchema).default({}),
+    /** optional limits of one worker (by its name in the pool), on top of its provider's; shared by every process */
+    workerRateLimits: z.record(z.string().min(1), rateLimitSchema).default({}),
     /** router serving: worker threads, micro-batching, the deployed checkpoint (libs/serving, apps/router-worker) */
     router: z
       .object({
@@ -177,6 +179,8 @@ function envName(provider: ProviderKind): string {
 function variableFor(pathKey: string, fromFile: string | undefined): string {
   const env = Object.entries(ENV_VARS).find(([, p]) => p === pathKey)?.[0];
   const m = /^rateLimits\.([a-z-]+)\.(requestsPerMinute|tokensPerMinute)/.exec(pathKey);
+  const w = /^workerRateLimits\.(.+)\.(requestsPerMinute|tokensPerMinute)/.exec(pathKey);
+  if (w) return `FUGU_WORKER_RATE_LIMITS (worker "${w[1]}", ${w[2]})`;
   if (m) return `FUGU_${m[2] === 'requestsPerMinute' ? 'RPM' : 'TPM'}_${envName(m[1] as ProviderKind)}`;
   return env ?? (fromFile ? `${pathKey} in ${fromFile}` : pathKey);
 }
@@ -209,6 +213,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     for (const [prefix, key] of [['RPM', 'requestsPerMinute'], ['TPM', 'tokensPerMinute']] as const) {
       const v = env[`FUGU_${prefix}_${envName(provider)}`];
       if (v !== undefined && v !== '') setPath(raw, `rateLimits.${provider}.${key}`, v);
+    }
+  }
+  // FUGU_WORKER_RATE_LIMITS: per-worker limits as JSON, e.g. {"gpt-4o":{"requestsPerMinute":60}}
+  const perWorker = env.FUGU_WORKER_RATE_LIMITS;
+  if (perWorker !== undefined && perWorker !== '') {
+    try {
+      raw.workerRateLimits = JSON.parse(perWorker) as unknown;
+    } catch (e) {
+      throw new ConfigError(`invalid configuration: FUGU_WORKER_RATE_LIMITS: not valid JSON (${(e as Error).message})`, 'FUGU_WORKER_RATE_LIMITS');
     }
   }
   for (const [p, v] of Object.entries(overrides)) if (v !== undefined) setPath(raw, p, v);

@@ -5,4 +5,5 @@ export * from './router-repositories.ts';
 export * from './deployments.ts';
 export * from './api-keys.ts';
 export * from './es-repositories.ts';
+export * from './chat-calls.ts';
 export * from './requests.ts';

@@ -229,6 +229,40 @@ export interface EsEvaluationsTable {
   created_at: Timestamp;
 }
 
+/** A chat-call job's stored request (migration 0006_chat_calls); the job carries only `id`. */
+export interface ChatRequestsTable {
+  id: string;
+  worker_id: number;
+  request: JSONColumnType<Record<string, unknown>>;
+  sample: ColumnType<number, number | undefined, number>;
+  origin: string;
+  created_at: Timestamp;
+}
+
+/** One row per non-evaluation call (chat-call jobs, gateway calls, ...), unique by `key`. */
+export interface ChatCallsTable {
+  id: Generated<number>;
+  key: string;
+  origin: string;
+  worker_id: number | null;
+  worker: string;
+  provider: string;
+  model: string;
+  request_hash: string;
+  status: CallStatus;
+  response: NullableJson<Record<string, unknown>>;
+  tokens_in: number;
+  tokens_out: number;
+  cost: Money;
+  latency_ms: number;
+  attempts: number;
+  cached: boolean;
+  error_code: string | null;
+  error_message: string | null;
+  error: NullableJson<Record<string, unknown>>;
+  created_at: Timestamp;
+}
+
 export interface Database {
   datasets: DatasetsTable;
   items: ItemsTable;
@@ -246,4 +280,6 @@ export interface Database {
   es_runs: EsRunsTable;
   es_generations: EsGenerationsTable;
   es_evaluations: EsEvaluationsTable;
+  chat_requests: ChatRequestsTable;
+  chat_calls: ChatCallsTable;
 }

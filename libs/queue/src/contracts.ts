@@ -17,6 +17,25 @@ export const providerCallJobSchema = z
   .strict();
 export type ProviderCallJob = z.infer<typeof providerCallJobSchema>;
 
+/** A chat-call id: also its BullMQ job id and its chat_calls key (no ':', which BullMQ rejects). */
+export const chatCallIdSchema = z.string().min(1).max(200).regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, _, . and - only');
+
+/** Job name of a chat-call job on a provider-call queue (an evaluation job is named `call`). */
+export const CHAT_CALL_JOB = 'chat-call';
+
+/** A stored chat request to call (libs/calls): ids only; the request is in Postgres (chat_requests). */
+export const chatCallJobSchema = z
+  .object({
+    v: z.literal(1),
+    id: chatCallIdSchema,
+    workerId: z.number().int().positive(),
+    provider: z.enum(PROVIDERS),
+  })
+  .strict();
+export type ChatCallJob = z.infer<typeof chatCallJobSchema>;
+
+export type ChatCallJobResult = { outcome: 'recorded'; status: 'ok' | 'error'; cached: boolean } | { outcome: 'existing'; status: 'ok' | 'error' };
+
 export type ProviderCallResult =
   | { outcome: 'recorded'; status: 'ok' | 'error'; cached: boolean }
   | { outcome: 'skipped'; reason: string };

@@ -1,0 +1,134 @@
+// chat-call jobs: a chat request stored in Postgres (chat_requests) and a job carrying only its id
+// on the worker's provider-call queue (so the provider's limits apply), executed by the provider
+// workers through the call pipeline into exactly one `chat_calls` row (key = the chat-call id).
+//
+// Postgres is the truth: a result is the row, readable by id by any process at any time (a
+// coordinator that died and restarted reads the answers of its earlier life). Submitting an id
+// again never calls again: an id that has a row is not enqueued, and a job whose id already has a
+// row completes without a call.
+import { Queue, type JobsOptions } from 'bullmq';
+import type { ChatRequest, ChatResult } from '@fugu/core';
+import { getChatCalls, getChatRequest, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
+import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
+import type { WireError } from './wire-error.ts';
+
+export type ChatCallSpec = {
+  /** unique id of the call (letters, digits, _ . -; at most 200): the job id and the row's key */
+  id: string;
+  worker: StoredWorker;
+  request: ChatRequest;
+  /** sample index (n samples of one request are n calls; default 0) */
+  sample?: number;
+};
+
+export type ChatCallResult =
+  | { id: string; status: 'ok'; result: ChatResult; cost: string; cached: boolean; latencyMs: number; attempts: number; worker: string }
+  | { id: string; status: 'error'; error: WireError; latencyMs: number; attempts: number; worker: string };
+
+/** Job options of chat-call jobs (as evaluation jobs: retries with jittered exponential backoff). */
+export type ChatCallJobOptions = Pick<JobsOptions, 'attempts' | 'backoff'>;
+
+export const defaultChatCallJobOptions = (worker: { attempts: number; backoffMs: number }): ChatCallJobOptions => ({
+  attempts: worker.attempts,
+  backoff: { type: 'exponential', delay: worker.backoffMs, jitter: 0.5 },
+});
+
+/** What a stored request may hold: no signal, no time limit of the caller's process. */
+function storable(req: ChatRequest): Record<string, unknown> {
+  const { signal: _signal, ...rest } = req;
+  return JSON.parse(JSON.stringify(rest)) as Record<string, unknown>;
+}
+
+export function rowToResult(r: ChatCallRow): ChatCallResult {
+  if (r.status === 'ok') {
+    return { id: r.key, status: 'ok', result: r.response as unknown as ChatResult, cost: r.cost, cached: r.cached, latencyMs: r.latencyMs, attempts: r.attempts, worker: r.worker };
+  }
+  return { id: r.key, status: 'error', error: r.error ?? { code: 'internal', message: 'unknown error' }, latencyMs: r.latencyMs, attempts: r.attempts, worker: r.worker };
+}
+
+/** The results of these ids that exist now (by id). */
+export async function getChatCallResults(db: Db, ids: readonly string[]): Promise<Map<string, ChatCallResult>> {
+  const out = new Map<string, ChatCallResult>();
+  for (let i = 0; i < ids.length; i += 5000) for (const r of await getChatCalls(db, ids.slice(i, i + 5000))) out.set(r.key, rowToResult(r));
+  return out;
+}
+
+export type ChatCallClientOptions = {
+  db: Db;
+  /** the provider-call queues by name (one Queue per name, kept open by the caller) */
+  queue: (name: string) => Queue;
+  jobOptions: ChatCallJobOptions;
+  origin?: string;
+};
+
+/**
+ * Stores the requests, then enqueues a job for every id that has no result yet. An id already
+ * stored keeps its first request (a resubmission never changes or repeats a call). Returns the
+ * ids in order, and how many already had a result.
+ */
+export async function submitChatCalls(opts: ChatCallClientOptions, calls: readonly ChatCallSpec[]): Promise<{ ids: string[]; answered: number; enqueued: number }> {
+  const ids: string[] = [];
+  const seen = new Set<string>();
+  for (const c of calls) {
+    const id = chatCallIdSchema.safeParse(c.id);
+    if (!id.success) throw new Error(`chat call id ${JSON.stringify(c.id)}: ${id.error.issues[0]!.message}`);
+    if (seen.has(c.id)) throw new Error(`chat call id ${c.id} is given twice`);
+    seen.add(c.id);
+    ids.push(c.id);
+  }
+  await saveChatRequests(opts.db, calls.map((c) => ({ id: c.id, workerId: c.worker.id, request: storable(c.request), sample: c.sample ?? 0, origin: opts.origin ?? 'chat-call' })));
+  const answered = await getChatCallResults(opts.db, ids);
+  const todo = calls.filter((c) => !answered.has(c.id));
+  const jobs = todo.map((c) => {
+    const data: ChatCallJob = parseJob(chatCallJobSchema, { v: 1, id: c.id, workerId: c.worker.id, provider: c.worker.provider }, providerCallQueue(c.worker.provider));
+    return {
+      queue: providerCallQueue(c.worker.provider),
+      name: CHAT_CALL_JOB,
+      data,
+      opts: { jobId: c.id, ...opts.jobOptions, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } } satisfies JobsOptions,
+    };
+  });
+  const enqueued = await enqueueStream(opts.queue, jobs);
+  return { ids, answered: answered.size, enqueued };
+}
+
+export type WaitOptions = {
+  /** give up after this long (default: wait as long as it takes) */
+  timeoutMs?: number;
+  /** how often Postgres is asked for the ids still open (default 100 ms) */
+  pollMs?: number;
+  signal?: AbortSignal;
+  /** called as results come in (e.g. progress) */
+  onResults?: (results: ChatCallResult[], done: number, total: number) => void;
+};
+
+/**
+ * Waits for the results of many chat calls at once: one query per poll for the ids still open.
+ * Resolves with every result by id, or rejects on timeout or abort naming how many are open.
+ */
+export async function waitForChatCalls(db: Db, ids: readonly string[], opts: WaitOptions = {}): Promise<Map<string, ChatCallResult>> {
+  const out = new Map<string, ChatCallResult>();
+  let open = [...new Set(ids)];
+  const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+  const pollMs = opts.pollMs ?? 100;
+  for (;;) {
+    const got = await getChatCallResults(db, open);
+    if (got.size > 0) {
+      for (const [id, r] of got) out.set(id, r);
+      open = open.filter((id) => !got.has(id));
+      opts.onResults?.([...got.values()], out.size, out.size + open.length);
+    }
+    if (open.length === 0) return out;
+    if (opts.signal?.aborted) throw new Error(`waiting for chat calls aborted with ${open.length} of ${ids.length} open`);
+    if (Date.now() + pollMs > deadline) throw new Error(`timed out waiting for chat calls: ${open.length} of ${ids.length} open (first: ${open[0]})`);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
+
+/** A chat-call job's stored request, or undefined when none is stored under its id. */
+export async function loadChatCall(db: Db, job: ChatCallJob): Promise<{ request: ChatRequest; sample: number } | undefined> {
+  const r = await getChatRequest(db, job.id);
+  if (!r) return undefined;
+  if (r.workerId !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${r.workerId}`);
+  return { request: r.request as unknown as ChatRequest, sample: r.sample };
+}

@@ -1,0 +1,78 @@
+// Non-evaluation calls (migration 0006_chat_calls): the stored requests of chat-call jobs and
+// one row per call, unique by key (the first final row wins; a re-run inserts nothing).
+import { sql } from 'kysely';
+import type { Db } from './connection.ts';
+import type { CallStatus } from './schema.ts';
+
+export type ChatCallRecord = {
+  key: string;
+  origin: string;
+  workerId: number | null;
+  worker: string;
+  provider: string;
+  model: string;
+  requestHash: string;
+  status: CallStatus;
+  response: Record<string, unknown> | null;
+  tokensIn: number;
+  tokensOut: number;
+  /** USD, a 12-place decimal string (formatUsd) */
+  cost: string;
+  latencyMs: number;
+  attempts: number;
+  cached: boolean;
+  /** the wire error `{ code, message, ...fields }` of a failed call */
+  error: { code: string; message: string; [field: string]: unknown } | null;
+};
+
+export type ChatCallRow = ChatCallRecord & { id: number; createdAt: Date };
+
+/** Writes one call row; returns false when the key already had one (nothing written). */
+export async function recordChatCall(db: Db, r: ChatCallRecord): Promise<boolean> {
+  const res = await db
+    .insertInto('chat_calls')
+    .values({
+      key: r.key, origin: r.origin, worker_id: r.workerId, worker: r.worker, provider: r.provider, model: r.model, request_hash: r.requestHash,
+      status: r.status, response: r.response === null ? null : JSON.stringify(r.response), tokens_in: r.tokensIn, tokens_out: r.tokensOut,
+      cost: r.cost, latency_ms: r.latencyMs, attempts: r.attempts, cached: r.cached,
+      error_code: r.error?.code ?? null, error_message: r.error ? r.error.message.slice(0, 2000) : null, error: r.error === null ? null : JSON.stringify(r.error),
+    })
+    .onConflict((oc) => oc.column('key').doNothing())
+    .returning('id')
+    .executeTakeFirst();
+  return res !== undefined;
+}
+
+/** The rows of these keys (absent keys have none yet). */
+export async function getChatCalls(db: Db, keys: readonly string[]): Promise<ChatCallRow[]> {
+  if (keys.length === 0) return [];
+  const rows = await db.selectFrom('chat_calls').selectAll().where('key', '=', sql<string>`any(${keys as string[]}::text[])`).execute();
+  return rows.map((r) => ({
+    id: r.id, key: r.key, origin: r.origin, workerId: r.worker_id, worker: r.worker, provider: r.provider, model: r.model, requestHash: r.request_hash,
+    status: r.status, response: r.response, tokensIn: r.tokens_in, tokensOut: r.tokens_out, cost: r.cost, latencyMs: r.latency_ms, attempts: r.attempts,
+    cached: r.cached, error: r.error as ChatCallRecord['error'], createdAt: r.created_at,
+  }));
+}
+
+export type ChatRequestRecord = { id: string; workerId: number; request: Record<string, unknown>; sample: number; origin: string };
+
+/** Stores chat-call requests (an id already stored keeps its first request); returns the ids newly stored. */
+export async function saveChatRequests(db: Db, rows: readonly ChatRequestRecord[]): Promise<Set<string>> {
+  const out = new Set<string>();
+  for (let i = 0; i < rows.length; i += 1000) {
+    const chunk = rows.slice(i, i + 1000);
+    const res = await db
+      .insertInto('chat_requests')
+      .values(chunk.map((r) => ({ id: r.id, worker_id: r.workerId, request: JSON.stringify(r.request), sample: r.sample, origin: r.origin })))
+      .onConflict((oc) => oc.column('id').doNothing())
+      .returning('id')
+      .execute();
+    for (const r of res) out.add(r.id);
+  }
+  return out;
+}
+
+export async function getChatRequest(db: Db, id: string): Promise<ChatRequestRecord | undefined> {
+  const r = await db.selectFrom('chat_requests').selectAll().where('id', '=', id).executeTakeFirst();
+  return r && { id: r.id, workerId: r.worker_id, request: r.request, sample: r.sample, origin: r.origin };
+}
