@@ -5,7 +5,8 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { addApiKeySpend, findApiKey, type ApiKeyRecord, type Db, type RequestProb } from '@fugu/db';
+import { addApiKeySpend, findApiKey, type ApiKeyRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
+import type { CallPipeline } from '@fugu/calls';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/providers';
 import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
 import { Counter, Histogram, scrub, type Logger, type Registry } from '@fugu/telemetry';
@@ -20,6 +21,8 @@ export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs
 
 /** What one request did, filled as it goes; the access log line and the `requests` row are written from it. */
 export type RequestRecord = {
+  /** the `requests` row id (server-made, unique); provider calls are keyed `<id>.<attempt>` */
+  id: string;
   /** the x-request-id echoed to the client */
   requestId: string;
   /** set once the caller is known (rows are written for authenticated requests only) */
@@ -44,23 +47,57 @@ export type RequestRecord = {
   messages?: ChatMessage[];
 };
 
+/** Which call of a request this is: `key` is unique per provider call (the request's row id + attempt). */
+export type CallMeta = { key: string; attempt: number };
+
+/** A stream whose events come from the provider; `cost` resolves the exact cost once it has ended. */
+export type ProviderStream = { events: AsyncIterator<StreamEvent>; cost(usage: Usage): Promise<bigint> };
+
 /**
  * The seam every provider call of the gateway goes through (fallbacks and streams included):
- * by default straight to each worker's ChatModel; the call pipeline (libs/calls) plugs in here.
+ * the call pipeline (libs/calls: shared rate limits, response cache, exact cost, one chat_calls
+ * row per call) when the gateway has a database, else straight to each worker's ChatModel.
+ * Provider errors are thrown unchanged (a transient one moves the request to the next worker).
  */
 export interface ProviderCalls {
-  generate(worker: WorkerSpec, req: ChatRequest): Promise<ChatResult>;
-  stream(worker: WorkerSpec, req: ChatRequest): AsyncIterable<StreamEvent>;
+  generate(worker: WorkerSpec, req: ChatRequest, call: CallMeta): Promise<{ result: ChatResult; cost: bigint }>;
+  /** resolves once the call may go (rate limits); the provider's errors come from the first next() */
+  stream(worker: WorkerSpec, req: ChatRequest, call: CallMeta): Promise<ProviderStream>;
 }
 
-/** Provider calls straight to the workers' ChatModels. */
+/** Provider calls straight to the workers' ChatModels (no row, no limit, no cache). */
 export function directCalls(models: Map<string, ChatModel>): ProviderCalls {
   const model = (w: WorkerSpec): ChatModel => {
     const m = models.get(w.name);
     if (!m) throw new Error(`no ChatModel for worker "${w.name}"`);
     return m;
   };
-  return { generate: (w, req) => model(w).generate(req), stream: (w, req) => model(w).stream(req) };
+  const cost = (w: WorkerSpec, u: Usage): bigint => tokenCost(u.inputTokens, u.outputTokens, w.prices);
+  return {
+    generate: async (w, req) => {
+      const result = await model(w).generate(req);
+      return { result, cost: cost(w, result.usage) };
+    },
+    stream: async (w, req) => ({ events: model(w).stream(req)[Symbol.asyncIterator](), cost: async (u) => cost(w, u) }),
+  };
+}
+
+/**
+ * Provider calls through the call pipeline, origin `gateway`: a call waits up to `maxWaitMs`
+ * for the shared rate limits, then fails with a transient LimitExceededError (no request sent).
+ */
+export function pipelineCalls(pipeline: CallPipeline, opts: { maxWaitMs: number; cache: boolean }): ProviderCalls {
+  const input = (worker: WorkerSpec, request: ChatRequest, call: CallMeta) => ({ worker, request, origin: 'gateway' as const, key: call.key, attempt: call.attempt, maxWaitMs: opts.maxWaitMs, cache: opts.cache });
+  return {
+    generate: async (w, req, call) => {
+      const o = await pipeline.call(input(w, req, call));
+      return { result: o.result, cost: o.cost };
+    },
+    stream: async (w, req, call) => {
+      const s = await pipeline.stream(input(w, req, call));
+      return { events: s[Symbol.asyncIterator](), cost: async () => (await s.outcome).cost };
+    },
+  };
 }
 
 export type GatewayMetrics = {
@@ -90,8 +127,6 @@ export type GatewayContext = {
   callerOf(req: FastifyRequest): Caller;
   /** 429 when the key is at its spend limit */
   checkQuota(caller: Caller): void;
-  /** the exact cost of a worker's usage */
-  costOf(worker: string, usage: Usage): bigint;
   /** adds a call's cost to the key's spend (one atomic update) */
   charge(caller: Caller, worker: string, cost: bigint): Promise<void>;
   /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
@@ -99,7 +134,7 @@ export type GatewayContext = {
 };
 
 export function newRecord(requestId: string): RequestRecord {
-  return { requestId, authenticated: false, keyId: null, stream: false, fallbacks: [], tokensIn: 0, tokensOut: 0, cost: 0n };
+  return { id: newRequestRowId(), requestId, authenticated: false, keyId: null, stream: false, fallbacks: [], tokensIn: 0, tokensOut: 0, cost: 0n };
 }
 
 export function createContext(opts: {
@@ -185,8 +220,6 @@ export function createContext(opts: {
       throw new GatewayError(429, `the API key "${k.name}" reached its spend limit ($${usd(k.spent)} spent of $${usd(k.spendLimit)})`, { type: 'insufficient_quota', code: 'insufficient_quota' });
     }
   }
-
-  const costOf = (worker: string, usage: Usage): bigint => tokenCost(usage.inputTokens, usage.outputTokens, specs.get(worker)!.prices);
 
   async function charge(caller: Caller, worker: string, cost: bigint): Promise<void> {
     if (!caller.key || cost === 0n) return;
@@ -285,7 +318,6 @@ export function createContext(opts: {
     authenticate,
     callerOf,
     checkQuota,
-    costOf,
     charge,
     route,
   };

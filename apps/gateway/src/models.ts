@@ -8,7 +8,7 @@ import { isProviderError, unsupportedParams, type ChatRequest, type ChatResult, 
 import { routingText } from '@fugu/serving';
 import { InputError } from '@fugu/core';
 import { scrub } from '@fugu/telemetry';
-import type { Caller, GatewayContext, RequestRecord, Routed } from './context.ts';
+import type { CallMeta, Caller, GatewayContext, RequestRecord, Routed } from './context.ts';
 import { GatewayError, badField } from './errors.ts';
 import type { FuguOptions } from './wire.ts';
 
@@ -38,8 +38,8 @@ export type StreamAnswer = {
   headers: Record<string, string>;
   events: AsyncIterator<StreamEvent>;
   first: IteratorResult<StreamEvent>;
-  /** the exact cost of the stream's final usage */
-  costOf(usage: Usage): bigint;
+  /** the exact cost of the stream, once it has ended (its final usage) */
+  cost(usage: Usage): Promise<bigint>;
 };
 
 export interface ModelHandler {
@@ -150,17 +150,17 @@ export function workerModel(ctx: GatewayContext, spec: WorkerSpec): ModelHandler
 
 /** A whole answer from the routed workers (fallbacks included). */
 export async function generateOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<Completion> {
-  const { value, worker, failed } = await withFallback(ctx, r, input, (spec) => ctx.calls.generate(spec, { ...input.req, signal: input.signal }));
-  return { result: value, worker, cost: ctx.costOf(worker, value.usage), headers: routingHeaders(r, worker, failed) };
+  const { value, worker, failed } = await withFallback(ctx, r, input, (spec, call) => ctx.calls.generate(spec, { ...input.req, signal: input.signal }, call));
+  return { result: value.result, worker, cost: value.cost, headers: routingHeaders(r, worker, failed) };
 }
 
 /** A stream from the routed workers: a failure before the first event falls back. */
 export async function streamOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<StreamAnswer> {
-  const { value, worker, failed } = await withFallback(ctx, r, input, async (spec) => {
-    const it = ctx.calls.stream(spec, { ...input.req, signal: input.signal })[Symbol.asyncIterator]();
-    return { it, first: await it.next() };
+  const { value, worker, failed } = await withFallback(ctx, r, input, async (spec, call) => {
+    const s = await ctx.calls.stream(spec, { ...input.req, signal: input.signal }, call);
+    return { s, first: await s.events.next() };
   });
-  return { worker, headers: routingHeaders(r, worker, failed), events: value.it, first: value.first, costOf: (u) => ctx.costOf(worker, u) };
+  return { worker, headers: routingHeaders(r, worker, failed), events: value.s.events, first: value.first, cost: (u) => value.s.cost(u) };
 }
 
 export function routingHeaders(r: Routed, worker: string, failed: string[]): Record<string, string> {
@@ -177,7 +177,7 @@ export function routingHeaders(r: Routed, worker: string, failed: string[]): Rec
  * while the failure is retryable; a fatal failure or the last one is thrown. Fills the record's
  * worker, fallbacks and provider ms.
  */
-async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput, attempt: (w: WorkerSpec) => Promise<T>): Promise<{ value: T; worker: string; failed: string[] }> {
+async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput, attempt: (w: WorkerSpec, call: CallMeta) => Promise<T>): Promise<{ value: T; worker: string; failed: string[] }> {
   const order = ctx.g.fallback === 'next-best' ? r.candidates.slice(0, 1 + ctx.g.fallbackAttempts) : r.candidates.slice(0, 1);
   const rec = input.record;
   const failed = rec.fallbacks;
@@ -187,7 +187,7 @@ async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput,
     for (const [i, worker] of order.entries()) {
       rec.worker = worker;
       try {
-        return { value: await attempt(ctx.specs.get(worker)!), worker, failed: [...failed] };
+        return { value: await attempt(ctx.specs.get(worker)!, { key: `${rec.id}.${i + 1}`, attempt: i + 1 }), worker, failed: [...failed] };
       } catch (e) {
         const fatal = input.signal.aborted ? new GatewayError(499, 'the client closed the request', { code: 'client_closed' }) : classify(worker, e);
         if (fatal) throw fatal;
@@ -201,6 +201,15 @@ async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput,
     }
   } finally {
     rec.providerMs = performance.now() - t0;
+  }
+  if (isProviderError(last) && last.kind === 'rate-limit') {
+    // every worker tried was at its rate limit (the provider's or the shared one): a 429 to retry
+    const ms = last.retryAfterMs;
+    throw new GatewayError(429, `${failed.length === 1 ? 'the worker' : 'every worker tried'} is at its rate limit (${failed.join(', ')}): ${last.message}`, {
+      type: 'rate_limit_error',
+      code: 'rate_limit_exceeded',
+      ...(ms !== undefined && { headers: { 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) } }),
+    });
   }
   throw new GatewayError(502, `${failed.length === 1 ? 'the worker' : 'every worker tried'} failed (${failed.join(', ')}): ${(last as Error).message}`, {
     type: 'server_error',

@@ -15,13 +15,14 @@
 // is a 400 with its message. Errors use OpenAI's error format.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
+import { createCallPipeline } from '@fugu/calls';
 import { InputError, type WorkerPool } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import type { Db } from '@fugu/db';
 import type { ChatModel, Env, ReplayStoreSource } from '@fugu/providers';
 import type { RouteClient } from '@fugu/serving';
 import { Registry, createLogger, scrub, type Logger } from '@fugu/telemetry';
-import { createContext, directCalls, type GatewayContext, type ProviderCalls } from './context.ts';
+import { createContext, directCalls, pipelineCalls, type GatewayContext, type ProviderCalls } from './context.ts';
 import { GatewayError, invalidJson } from './errors.ts';
 import { defaultRegistry, type ModelHandler, type ModelRegistry } from './models.ts';
 import { chatPlugin } from './plugins/chat.ts';
@@ -51,7 +52,7 @@ export type GatewayOptions = {
   calls?: ProviderCalls;
   /** further model kinds (e.g. `fugu-ultra`), each made from the context, registered after the workers */
   extraModels?: Array<(ctx: GatewayContext) => ModelHandler>;
-  /** Bull Board's connection; with adminKey, the dashboard is served at /admin/queues */
+  /** the shared rate limits' connection (needed when a limit is configured), and Bull Board's: with adminKey, the dashboard is served at /admin/queues */
   redis?: Redis;
   /** FUGU_ADMIN_KEY: Bull Board's password (HTTP Basic) or bearer token; unset: no dashboard */
   adminKey?: string;
@@ -67,7 +68,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   if (g.fallbackWorker !== undefined && !poolNames.includes(g.fallbackWorker)) {
     throw new InputError(`gateway.fallbackWorker "${g.fallbackWorker}" is not in the pool "${opts.pool.name}" (workers: ${poolNames.join(', ')})`, { field: 'FUGU_GATEWAY_FALLBACK_WORKER' });
   }
-  const calls = opts.calls ?? directCalls(opts.models ?? createWorkerModels(opts.pool, opts.env ?? process.env, { replayStore: opts.replayStore, timeoutMs: g.callTimeoutMs }));
+  const calls = opts.calls ?? defaultCalls(opts);
   const ctx = createContext({
     config: opts.config,
     pool: opts.pool,
@@ -106,6 +107,26 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   await app.register(opsPlugin, { ctx });
   if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis, adminKey: opts.adminKey });
   return app;
+}
+
+/**
+ * With a database: the call pipeline (shared rate limits, response cache, exact cost, one
+ * chat_calls row per provider call) over the workers' models; without one: the models directly.
+ * The models are made here, so a missing provider key stops the start.
+ */
+function defaultCalls(opts: GatewayOptions): ProviderCalls {
+  const g = opts.config.gateway;
+  const models = opts.models ?? createWorkerModels(opts.pool, opts.env ?? process.env, { replayStore: opts.replayStore, timeoutMs: g.callTimeoutMs });
+  if (!opts.db) return directCalls(models);
+  const pipeline = createCallPipeline({
+    db: opts.db,
+    ...(opts.redis && { redis: opts.redis }),
+    config: opts.config,
+    ...(opts.log && { log: opts.log }),
+    models: (w) => models.get(w.name),
+    timeoutMs: g.callTimeoutMs,
+  });
+  return pipelineCalls(pipeline, { maxWaitMs: g.limitWaitMs, cache: g.responseCache });
 }
 
 /** Fastify's own errors (JSON, size, media type) and ours, as OpenAI error bodies. */

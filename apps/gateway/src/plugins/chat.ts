@@ -2,6 +2,7 @@
 // registry (`fugu`, a worker, later `fugu-ultra`), the answer as JSON or SSE with usage.cost.
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { StreamEvent } from '@fugu/providers';
 import { scrub } from '@fugu/telemetry';
 import type { GatewayContext, RequestRecord } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
@@ -61,19 +62,22 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
   const w = new ChunkWriter(a.worker);
   raw.write(w.role());
   try {
+    let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
     for (let ev = a.first; !ev.done; ev = await a.events.next()) {
       const e = ev.value;
       if (e.type === 'text-delta') raw.write(w.text(e.text));
       else if (e.type === 'tool-call') raw.write(w.toolCall(e.toolCall));
-      else {
-        const cost = a.costOf(e.usage);
-        rec.tokensIn = e.usage.inputTokens;
-        rec.tokensOut = e.usage.outputTokens;
-        rec.cost = cost;
-        raw.write(w.finish(e.finishReason));
-        if (includeUsage) raw.write(w.usage(e.usage, cost));
-        await ctx.charge(input.caller, a.worker, cost);
-      }
+      else finish = e;
+    }
+    if (finish) {
+      // the stream has ended (its call row is written): its exact cost is known
+      const cost = await a.cost(finish.usage);
+      rec.tokensIn = finish.usage.inputTokens;
+      rec.tokensOut = finish.usage.outputTokens;
+      rec.cost = cost;
+      raw.write(w.finish(finish.finishReason));
+      if (includeUsage) raw.write(w.usage(finish.usage, cost));
+      await ctx.charge(input.caller, a.worker, cost);
     }
     raw.write(ChunkWriter.done());
   } catch (e) {

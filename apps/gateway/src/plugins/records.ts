@@ -58,6 +58,7 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
     );
     if (!ctx.db || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
     const p = insertRequest(ctx.db, {
+      id: rec.id,
       requestId: rec.requestId,
       apiKeyId: rec.keyId,
       route,
