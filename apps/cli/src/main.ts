@@ -18,6 +18,7 @@ import { cmdRouter, publishCheckpoint } from './router/commands.ts';
 import { trainRouter, TRAIN_DEFAULTS } from './router/train.ts';
 import { cmdGateway } from './serving/gateway.ts';
 import { cmdKeys } from './serving/keys.ts';
+import { cmdRequests, requestsOptions } from './serving/requests.ts';
 import { cmdTrain } from './train/es.ts';
 import { renderEsReport } from './report/es-report.ts';
 
@@ -83,6 +84,8 @@ serving
   keys create --name NAME [--workers a,b] [--spend-limit-usd X]
                           an API key for the gateway, printed once (only its hash is stored)
   keys list | keys revoke <name|id>
+  requests [--key K] [--since 2h|ISO] [--limit 50] [--json] | requests show <id> [--json]
+                          the gateway's request rows: worker, tokens, exact cost, latency split
 
   demo [--repetitions 4] [--sample N] [--no-serve]
                           the embedded default: the full LLMRouter batch through replay workers,
@@ -367,6 +370,12 @@ async function main(argv: string[]): Promise<number> {
       return cmdKeys(config, rest);
     case 'gateway':
       return cmdGateway(config, rest);
+    case 'requests': {
+      const { flags, positionals } = parse(rest, { key: { type: 'string' }, since: { type: 'string' }, limit: { type: 'string' }, json: { type: 'boolean' } });
+      const opts = requestsOptions(flags, positionals);
+      const ctx = await openContext({ redis: false, config });
+      return cmdRequests(ctx, opts).finally(() => ctx.close());
+    }
     case 'demo': {
       const { flags } = parse(rest, { repetitions: { type: 'string' }, sample: { type: 'string' }, seed: { type: 'string' }, 'local-workers': { type: 'string' }, 'no-serve': { type: 'boolean' } });
       return cmdDemo(config, flags, interruptSignal());
