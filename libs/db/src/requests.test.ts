@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './testing.ts';
 import { createApiKey } from './api-keys.ts';
-import { getRequest, insertRequest, listRequests, type NewRequestRow } from './requests.ts';
+import { getRequest, insertRequest, insertRequests, listRequests, type NewRequestRow } from './requests.ts';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -39,6 +39,13 @@ describe('requests', () => {
     expect(r).toMatchObject({ id, requestId: 'exact-1', cost: big, fallbacks: ['flaky'], topProbs: [{ worker: 'alpha', prob: 0.7 }, { worker: 'beta', prob: 0.2 }], tokensIn: 12, tokensOut: 34, status: 200 });
     expect((await getRequest(t.db, 'exact-1'))?.id).toBe(id);
     expect(await getRequest(t.db, 'nope')).toBeUndefined();
+  });
+
+  it('writes a batch in one statement', async () => {
+    const ids = await insertRequests(t.db, [row({ requestId: 'batch-a', topProbs: null }), row({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null })]);
+    expect(ids).toHaveLength(2);
+    expect(await getRequest(t.db, ids[0]!)).toMatchObject({ requestId: 'batch-a', topProbs: null });
+    expect(await getRequest(t.db, ids[1]!)).toMatchObject({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null });
   });
 
   it('lists newest first, by key id or name, since a time, with a limit', async () => {

@@ -40,16 +40,25 @@ export type NewRequestRow = Omit<RequestRow, 'id' | 'createdAt'> & { id?: string
 export const newRequestRowId = (): string => `r_${randomUUID().replaceAll('-', '')}`;
 
 export async function insertRequest(db: Db, r: NewRequestRow): Promise<string> {
-  const id = r.id ?? newRequestRowId();
+  return (await insertRequests(db, [r]))[0]!;
+}
+
+/** Many rows in one statement (the gateway batches the rows of requests that end together); returns their ids. */
+export async function insertRequests(db: Db, rows: readonly NewRequestRow[]): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.id ?? newRequestRowId());
+  const values = rows.map(
+    (r, i) => sql`(${ids[i]}, ${r.requestId}, ${r.apiKeyId}, ${r.route}, ${r.model}, ${r.worker}, ${r.stream},
+      ${r.topProbs === null ? null : JSON.stringify(r.topProbs)}::jsonb, ${JSON.stringify(r.fallbacks)}::jsonb,
+      ${r.tokensIn}::int, ${r.tokensOut}::int, ${formatUsd(r.cost)}::numeric, ${r.routingMs}::float8, ${r.providerMs}::float8, ${r.totalMs}::float8,
+      ${r.status}::int, ${r.errorCode}, ${r.createdAt ?? new Date()}::timestamptz)`,
+  );
   await sql`
     insert into requests (id, request_id, api_key_id, route, model, worker, stream, top_probs, fallbacks, tokens_in, tokens_out, cost,
                           routing_ms, provider_ms, total_ms, status, error_code, created_at)
-    values (${id}, ${r.requestId}, ${r.apiKeyId}, ${r.route}, ${r.model}, ${r.worker}, ${r.stream},
-            ${r.topProbs === null ? null : JSON.stringify(r.topProbs)}::jsonb, ${JSON.stringify(r.fallbacks)}::jsonb,
-            ${r.tokensIn}, ${r.tokensOut}, ${formatUsd(r.cost)}::numeric, ${r.routingMs}, ${r.providerMs}, ${r.totalMs},
-            ${r.status}, ${r.errorCode}, ${r.createdAt ?? new Date()})
+    values ${sql.join(values)}
   `.execute(db);
-  return id;
+  return ids;
 }
 
 type Raw = {

@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { formatUsd } from '@fugu/core';
-import { insertRequest } from '@fugu/db';
+import { insertRequests, type NewRequestRow } from '@fugu/db';
 import { scrub } from '@fugu/telemetry';
 import type { GatewayContext } from '../context.ts';
 import { unencapsulated } from './shared.ts';
@@ -24,7 +24,24 @@ export function requestIdOf(req: { headers: Record<string, string | string[] | u
 }
 
 export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app, { ctx }) => {
-  const pending = new Set<Promise<void>>();
+  // rows are written in batches: those of requests that end while a write is in flight go in
+  // the next statement, so a busy gateway makes one insert per batch, not per request
+  let queued: NewRequestRow[] = [];
+  let writing: Promise<void> | undefined;
+  const write = (): Promise<void> => {
+    const rows = queued;
+    queued = [];
+    return insertRequests(ctx.db!, rows)
+      .then(() => undefined)
+      .catch((e: unknown) => ctx.log.error({ rows: rows.length, err: scrub((e as Error).message) }, 'could not write request rows'))
+      .then(() => {
+        writing = queued.length > 0 ? write() : undefined;
+      });
+  };
+  const enqueue = (row: NewRequestRow): void => {
+    queued.push(row);
+    writing ??= write();
+  };
 
   app.addHook('onRequest', async (req, reply) => {
     const t0 = performance.now();
@@ -57,7 +74,7 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
       'request',
     );
     if (!ctx.db || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
-    const p = insertRequest(ctx.db, {
+    enqueue({
       id: rec.id,
       requestId: rec.requestId,
       apiKeyId: rec.keyId,
@@ -75,16 +92,12 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
       totalMs: ms,
       status,
       errorCode: rec.errorCode ?? null,
-    })
-      .then(() => undefined)
-      .catch((e: unknown) => ctx.log.error({ reqId: rec.requestId, err: scrub((e as Error).message) }, 'could not write the request row'))
-      .finally(() => pending.delete(p));
-    pending.add(p);
+    });
   }
 
   // rows of answered requests are written before the gateway closes
   app.addHook('onClose', async () => {
-    await Promise.all([...pending]);
+    while (writing) await writing;
   });
 });
 
