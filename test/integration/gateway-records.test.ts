@@ -77,6 +77,16 @@ async function rowOf(requestId: string): Promise<RequestRow> {
   throw new Error(`no requests row for ${requestId}`);
 }
 
+/** chat_calls rows of these keys: a gateway call's row is written behind its answer, so wait for all. */
+async function callRows(keys: string[]): Promise<Awaited<ReturnType<typeof getChatCalls>>> {
+  for (let i = 0; i < 200; i++) {
+    const rows = await getChatCalls(database.db, keys);
+    if (rows.length === keys.length) return rows;
+    await new Promise((res) => setTimeout(res, 25));
+  }
+  throw new Error(`chat_calls rows missing among ${keys.join(', ')}`);
+}
+
 const rid = (tag: string) => `${tag}-${randomBytes(4).toString('hex')}`;
 
 beforeAll(async () => {
@@ -143,7 +153,7 @@ describe('records: request ids, rows, usage.cost', () => {
     expect(row.providerMs).toBeGreaterThan(0);
     expect(row.totalMs).toBeGreaterThanOrEqual(row.providerMs!);
     // the provider call went through the call pipeline: one chat_calls row, keyed by the request row
-    const [call] = await getChatCalls(database.db, [`${row.id}.1`]);
+    const [call] = await callRows([`${row.id}.1`]);
     expect(call).toMatchObject({ origin: 'gateway', worker: 'premium', status: 'ok', tokensIn: 40, tokensOut: 10, cost: formatUsd(cost) });
   });
 
@@ -343,7 +353,7 @@ describe('one rate limit for gateway and evaluation calls (libs/calls)', () => {
       const r1 = await rowOf(id1);
       const r2 = await rowOf(id2);
       expect(r1).toMatchObject({ status: 429, errorCode: 'rate_limit_exceeded', worker: 'cheap', cost: 0n });
-      const rows = await getChatCalls(database.db, [`${evalKey}.a`, `${evalKey}.b`, `${r1.id}.1`, `${r2.id}.1`]);
+      const rows = await callRows([`${evalKey}.a`, `${evalKey}.b`, `${r1.id}.1`, `${r2.id}.1`]);
       const byKey = Object.fromEntries(rows.map((r) => [r.key, r]));
       expect(byKey[`${evalKey}.a`]).toMatchObject({ origin: 'chat-call', worker: 'cheap', status: 'ok' });
       expect(byKey[`${r1.id}.1`]).toMatchObject({ origin: 'gateway', worker: 'cheap', status: 'error' });

@@ -96,6 +96,9 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     void reply.code(404).send(new GatewayError(404, `no such endpoint: ${req.method} ${req.url.split('?')[0]}`, { code: 'unknown_url' }).body());
   });
 
+  app.addHook('onClose', async () => {
+    await calls.close?.();
+  });
   await app.register(recordsPlugin, { ctx });
   // the API: every route in this scope authenticates first
   await app.register(async (api) => {
@@ -126,7 +129,7 @@ function defaultCalls(opts: GatewayOptions): ProviderCalls {
     models: (w) => models.get(w.name),
     timeoutMs: g.callTimeoutMs,
   });
-  return pipelineCalls(pipeline, { maxWaitMs: g.limitWaitMs, cache: g.responseCache });
+  return pipelineCalls(pipeline, opts.db, { maxWaitMs: g.limitWaitMs, cache: g.responseCache, ...(opts.log && { log: opts.log }) });
 }
 
 /** Fastify's own errors (JSON, size, media type) and ours, as OpenAI error bodies. */
