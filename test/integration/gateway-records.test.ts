@@ -216,6 +216,38 @@ describe('records: request ids, rows, usage.cost', () => {
   });
 });
 
+describe('access log', () => {
+  async function logged(extraEnv: Record<string, string>): Promise<Json[]> {
+    const lines: string[] = [];
+    const destination = new Writable({ write: (c, _e, cb) => (lines.push(...String(c).split('\n').filter(Boolean)), cb()) });
+    const cfg = loadConfig({ ...serviceEnv(config), ...extraEnv });
+    const gw = await buildGateway({ config: cfg, pool, routeClient, db: database.db, env, redis, log: createLogger({ name: 'gw', level: 'info', destination }) });
+    await gw.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const c = new OpenAI({ apiKey: key, baseURL: `http://127.0.0.1:${(gw.server.address() as { port: number }).port}/v1`, maxRetries: 0 });
+      await c.chat.completions.create({ model: 'cheap', messages: [{ role: 'user', content: 'the secret plan is bananas' }] }, { headers: { 'x-request-id': 'log-check-1' } });
+    } finally {
+      await gw.close();
+    }
+    return lines.map((l) => JSON.parse(l)).filter((l) => l.msg === 'request');
+  }
+
+  it('writes one line per request with its figures, without the key or the message text', async () => {
+    const lines = await logged({});
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ reqId: 'log-check-1', method: 'POST', route: '/v1/chat/completions', status: 200, model: 'cheap', worker: 'cheap', tokensIn: 40, tokensOut: 10, cost: formatUsd(tokenCost(40, 10, { inputPerMTok: '0.1', outputPerMTok: '0.3' })) });
+    expect(lines[0].ms).toBeGreaterThan(0);
+    const text = JSON.stringify(lines);
+    expect(text).not.toContain('bananas');
+    expect(text).not.toContain(key);
+  });
+
+  it('includes the messages only with gateway.logMessages', async () => {
+    const lines = await logged({ FUGU_GATEWAY_LOG_MESSAGES: 'true' });
+    expect(JSON.stringify(lines[0].messages)).toContain('bananas');
+  });
+});
+
 describe('OpenAI parameters', () => {
   it('response_format, seed, stop and the rest reach the OpenAI-compatible stub as sent', async () => {
     const before = stubs.cheap!.requestCount;
