@@ -45,8 +45,8 @@ export default [
             lib('local-services', ['core', 'config']),
             // serving: the router behind a RouteClient (in-process threads or the route queue)
             lib('serving', ['core', 'config', 'telemetry', 'db', 'queue', 'router-model']),
-            // training: ES fitness tasks, coordinator and evaluators (routing data, features, the router model)
-            lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'serving', 'es', 'telemetry']),
+            // training: ES fitness tasks, coordinator and evaluators (routing data, features, the router model); never serving
+            lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'es', 'telemetry']),
           ],
         },
       ],

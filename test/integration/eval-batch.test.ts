@@ -7,6 +7,7 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { ConfigError, InputError, softLabels } from '@fugu/core';
 import { getRun } from '@fugu/db';
+import { providerCallQueue } from '@fugu/queue';
 import { routingSummary } from '@fugu/datasets';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
@@ -92,8 +93,13 @@ describe('evaluation batch', () => {
     expect(first.interrupted).toBe(true);
     expect(first.run.status).toBe('paused');
     expect(first.run.statusReason).toMatch(/fugu eval --resume interrupted/);
-    // the paused run's remaining jobs are skipped by the workers, not recorded
-    await new Promise((r) => setTimeout(r, 1500));
+    // the paused run's remaining jobs are skipped by the workers, not recorded: wait until the
+    // workers have taken every one of them
+    const queue = env.ctx.queue(providerCallQueue('replay'));
+    await waitFor('the paused run\'s jobs taken', async () => {
+      const c = await queue.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
+      return c.waiting! + c.active! + c.delayed! + c.prioritized! === 0;
+    }, 60_000, 50);
     const partial = await callRows('interrupted');
     expect(partial.total).toBeLessThan(9000);
     const second = await runEval(env.ctx, { ...base(big), resume: 'interrupted' });

@@ -1,22 +1,31 @@
-// The provider-call worker: consumes `provider-call.<provider>` jobs, calls the worker's model
-// (or replays a recorded answer), verifies the answer, and records call + reward in Postgres.
+// The provider-call worker: a thin consumer of the `provider-call.<provider>` queues on top of the
+// call pipeline (@fugu/calls), for two job kinds:
+//   `call`       one call of an evaluation run: the item's prompt to the worker (or a replay of a
+//                recorded answer), verified, recorded as calls + rewards by the batched CallWriter;
+//   `chat-call`  a chat request stored in Postgres (chat_requests), recorded as one chat_calls row.
 //
-// Retries: a 429 moves the job back with the provider's retry-after as a queue-wide rate limit
-// (no attempt is used); other transient errors are retried by BullMQ with exponential backoff
-// and jitter; a permanent error, or a transient one on the last attempt, is recorded as an
-// error row so the run still completes with exactly one row per call.
-import { Queue, RateLimitError as QueueRateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
+// Retries: a rate limit (the pipeline's shared limit, or a provider's 429) moves the job back
+// without using an attempt (queue.rateLimit for the provider's limit, a delay for a worker's);
+// other transient errors are retried by BullMQ with exponential backoff and jitter; a permanent
+// error, or a transient one on the last attempt, is recorded as an error row so there is exactly
+// one row per call.
+import { DelayedError, Queue, RateLimitError as QueueRateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { ConfigError, estimateTokens, formatUsd, InputError, parseUsd, tokenCost, type ProviderKind } from '@fugu/core';
+import { ConfigError, formatUsd, InputError, parseUsd, type ProviderKind } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { getCachedResponse, putCachedResponse, setRunStatus, type Db, type RunProgress, type StoredWorker } from '@fugu/db';
-import { createChatModel, isProviderError, requestHash, type ChatModel, type ChatRequest, type ChatResult } from '@fugu/providers';
+import { getChatCalls, setRunStatus, type Db, type RunProgress } from '@fugu/db';
+import { isProviderError, requestHash, type ChatRequest } from '@fugu/providers';
 import { verify } from '@fugu/datasets';
-import { callJobId, createRedis, parseJob, providerCallJobSchema, providerCallQueue, TokenBucket, type ProviderCallJob, type ProviderCallResult } from '@fugu/queue';
+import {
+  callJobId, CHAT_CALL_JOB, chatCallJobSchema, createRedis, parseJob, providerCallJobSchema, providerCallQueue,
+  type ChatCallJob, type ChatCallJobResult, type ProviderCallJob, type ProviderCallResult,
+} from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
-import { CallWriter } from '@fugu/calls';
+import { CallWriter, createCallPipeline, LimitExceededError, loadChatCall, providerCallCounterKey, type CallOutcome } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';
+
+export { providerCallCounterKey };
 
 export type ProviderWorkerOptions = {
   config: FuguConfig;
@@ -34,9 +43,6 @@ export type ProviderWorkerHandle = {
   close(deadline?: number): Promise<void>;
 };
 
-/** Redis hash counting every provider call started (the fault test reads re-executions from it). */
-export const providerCallCounterKey = (prefix: string): string => `${prefix}:stats:provider-calls`;
-
 export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<ProviderWorkerHandle> {
   const { config, db, log } = opts;
   const env = opts.env ?? process.env;
@@ -45,8 +51,18 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
   const items = new ItemLoader(db);
   const workers = new WorkerCache(db);
   const runs = new RunStatusCache(db);
-  const models = new Map<number, ChatModel>();
-  const counterKey = providerCallCounterKey(config.queuePrefix);
+  const pipeline = createCallPipeline({
+    db, redis: connection, config, log, env,
+    callCounterKey: providerCallCounterKey(config.queuePrefix),
+    // a replay worker answers from the item's recorded outcomes (items are loaded before the call)
+    replayStore: (name) => ({
+      lookup: (_prompt: string, itemId?: string) => {
+        const it = itemId ? items.peek(Number(itemId)) : undefined;
+        const outcome = it?.recorded?.[name];
+        return it && outcome ? { itemId: String(it.dbId), outcome } : undefined;
+      },
+    }),
+  });
 
   const writer = new CallWriter(db, {
     maxBatch: config.worker.writeBatchSize,
@@ -65,26 +81,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     },
   });
 
-  function modelFor(w: StoredWorker): ChatModel {
-    let m = models.get(w.id);
-    if (!m) {
-      m = createChatModel(w, env, {
-        timeoutMs: config.worker.callTimeoutMs,
-        replayStore: {
-          lookup: (_prompt: string, itemId?: string) => {
-            const it = itemId ? items.peek(Number(itemId)) : undefined;
-            const outcome = it?.recorded?.[w.name];
-            return it && outcome ? { itemId: String(it.dbId), outcome } : undefined;
-          },
-        },
-      });
-      models.set(w.id, m);
-    }
-    return m;
-  }
-
   const queues = new Map<ProviderKind, Queue>();
-  const buckets = new Map<ProviderKind, TokenBucket>();
   const bullWorkers: Worker[] = [];
 
   for (const provider of config.worker.providers) {
@@ -92,9 +89,45 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     const queue = new Queue(name, { connection, prefix: config.queuePrefix });
     queues.set(provider, queue);
     const limits = config.rateLimits[provider];
-    if (limits?.tokensPerMinute) buckets.set(provider, new TokenBucket(connection, `${config.queuePrefix}:ratelimit:tokens:${provider}`, limits.tokensPerMinute));
 
-    const processor = async (job: Job): Promise<ProviderCallResult> => {
+    /**
+     * A rate limit moves the job back without using an attempt: the provider's (a 429, or the
+     * shared limit of the provider) pauses the whole queue in every process for the wait; a
+     * worker's own limit delays just this job. Returns normally for any other error.
+     */
+    async function backOffIfLimited(e: unknown, job: Job, token: string | undefined): Promise<void> {
+      if (!isProviderError(e) || e.kind !== 'rate-limit') return;
+      const wait = Math.max(e.retryAfterMs ?? 1_000, 50);
+      if (e instanceof LimitExceededError && e.scope === 'worker' && token) {
+        await job.moveToDelayed(Date.now() + wait, token);
+        throw new DelayedError();
+      }
+      await queue.rateLimit(wait);
+      throw new QueueRateLimitError();
+    }
+
+    function noteError(e: unknown): void {
+      if (isProviderError(e) && !(e instanceof LimitExceededError)) metrics.errors.inc({ provider, kind: e.kind });
+    }
+
+    /** Whether a failed attempt is the call's final outcome (recorded) rather than retried. */
+    const isFinal = (e: unknown, job: Job): boolean => {
+      if (isProviderError(e) && e.kind === 'rate-limit') return false;
+      const last = job.attemptsMade + 1 >= (job.opts.attempts ?? 1);
+      if (isProviderError(e)) return !e.transient || last;
+      // a missing API key is final at once: retrying cannot fix it, the message names the variable
+      return e instanceof ConfigError || last;
+    };
+
+    function observe(workerName: string, o: CallOutcome): void {
+      metrics.calls.inc({ provider, worker: workerName, status: o.cached ? 'cached' : 'ok' });
+      if (!o.cached) metrics.latency.observe({ provider }, o.latencyMs / 1000);
+      metrics.tokens.inc({ provider, direction: 'in' }, o.result.usage.inputTokens);
+      metrics.tokens.inc({ provider, direction: 'out' }, o.result.usage.outputTokens);
+      if (o.cost > 0n) metrics.spend.inc({ provider }, Number(o.cost) / 1e12);
+    }
+
+    async function evaluationJob(job: Job, token: string | undefined): Promise<ProviderCallResult> {
       let data: ProviderCallJob;
       try {
         data = parseJob(providerCallJobSchema, job.data, name, job.id);
@@ -110,72 +143,27 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         return { outcome: 'skipped', reason: `run is ${status}` };
       }
       const [worker, item] = await Promise.all([workers.get(data.workerId), items.get(data.itemId)]);
-      const request: ChatRequest = {
-        messages: [{ role: 'user', content: item.prompt }],
-        metadata: { itemId: String(item.dbId) },
-        timeoutMs: config.worker.callTimeoutMs,
-      };
-      const hash = requestHash(worker, request, data.repetition);
+      const request: ChatRequest = { messages: [{ role: 'user', content: item.prompt }], metadata: { itemId: String(item.dbId) } };
       const attempt = job.attemptsMade + 1;
-      const base = { runId: data.runId, itemId: data.itemId, workerId: data.workerId, repetition: data.repetition, requestHash: hash, attempts: attempt };
-      const useCache = config.worker.responseCache && worker.provider !== 'replay';
+      const key = callJobId(data.runId, data.itemId, data.workerId, data.repetition);
+      const base = { runId: data.runId, itemId: data.itemId, workerId: data.workerId, repetition: data.repetition, attempts: attempt };
 
-      const callKey = callJobId(data.runId, data.itemId, data.workerId, data.repetition);
-      let result: ChatResult | undefined;
-      let cached = false;
-      // a cached answer costs nothing, unless this very call paid for it in an earlier attempt
-      // whose row was never written (a crash between the call and the write)
-      let paidEarlier = false;
-      let latencyMs = 0;
-      if (useCache) {
-        const hit = await getCachedResponse(db, hash);
-        if (hit) {
-          result = hit.response as unknown as ChatResult;
-          cached = true;
-          paidEarlier = hit.paidBy === callKey;
-        }
-      }
-      if (!result) {
-        const bucket = buckets.get(provider);
-        if (bucket) {
-          const wait = await bucket.take(estimateTokens(item.prompt) + (worker.settings.maxTokens ?? 256));
-          if (wait > 0) {
-            await queue.rateLimit(wait);
-            throw new QueueRateLimitError();
-          }
-        }
-        // counted before the call, without waiting for the answer: the command is on the wire
-        // before the call starts, so even a worker killed mid-call has counted it
-        void connection.hincrby(counterKey, provider, 1).catch(() => {});
-        const started = performance.now();
-        try {
-          result = await modelFor(worker).generate(request);
-        } catch (e) {
-          latencyMs = Math.round(performance.now() - started);
-          if (isProviderError(e)) {
-            metrics.errors.inc({ provider, kind: e.kind });
-            if (e.kind === 'rate-limit') {
-              // honour retry-after for the whole queue (every process), without using an attempt
-              await queue.rateLimit(Math.max(e.retryAfterMs ?? 1_000, 50));
-              throw new QueueRateLimitError();
-            }
-            if (e.transient && attempt < (job.opts.attempts ?? 1)) throw e;
-          } else if (!(e instanceof ConfigError) && attempt < (job.opts.attempts ?? 1)) {
-            throw e;
-          }
-          // a missing API key is recorded at once: retrying cannot fix it, the message names the variable
-          const kind = isProviderError(e) ? e.kind : e instanceof ConfigError ? 'config' : 'internal';
-          await writer.write({ ...base, status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, cached: false, errorKind: kind, error: (e as Error).message.slice(0, 2000), score: null, verifier: null });
-          metrics.calls.inc({ provider, worker: worker.name, status: 'error' });
-          return { outcome: 'recorded', status: 'error', cached: false };
-        }
-        latencyMs = Math.round(performance.now() - started);
-        metrics.latency.observe({ provider }, latencyMs / 1000);
-        if (useCache) await putCachedResponse(db, { requestHash: hash, provider, model: worker.model, response: result as unknown as Record<string, unknown>, tokensIn: result.usage.inputTokens, tokensOut: result.usage.outputTokens, paidBy: callKey });
+      let o: CallOutcome;
+      try {
+        o = await pipeline.execute({ worker, request, key, sample: data.repetition, attempt, maxWaitMs: 0 });
+      } catch (e) {
+        noteError(e);
+        await backOffIfLimited(e, job, token);
+        if (!isFinal(e, job)) throw e;
+        const kind = isProviderError(e) ? e.kind : e instanceof ConfigError ? 'config' : 'internal';
+        await writer.write({ ...base, requestHash: requestHash(worker, request, data.repetition), status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, cached: false, errorKind: kind, error: (e as Error).message.slice(0, 2000), score: null, verifier: null });
+        metrics.calls.inc({ provider, worker: worker.name, status: 'error' });
+        return { outcome: 'recorded', status: 'error', cached: false };
       }
 
       // an answer that cannot be checked here (e.g. code from a live model: nothing executes
       // it) is recorded without a reward, with the reason
+      const { result } = o;
       let reward: { score: number; verifier: string } | null = null;
       let unverifiable: string | null = null;
       try {
@@ -184,27 +172,61 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         if (!(e instanceof InputError)) throw e;
         unverifiable = e.message;
       }
-      const cost = cached && !paidEarlier ? 0n : tokenCost(result.usage.inputTokens, result.usage.outputTokens, worker.prices);
       await writer.write({
         ...base,
+        requestHash: o.requestHash,
         status: 'ok',
         response: { text: result.text, toolCalls: result.toolCalls, finishReason: result.finishReason, model: result.model, ...(result.providerMetadata && { providerMetadata: result.providerMetadata }) },
         tokensIn: result.usage.inputTokens,
         tokensOut: result.usage.outputTokens,
-        cost: formatUsd(cost),
-        latencyMs,
-        cached,
+        cost: formatUsd(o.cost),
+        latencyMs: o.cached ? 0 : o.latencyMs,
+        cached: o.cached,
         errorKind: unverifiable ? 'unverifiable' : null,
         error: unverifiable,
         score: reward?.score ?? null,
         verifier: reward?.verifier ?? null,
       });
-      metrics.calls.inc({ provider, worker: worker.name, status: cached ? 'cached' : 'ok' });
-      metrics.tokens.inc({ provider, direction: 'in' }, result.usage.inputTokens);
-      metrics.tokens.inc({ provider, direction: 'out' }, result.usage.outputTokens);
-      if (cost > 0n) metrics.spend.inc({ provider }, Number(cost) / 1e12);
-      return { outcome: 'recorded', status: 'ok', cached };
-    };
+      observe(worker.name, o);
+      return { outcome: 'recorded', status: 'ok', cached: o.cached };
+    }
+
+    async function chatCallJob(job: Job, token: string | undefined): Promise<ChatCallJobResult> {
+      let data: ChatCallJob;
+      try {
+        data = parseJob(chatCallJobSchema, job.data, name, job.id);
+      } catch (e) {
+        metrics.invalid.inc({ provider });
+        log.error({ queue: name, job: job.id, err: e }, 'rejected a job whose payload failed validation');
+        throw e;
+      }
+      // answered already (a re-run after a crash, or the same id submitted again): no call
+      const existing = (await getChatCalls(db, [data.id]))[0];
+      if (existing) return { outcome: 'existing', status: existing.status };
+      const stored = await loadChatCall(db, data);
+      if (!stored) throw new UnrecoverableError(`chat call ${data.id}: no stored request (chat_requests) under this id`);
+      const itemId = stored.request.metadata?.itemId;
+      // a replay worker answers an item's recorded outcome: the item must be loaded first
+      const [worker] = await Promise.all([workers.get(data.workerId), itemId && /^\d+$/.test(itemId) ? items.get(Number(itemId)) : undefined]);
+      const attempt = job.attemptsMade + 1;
+      try {
+        const o = await pipeline.call({
+          worker, request: stored.request, sample: stored.sample, origin: 'chat-call', key: data.id, attempt, maxWaitMs: 0,
+          recordError: (e) => isFinal(e, job),
+        });
+        observe(worker.name, o);
+        return { outcome: 'recorded', status: 'ok', cached: o.cached };
+      } catch (e) {
+        noteError(e);
+        await backOffIfLimited(e, job, token);
+        if (!isFinal(e, job)) throw e;
+        metrics.calls.inc({ provider, worker: worker.name, status: 'error' });
+        return { outcome: 'recorded', status: 'error', cached: false };
+      }
+    }
+
+    const processor = (job: Job, token?: string): Promise<ProviderCallResult | ChatCallJobResult> =>
+      job.name === CHAT_CALL_JOB ? chatCallJob(job, token) : evaluationJob(job, token);
 
     const limiter = limiterFor(limits?.requestsPerMinute ?? 0);
     const w = new Worker(name, processor, {

@@ -7,10 +7,10 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Worker, type Job } from 'bullmq';
 import type { FuguConfig } from '@fugu/config';
-import { InputError } from '@fugu/core';
+import { InputError, toWireError, WireFailure } from '@fugu/core';
 import type { Db } from '@fugu/db';
 import { createRedis, parseJob, routeJobSchema, routeQueue, type RouteJob } from '@fugu/queue';
-import { DeploymentWatcher, HEARTBEAT_MS, RouterThreadPool, routerHeartbeatKey, type RouteJobResult } from '@fugu/serving';
+import { DeploymentWatcher, HEARTBEAT_MS, RouterUnavailableError, RouterThreadPool, routerHeartbeatKey, type RouteJobResult } from '@fugu/serving';
 import { Counter, Histogram, type Logger, type Registry } from '@fugu/telemetry';
 
 export type RouterWorkerOptions = {
@@ -68,7 +68,7 @@ export async function startRouterWorker(opts: RouterWorkerOptions): Promise<Rout
     const data: RouteJob = parseJob(routeJobSchema, job.data, routeQueue, job.id);
     if (Date.now() > data.deadline) {
       metrics.dropped.inc();
-      return { ok: false, error: { name: 'RouterUnavailableError', message: 'the request was past its deadline when a router worker took it' } };
+      return { ok: false, error: toWireError(new RouterUnavailableError('the request was past its deadline when a router worker took it')) };
     }
     metrics.queueWait.observe(Math.max(0, Date.now() - job.timestamp));
     try {
@@ -77,8 +77,9 @@ export async function startRouterWorker(opts: RouterWorkerOptions): Promise<Rout
       return { ok: true, decision: { worker: d.worker, workers: d.workers, probs: d.probs, checkpointId: d.checkpointId } };
     } catch (e) {
       // a bad request is its caller's answer (not retried); anything else is retried by BullMQ
-      if (e instanceof InputError) return { ok: false, error: { name: e.name, message: e.message, ...(e.field && { field: e.field }) } };
-      throw e;
+      if (e instanceof InputError) return { ok: false, error: toWireError(e) };
+      // BullMQ keeps a failure as the thrown error's message: the encoded WireError
+      throw new WireFailure(e);
     }
   };
   const bull = new Worker(routeQueue, processor, {

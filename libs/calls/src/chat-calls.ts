@@ -6,11 +6,11 @@
 // coordinator that died and restarted reads the answers of its earlier life). Submitting an id
 // again never calls again: an id that has a row is not enqueued, and a job whose id already has a
 // row completes without a call.
-import { Queue, type JobsOptions } from 'bullmq';
-import type { ChatRequest, ChatResult } from '@fugu/core';
-import { getChatCalls, getChatRequest, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
+import { Job, Queue, type JobsOptions } from 'bullmq';
+import type { ChatRequest, ChatResult, ProviderKind } from '@fugu/core';
+import { getChatCalls, getChatRequest, getChatRequestWorkers, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
-import type { WireError } from './wire-error.ts';
+import type { WireError } from '@fugu/core';
 
 export type ChatCallSpec = {
   /** unique id of the call (letters, digits, _ . -; at most 200): the job id and the row's key */
@@ -79,17 +79,40 @@ export async function submitChatCalls(opts: ChatCallClientOptions, calls: readon
   await saveChatRequests(opts.db, calls.map((c) => ({ id: c.id, workerId: c.worker.id, request: storable(c.request), sample: c.sample ?? 0, origin: opts.origin ?? 'chat-call' })));
   const answered = await getChatCallResults(opts.db, ids);
   const todo = calls.filter((c) => !answered.has(c.id));
-  const jobs = todo.map((c) => {
-    const data: ChatCallJob = parseJob(chatCallJobSchema, { v: 1, id: c.id, workerId: c.worker.id, provider: c.worker.provider }, providerCallQueue(c.worker.provider));
-    return {
-      queue: providerCallQueue(c.worker.provider),
-      name: CHAT_CALL_JOB,
-      data,
-      opts: { jobId: c.id, ...opts.jobOptions, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } } satisfies JobsOptions,
-    };
-  });
-  const enqueued = await enqueueStream(opts.queue, jobs);
+  const enqueued = await enqueueStream(opts.queue, todo.map((c) => chatCallBulkJob(opts, c.id, c.worker.id, c.worker.provider)));
   return { ids, answered: answered.size, enqueued };
+}
+
+function chatCallBulkJob(opts: ChatCallClientOptions, id: string, workerId: number, provider: ProviderKind) {
+  const data: ChatCallJob = parseJob(chatCallJobSchema, { v: 1, id, workerId, provider }, providerCallQueue(provider));
+  return {
+    queue: providerCallQueue(provider),
+    name: CHAT_CALL_JOB,
+    data,
+    opts: { jobId: id, ...opts.jobOptions, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } } satisfies JobsOptions,
+  };
+}
+
+/**
+ * Puts back the jobs of stored chat calls that have no result and no live job: a job that failed
+ * for good without a row (e.g. Postgres away through all its attempts) is removed and added again;
+ * a job that is gone (a flushed Redis) is added again. Waiting, active and delayed jobs are left
+ * alone. Returns the ids put back.
+ */
+export async function reconcileChatCalls(opts: ChatCallClientOptions, ids: readonly string[]): Promise<string[]> {
+  const answered = await getChatCallResults(opts.db, ids);
+  const open = ids.filter((id) => !answered.has(id));
+  const back: string[] = [];
+  for (const r of await getChatRequestWorkers(opts.db, open)) {
+    const q = opts.queue(providerCallQueue(r.provider as ProviderKind));
+    const state = await q.getJobState(r.id);
+    if (state === 'failed') await (await Job.fromId(q, r.id))?.remove();
+    else if (state !== 'unknown' && state !== 'completed') continue;
+    back.push(r.id);
+  }
+  const byId = new Map((await getChatRequestWorkers(opts.db, back)).map((r) => [r.id, r]));
+  await enqueueStream(opts.queue, back.map((id) => chatCallBulkJob(opts, id, byId.get(id)!.workerId, byId.get(id)!.provider as ProviderKind)));
+  return back;
 }
 
 export type WaitOptions = {
@@ -100,6 +123,11 @@ export type WaitOptions = {
   signal?: AbortSignal;
   /** called as results come in (e.g. progress) */
   onResults?: (results: ChatCallResult[], done: number, total: number) => void;
+  /**
+   * with the queues: when no result has come for `stallMs` (default 15 s), put back the jobs of
+   * open ids that failed for good or are gone (reconcileChatCalls), as `fugu eval` does for runs
+   */
+  reconcile?: { client: ChatCallClientOptions; stallMs?: number };
 };
 
 /**
@@ -111,14 +139,20 @@ export async function waitForChatCalls(db: Db, ids: readonly string[], opts: Wai
   let open = [...new Set(ids)];
   const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
   const pollMs = opts.pollMs ?? 100;
+  let progressAt = Date.now();
   for (;;) {
     const got = await getChatCallResults(db, open);
     if (got.size > 0) {
+      progressAt = Date.now();
       for (const [id, r] of got) out.set(id, r);
       open = open.filter((id) => !got.has(id));
       opts.onResults?.([...got.values()], out.size, out.size + open.length);
     }
     if (open.length === 0) return out;
+    if (opts.reconcile && Date.now() - progressAt >= (opts.reconcile.stallMs ?? 15_000)) {
+      await reconcileChatCalls(opts.reconcile.client, open).catch(() => []);
+      progressAt = Date.now();
+    }
     if (opts.signal?.aborted) throw new Error(`waiting for chat calls aborted with ${open.length} of ${ids.length} open`);
     if (Date.now() + pollMs > deadline) throw new Error(`timed out waiting for chat calls: ${open.length} of ${ids.length} open (first: ${open[0]})`);
     await new Promise((r) => setTimeout(r, pollMs));

@@ -72,7 +72,7 @@ describe('call pipeline: call()', () => {
     const e = await p.call({ worker: worker(), request: ask('bad'), origin: 'gateway', key: 'err-1' }).catch((x: unknown) => x);
     expect(e).toBeInstanceOf(BadRequestError);
     const r = await row('err-1');
-    expect(r).toMatchObject({ status: 'error', tokensIn: 0, cost: '0.000000000000', error: { code: 'provider-bad-request', provider: 'openai', kind: 'bad-request', transient: false, status: 400 } });
+    expect(r).toMatchObject({ status: 'error', tokensIn: 0, cost: '0.000000000000', error: { code: 'provider-bad-request', fields: { provider: 'openai', kind: 'bad-request', transient: false, status: 400 } } });
     expect(r!.error!.message).toMatch(/bad things/);
     // the wire error round-trips to the same kind of error
     const back = fromWireError(r!.error!);
@@ -108,7 +108,7 @@ describe('call pipeline: shared rate limits for direct callers', () => {
     expect(e).toMatchObject({ transient: true, kind: 'rate-limit', scope: 'provider', limit: 'requests' });
     expect((e as RateLimitError).retryAfterMs).toBeGreaterThan(0);
     expect((e as RateLimitError).retryAfterMs).toBeLessThanOrEqual(100);
-    expect(await row('rl-3')).toMatchObject({ status: 'error', error: { code: 'provider-rate-limit', transient: true } });
+    expect(await row('rl-3')).toMatchObject({ status: 'error', error: { code: 'provider-rate-limit', fields: { transient: true, scope: 'provider', limit: 'requests' } } });
     expect(stub.requestCount).toBe(2);
     // the same call allowed to wait (longer than a refill) goes through
     await expect(p2.call({ worker: worker(), request: ask('d'), origin: 'gateway', key: 'rl-4', maxWaitMs: 5_000 })).resolves.toMatchObject({ cached: false });

@@ -10,7 +10,7 @@
 // error; the first row of a key wins, so a re-run writes nothing) and rethrow provider errors
 // unchanged.
 import type { Redis } from 'ioredis';
-import { estimateTokens, formatUsd, messageText, tokenCost, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent, type TextPart, type ToolCall, type ToolCallPart, type WorkerSpec } from '@fugu/core';
+import { estimateTokens, formatUsd, type JsonValue, messageText, tokenCost, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent, type TextPart, type ToolCall, type ToolCallPart, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { getCachedResponse, putCachedResponse, recordChatCall, type Db } from '@fugu/db';
 import { AbortedError, createChatModel, RateLimitError, requestHash, type Env, type ReplayStoreSource } from '@fugu/providers';
@@ -85,10 +85,15 @@ export class LimitExceededError extends RateLimitError {
   readonly limit: LimitKind;
   constructor(worker: CallWorker, bucket: Bucket, waitMs: number) {
     const who = bucket.scope === 'provider' ? `provider ${worker.provider}` : `worker "${worker.name}"`;
-    super(worker.provider, `rate limit of ${who} reached (${bucket.perMinute} ${bucket.kind} per minute, shared by every process): retry in ${waitMs} ms`, { retryAfterMs: waitMs, status: undefined as unknown as number });
+    // no HTTP status: no request was sent
+    super(worker.provider, `rate limit of ${who} reached (${bucket.perMinute} ${bucket.kind} per minute, shared by every process): retry in ${waitMs} ms`, { retryAfterMs: waitMs, status: undefined });
     this.name = 'LimitExceededError';
     this.scope = bucket.scope;
     this.limit = bucket.kind;
+  }
+
+  override wireFields(): Record<string, JsonValue> {
+    return { ...super.wireFields(), scope: this.scope, limit: this.limit };
   }
 }
 

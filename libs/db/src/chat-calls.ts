@@ -2,6 +2,7 @@
 // one row per call, unique by key (the first final row wins; a re-run inserts nothing).
 import { sql } from 'kysely';
 import type { Db } from './connection.ts';
+import type { WireError } from '@fugu/core';
 import type { CallStatus } from './schema.ts';
 
 export type ChatCallRecord = {
@@ -21,8 +22,8 @@ export type ChatCallRecord = {
   latencyMs: number;
   attempts: number;
   cached: boolean;
-  /** the wire error `{ code, message, ...fields }` of a failed call */
-  error: { code: string; message: string; [field: string]: unknown } | null;
+  /** the wire error (@fugu/core toWireError) of a failed call */
+  error: WireError | null;
 };
 
 export type ChatCallRow = ChatCallRecord & { id: number; createdAt: Date };
@@ -75,4 +76,16 @@ export async function saveChatRequests(db: Db, rows: readonly ChatRequestRecord[
 export async function getChatRequest(db: Db, id: string): Promise<ChatRequestRecord | undefined> {
   const r = await db.selectFrom('chat_requests').selectAll().where('id', '=', id).executeTakeFirst();
   return r && { id: r.id, workerId: r.worker_id, request: r.request, sample: r.sample, origin: r.origin };
+}
+
+/** The worker id and provider of stored chat requests (to find or re-add their jobs). */
+export async function getChatRequestWorkers(db: Db, ids: readonly string[]): Promise<Array<{ id: string; workerId: number; provider: string }>> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom('chat_requests as r')
+    .innerJoin('workers as w', 'w.id', 'r.worker_id')
+    .select(['r.id as id', 'r.worker_id as workerId', 'w.provider as provider'])
+    .where('r.id', '=', sql<string>`any(${ids as string[]}::text[])`)
+    .execute();
+  return rows;
 }

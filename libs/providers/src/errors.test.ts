@@ -90,3 +90,23 @@ describe('googleRetryDelay', () => {
     expect(googleRetryDelay('not json')).toBeUndefined();
   });
 });
+
+describe('ProviderError on the wire (@fugu/core toWireError / fromWireError)', () => {
+  it('comes back as the class of its kind with provider, status, retry-after and request id', async () => {
+    const { fromWireError, toWireError } = await import('@fugu/core');
+    const through = (e: unknown) => fromWireError(JSON.parse(JSON.stringify(toWireError(e))));
+    const rl = through(new RateLimitError('openai', 'slow down', { retryAfterMs: 1500, requestId: 'req_1' }));
+    expect(rl).toBeInstanceOf(RateLimitError);
+    expect(rl).toMatchObject({ provider: 'openai', kind: 'rate-limit', transient: true, status: 429, retryAfterMs: 1500, requestId: 'req_1', code: 'provider-rate-limit', message: 'slow down' });
+    for (const status of [400, 401, 408, 500, 503]) {
+      const e = errorForStatus('anthropic', status, `status ${status}`);
+      const back = through(e) as ProviderError;
+      expect(back.constructor).toBe(e.constructor);
+      expect(back).toMatchObject({ kind: e.kind, transient: e.transient, status, provider: 'anthropic' });
+      expect(isTransientError(back)).toBe(isTransientError(e));
+    }
+    // a redacted message stays redacted
+    const auth = new AuthError('openai', redactSecrets('bad key sk-abcdefghijklmnopqrstuvwx', ['sk-abcdefghijklmnopqrstuvwx']));
+    expect(JSON.stringify(toWireError(auth))).not.toContain('abcdefghijkl');
+  });
+});

@@ -3,7 +3,7 @@
 // Messages never carry an API key: adapters pass their key to `redactSecrets`, and the SDK
 // error is not kept as `cause` (SDK errors hold request headers and raw bodies).
 
-import { FuguError, type ProviderKind } from '@fugu/core';
+import { FuguError, registerWireError, type JsonValue, type ProviderKind, type WireError } from '@fugu/core';
 
 export type ProviderErrorKind =
   | 'rate-limit'
@@ -47,6 +47,17 @@ export class ProviderError extends FuguError {
     this.status = fields.status;
     this.retryAfterMs = fields.retryAfterMs;
     this.requestId = fields.requestId;
+  }
+
+  override wireFields(): Record<string, JsonValue> {
+    return {
+      provider: this.provider,
+      kind: this.kind,
+      transient: this.transient,
+      ...(this.status !== undefined && { status: this.status }),
+      ...(this.retryAfterMs !== undefined && { retryAfterMs: this.retryAfterMs }),
+      ...(this.requestId !== undefined && { requestId: this.requestId }),
+    };
   }
 
   /** JSON-safe form for job payloads and logs. */
@@ -128,6 +139,39 @@ export class AbortedError extends ProviderError {
     this.name = 'AbortedError';
   }
 }
+
+/**
+ * A ProviderError back from its WireError (code `provider-<kind>`): the class of its kind, with
+ * its provider, status, retry-after and request id. Registered with @fugu/core's wire format when
+ * this module is imported.
+ */
+export function reviveProviderError(w: WireError): ProviderError {
+  const f = w.fields ?? {};
+  const provider = (typeof f.provider === 'string' ? f.provider : 'unknown') as ProviderKind;
+  const kind = (typeof f.kind === 'string' ? f.kind : w.code.slice('provider-'.length)) as ProviderErrorKind;
+  const fields: ProviderErrorFields = {
+    ...(typeof f.status === 'number' && { status: f.status }),
+    ...(typeof f.retryAfterMs === 'number' && { retryAfterMs: f.retryAfterMs }),
+    ...(typeof f.requestId === 'string' && { requestId: f.requestId }),
+  };
+  switch (kind) {
+    case 'rate-limit': return new RateLimitError(provider, w.message, fields);
+    case 'overloaded': return new OverloadedError(provider, w.message, fields);
+    case 'server': return new ServerError(provider, w.message, fields);
+    case 'bad-request': return new BadRequestError(provider, w.message, fields);
+    case 'auth': return new AuthError(provider, w.message, fields);
+    case 'timeout': return new TimeoutError(provider, w.message, fields);
+    case 'connection': return new ConnectionError(provider, w.message, fields);
+    case 'aborted': return new AbortedError(provider, w.message);
+    default: {
+      const e = new ProviderError(provider, kind, f.transient === true, w.message, fields);
+      if (w.name) e.name = w.name;
+      return e;
+    }
+  }
+}
+
+registerWireError('provider-', reviveProviderError);
 
 export function isProviderError(e: unknown): e is ProviderError {
   return e instanceof ProviderError;

@@ -13,7 +13,7 @@ import { createRedis } from '@fugu/queue';
 import { publishRouter } from './deployment.ts';
 import { RouterUnavailableError } from './errors.ts';
 import { InProcessRouteClient } from './in-process-client.ts';
-import { loadRouterModel, type RouterModel } from './model.ts';
+import { loadRouterModel, type RouterModel } from '@fugu/router-model';
 import { saveAnchorCheckpoint } from './testing.ts';
 
 const redisUrl = process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';

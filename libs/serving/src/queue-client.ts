@@ -9,7 +9,8 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { FuguConfig } from '@fugu/config';
 import { createRedis, ROUTE_TEXT_MAX_CHARS, routeQueue, type RouteJob } from '@fugu/queue';
-import { reviveInputError, RouterUnavailableError } from './errors.ts';
+import { decodeWireError, fromWireError, InputError, type WireError } from '@fugu/core';
+import { RouterUnavailableError } from './errors.ts';
 import { checkRouteRequest } from './in-process-client.ts';
 import type { RouteClient, RouteDecision, RouteRequest } from './types.ts';
 
@@ -26,8 +27,8 @@ export async function liveRouterWorkers(redis: Redis, prefix: string, now = Date
   return redis.zrangebyscore(routerHeartbeatKey(prefix), now - HEARTBEAT_TTL_MS, '+inf');
 }
 
-/** What a router worker returns for a route job: a decision, or the error that request has (not retried). */
-export type RouteJobResult = { ok: true; decision: Omit<RouteDecision, 'routingMs'> } | { ok: false; error: { name: string; message: string; field?: string } };
+/** What a router worker returns for a route job: a decision, or the error that request has (not retried), as a WireError. */
+export type RouteJobResult = { ok: true; decision: Omit<RouteDecision, 'routingMs'> } | { ok: false; error: WireError };
 
 export type QueueRouteClientOptions = {
   config: Pick<FuguConfig, 'redisUrl' | 'queuePrefix' | 'router'>;
@@ -103,7 +104,7 @@ export class QueueRouteClient implements RouteClient {
       };
       const onFailed = (args: { failedReason?: string }): void => {
         done();
-        reject(new RouterUnavailableError(`routing failed: ${args.failedReason ?? 'unknown error'}`));
+        reject(new RouterUnavailableError(`routing failed: ${args.failedReason ? decodeWireError(args.failedReason).message : 'unknown error'}`));
       };
       const timer = setTimeout(() => {
         done();
@@ -117,8 +118,9 @@ export class QueueRouteClient implements RouteClient {
       });
     });
     if (!result.ok) {
-      if (result.error.name === 'InputError') throw reviveInputError(result.error);
-      throw new RouterUnavailableError(`routing failed: ${result.error.message}`);
+      const e = fromWireError(result.error);
+      if (e instanceof InputError) throw e;
+      throw new RouterUnavailableError(`routing failed: ${e.message}`);
     }
     const d = result.decision;
     return { worker: d.worker, workers: d.workers, probs: d.probs, checkpointId: d.checkpointId, routingMs: performance.now() - t0 };

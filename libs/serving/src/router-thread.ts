@@ -2,10 +2,11 @@
 // ONNX Runtime's run() blocks the thread it runs on, so inference lives here, off the main
 // thread's event loop (which keeps renewing job locks and answering health checks).
 import { parentPort, workerData } from 'node:worker_threads';
-import type { SvfLayer } from '@fugu/router-model';
-import { loadRouterModel, type ResolvedExecution, type RouterModel } from './model.ts';
+import { type SvfLayer, loadRouterModel, type ResolvedExecution, type RouterModel } from '@fugu/router-model';
 import { Router, type RouterCheckpoint } from './router.ts';
-import type { ThreadRequest, ThreadResponse, WireError } from './thread-protocol.ts';
+import { toWireError } from '@fugu/core';
+import { RouterUnavailableError } from './errors.ts';
+import type { ThreadRequest, ThreadResponse } from './thread-protocol.ts';
 
 export type RouterThreadData = {
   home: string;
@@ -18,11 +19,7 @@ const port = parentPort!;
 const data = workerData as RouterThreadData;
 const send = (m: ThreadResponse): void => port.postMessage(m);
 
-const wire = (e: unknown): WireError => {
-  const err = e instanceof Error ? e : new Error(String(e));
-  const field = (err as Error & { field?: unknown }).field;
-  return { name: err.name, message: err.message, ...(typeof field === 'string' && { field }) };
-};
+const wire = toWireError;
 
 let model: RouterModel;
 let router: Router | undefined;
@@ -52,7 +49,7 @@ port.on('message', (msg: ThreadRequest) => {
       // the router at the batch's start: a checkpoint swapped in meanwhile serves later batches
       const r = router;
       if (!r) {
-        send({ type: 'result', id: msg.id, checkpointId: null, inferenceMs: 0, results: msg.items.map(() => ({ ok: false, error: { name: 'RouterUnavailableError', message: 'no router checkpoint is loaded yet' } })) });
+        send({ type: 'result', id: msg.id, checkpointId: null, inferenceMs: 0, results: msg.items.map(() => ({ ok: false, error: wire(new RouterUnavailableError('no router checkpoint is loaded yet')) })) });
         return;
       }
       const t0 = performance.now();

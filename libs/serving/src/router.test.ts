@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { CUDA_PROVIDER_LIBRARY, loadRouterModel, resolveExecutionProvider, threadsPerSession, type RouterModel } from './model.ts';
+import { loadRouterModel, type RouterModel } from '@fugu/router-model';
 import { Router, routingText } from './router.ts';
 import { RouterThreadPool } from './thread-pool.ts';
 import { anchorCheckpoint } from './testing.ts';
@@ -95,20 +95,6 @@ describe('Router', () => {
 
   it('refuses a checkpoint trained on another backbone, naming it', () => {
     expect(() => new Router(model, { ...ckpt, id: 'other', backboneId: 'deadbeef' })).toThrow(/checkpoint other was trained on backbone deadbeef/);
-  });
-});
-
-describe('execution providers', () => {
-  it('auto picks CUDA only when its provider library lies next to the binding; cuda without it is an error', () => {
-    const none = () => false;
-    const all = () => true;
-    expect(resolveExecutionProvider('auto', { bindingDir: '/b', exists: none })).toMatchObject({ provider: 'cpu', executionProviders: ['cpu'] });
-    expect(resolveExecutionProvider('auto', { bindingDir: '/b', exists: all })).toMatchObject({ provider: 'cuda', executionProviders: ['cuda', 'cpu'] });
-    expect(resolveExecutionProvider('auto', { bindingDir: '/b', exists: none }).reason).toContain(CUDA_PROVIDER_LIBRARY);
-    expect(resolveExecutionProvider('cpu', { bindingDir: '/b', exists: all }).provider).toBe('cpu');
-    expect(() => resolveExecutionProvider('cuda', { bindingDir: '/b', exists: none })).toThrow(/FUGU_ROUTER_EXECUTION_PROVIDER/);
-    expect(threadsPerSession(3, 16)).toBe(5);
-    expect(threadsPerSession(32, 16)).toBe(1);
   });
 });
 

@@ -2,8 +2,7 @@
 // and routingText, the text the router scores for a conversation.
 import { InputError, messageText, type ChatMessage } from '@fugu/core';
 import { getCheckpoint, type CheckpointRecord, type Db } from '@fugu/db';
-import { RouterPolicy, type Decision, type WorkerPrices } from '@fugu/router-model';
-import type { RouterModel } from './model.ts';
+import { RouterPolicy, type Decision, type WorkerPrices, type RouterModel } from '@fugu/router-model';
 
 /**
  * The text the router scores for a conversation.

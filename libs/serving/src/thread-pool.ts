@@ -7,13 +7,13 @@
 // A thread that dies is restarted; its batch fails (the route queue retries such jobs).
 import { Worker } from 'node:worker_threads';
 import { InputError } from '@fugu/core';
-import { loadUseLite, thetaSize, type SvfLayer } from '@fugu/router-model';
+import { loadUseLite, thetaSize, type SvfLayer, resolveExecutionProvider, threadsPerSession, useLiteSvfLayer, type ExecutionProviderSetting, type ResolvedExecution } from '@fugu/router-model';
 import { MicroBatcher } from './batcher.ts';
-import { reviveInputError, RouterUnavailableError } from './errors.ts';
-import { resolveExecutionProvider, threadsPerSession, useLiteSvfLayer, type ExecutionProviderSetting, type ResolvedExecution } from './model.ts';
+import { fromWireError } from '@fugu/core';
+import { RouterUnavailableError } from './errors.ts';
 import type { RouterCheckpoint, RouterDecision } from './router.ts';
 import type { RouterThreadData } from './router-thread.ts';
-import type { ThreadItem, ThreadRequest, ThreadResponse, WireError } from './thread-protocol.ts';
+import type { ThreadItem, ThreadRequest, ThreadResponse } from './thread-protocol.ts';
 import type { RouteDecision } from './types.ts';
 
 export type PoolBatchInfo = {
@@ -69,15 +69,7 @@ type ThreadSlot = {
 
 type BatchResult = Array<{ ok: true; value: RouterDecision } | { ok: false; error: Error }>;
 
-function fromWire(e: WireError): Error {
-  if (e.name === 'InputError') {
-    return reviveInputError(e);
-  }
-  if (e.name === 'RouterUnavailableError') return new RouterUnavailableError(e.message);
-  const err = new Error(e.message);
-  err.name = e.name;
-  return err;
-}
+const fromWire = fromWireError;
 
 export class RouterThreadPool {
   readonly execution: ResolvedExecution;

@@ -1,7 +1,7 @@
 // Messages between RouterThreadPool (main thread) and router-thread.ts.
+// Errors cross as @fugu/core's WireError (toWireError in the thread, fromWireError here).
+import type { WireError } from '@fugu/core';
 import type { RouterCheckpoint, RouterDecision } from './router.ts';
-
-export type WireError = { name: string; message: string; field?: string };
 
 export type ThreadItem = { text: string; allowed?: readonly string[]; lambda?: number };
 

@@ -3,8 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { rng, type DatasetItem } from '@fugu/core';
 import { createRun, listItemKeys, recordCalls, saveCheckpoint, saveDataset, savePool, setRunStatus, type CallRecord, type CheckpointRecord, type Db } from '@fugu/db';
-import { thetaLayout, thetaSize, unpackTheta, useLiteHeadDims } from '@fugu/router-model';
-import { USE_LITE_BACKBONE } from '@fugu/serving';
+import { thetaLayout, thetaSize, unpackTheta, useLiteHeadDims, USE_LITE_BACKBONE } from '@fugu/router-model';
 
 export const SYNTHETIC_WORKERS = ['alpha', 'beta', 'gamma'] as const;
 

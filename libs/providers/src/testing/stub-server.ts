@@ -40,6 +40,8 @@ export type RecordedRequest = {
   /** parsed JSON body (undefined when empty or not JSON) */
   body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
   rawBody: string;
+  /** arrival time on the stub's clock (options.now, default Date.now): the time its rate limit counts */
+  at: number;
 };
 
 export type StubServerOptions = {
@@ -171,7 +173,8 @@ export class StubServer {
     } catch {
       body = undefined;
     }
-    const rec: RecordedRequest = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams, headers: req.headers, body, rawBody };
+    const at = (this.#opts.now ?? Date.now)();
+    const rec: RecordedRequest = { method: req.method ?? 'GET', path: u.pathname, query: u.searchParams, headers: req.headers, body, rawBody, at };
     this.requests.push(rec);
     const seq = ++this.#seq;
     const d = this.#dialect;
@@ -182,7 +185,7 @@ export class StubServer {
       // echo the key back as some providers do, so tests can check it is redacted
       return d.writeError(res, 401, `Incorrect API key provided: ${d.apiKeyOf(rec) ?? '(none)'}`, {});
     }
-    const limited = this.#rateLimit();
+    const limited = this.#rateLimit(at);
     if (limited !== undefined) {
       this.rateLimited++;
       const headers = { 'retry-after': String(Math.ceil(limited / 1000)), 'retry-after-ms': String(limited) };
@@ -216,10 +219,9 @@ export class StubServer {
   }
 
   /** ms to wait when over the limit, else undefined (and the request counts in the window). */
-  #rateLimit(): number | undefined {
+  #rateLimit(now: number): number | undefined {
     const limit = this.#opts.rateLimit?.requestsPerSecond;
     if (limit === undefined) return undefined;
-    const now = (this.#opts.now ?? Date.now)();
     this.#window = this.#window.filter((t) => t > now - 1000);
     if (this.#window.length >= limit) return Math.max(1, this.#window[0]! + 1000 - now);
     this.#window.push(now);

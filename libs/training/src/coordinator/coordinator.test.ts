@@ -173,9 +173,11 @@ describe('ES coordinator and evaluators', () => {
     evs = [];
     await newRun('late', { deadlineMs: 1_000, generations: 1 });
     const dispatches: DispatchEvent[] = [];
-    const done = coordinate('late', { onDispatch: (d) => dispatches.push(d) });
-    // no evaluator for a while: the deadline passes and the generation is dispatched again
-    await new Promise((r) => setTimeout(r, 1_600));
+    let redispatched!: () => void;
+    const deadlinePassed = new Promise<void>((r) => (redispatched = r));
+    const done = coordinate('late', { onDispatch: (d) => { dispatches.push(d); if (d.reason === 'deadline') redispatched(); } });
+    // no evaluator until the deadline has passed and the generation was dispatched again
+    await deadlinePassed;
     evs = await evaluators(1, sphereTask());
     expect((await done).status).toBe('completed');
     expect(dispatches.map((d) => d.reason).slice(0, 2)).toEqual(['start', 'deadline']);

@@ -10,10 +10,13 @@
 // Skipped (completed without a row): a job of a generation already committed or of another
 // state (stale), one whose row exists (a re-dispatched duplicate: first result wins), a run that
 // is not running. Errors (Postgres away, the task failing) are thrown: BullMQ retries the job.
+// A thrown error travels as @fugu/core's WireError (WireFailure: the job's failedReason is the
+// encoded WireError), so the coordinator reads its code and fields.
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Worker, type Job } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { decodeWireError, WireFailure } from '@fugu/core';
 import { SepCmaEs, type SepCmaEsState } from '@fugu/es';
 import { getEsRun, getEsState, recordedEsCandidates, recordEsEvaluations, type Db } from '@fugu/db';
 import { esEvalJobSchema, esEvalQueue, parseJob, type EsEvalJob, type EsEvalResult } from '@fugu/queue';
@@ -147,7 +150,7 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
 
   const concurrency = opts.concurrency ?? 8;
   const batchWaitMs = opts.batchWaitMs ?? 5;
-  const processor = async (j: Job): Promise<EsEvalResult> => {
+  const evaluateJob = async (j: Job): Promise<EsEvalResult> => {
     const job = parseJob(esEvalJobSchema, j.data, esEvalQueue, j.id);
     if (opts.hangAt === job.generation) await new Promise(() => {});
     const gen = await generationOf(job);
@@ -168,6 +171,13 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
     });
     return fitness === null ? { outcome: 'skipped', reason: 'duplicate' } : { outcome: 'recorded', fitness };
   };
+  const processor = async (j: Job): Promise<EsEvalResult> => {
+    try {
+      return await evaluateJob(j);
+    } catch (e) {
+      throw new WireFailure(e);
+    }
+  };
 
   const lockDuration = opts.lockDurationMs ?? 30_000;
   const worker = new Worker(esEvalQueue, processor, {
@@ -179,7 +189,10 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
     maxStalledCount: 3,
   });
   worker.on('error', (e) => log('es-eval worker error', { err: e.message }));
-  worker.on('failed', (j, e) => log('evaluation failed', { job: j?.id, attempt: j?.attemptsMade, err: e.message }));
+  worker.on('failed', (j, e) => {
+    const w = decodeWireError(e.message);
+    log('evaluation failed', { job: j?.id, attempt: j?.attemptsMade, code: w.code, err: w.message });
+  });
   await worker.waitUntilReady();
 
   return {

@@ -3,7 +3,7 @@
 // episodes and random streams of each seed, on one split (default test).
 import { InputError } from '@fugu/core';
 import type { Db } from '@fugu/db';
-import type { ExecutionProviderSetting } from '@fugu/serving';
+import type { ExecutionProviderSetting } from '@fugu/router-model';
 import { baselinePolicies, bestSingleWorker, drawEpisodes, functionPolicies, runEpisodes, summariseEpisodes, type PolicyGroup } from './episodes.ts';
 import { episodeEnv, stateFeaturesOf } from './create.ts';
 import type { SplitName } from './routing-data.ts';

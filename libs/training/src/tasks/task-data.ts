@@ -4,8 +4,7 @@
 // (x from the Postgres feature cache, computed and stored there when missing).
 import { InputError } from '@fugu/core';
 import { getCheckpoint, type CheckpointRecord, type Db } from '@fugu/db';
-import { ProjectedFeatures, type RouterHead } from '@fugu/router-model';
-import { loadRouterModel, type ExecutionProviderSetting, type RouterModel } from '@fugu/serving';
+import { ProjectedFeatures, type RouterHead, loadRouterModel, type ExecutionProviderSetting, type RouterModel } from '@fugu/router-model';
 import { cachedFeatures } from './features.ts';
 import { checkCompatible, checkWorkers, routingDataFromRun, splitIndices, type RoutingData, type SplitName } from './routing-data.ts';
 import type { EvalContext, FitnessTaskSpec } from './types.ts';

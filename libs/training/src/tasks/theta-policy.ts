@@ -12,8 +12,7 @@
 // for bit), and a text's features do not depend on which other texts were encoded with it (each
 // is encoded alone; prompts come from Postgres), so a candidate's result is the same alone or in
 // any batch, in any evaluator process with the same ONNX Runtime settings.
-import { textHash, type RouterHead, type UseLiteEncoder } from '@fugu/router-model';
-import { ProjectedFeatures } from '@fugu/router-model';
+import { textHash, type RouterHead, type UseLiteEncoder, ProjectedFeatures } from '@fugu/router-model';
 import { argmaxAt, softmaxInto } from './task-data.ts';
 import { stateText, type EpisodeEnv, type LiveTurn, type PolicyGroup } from './episodes.ts';
 import { MAX_PAIRS_PER_RUN } from './single-step.ts';

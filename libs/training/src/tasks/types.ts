@@ -1,6 +1,6 @@
 // The fitness-task contract the ES coordinator and evaluators code against (docs: ../../README.md).
 import type { Db } from '@fugu/db';
-import type { ExecutionProviderSetting } from '@fugu/serving';
+import type { ExecutionProviderSetting } from '@fugu/router-model';
 
 export type FitnessTaskSpec =
   /** fitness = mean recorded reward of the argmax worker over a seeded minibatch of `batchSize` items */
