@@ -4,7 +4,9 @@
 // requests/s, in-process mode and pool mode (the `route` queue and a router-worker process).
 // The gateway runs as its own process (`node apps/gateway/src/main.ts`), as deployed; the stub
 // provider and the load generator share this process, for the direct calls and the gateway's alike.
-// Options (env): BENCH_REQUESTS_SCALE (default 1), BENCH_ROUTER_WORKERS (default 1), BENCH_MODES.
+// Each gateway request also writes its chat_calls row (libs/calls) and its requests row.
+// Options (env): BENCH_REQUESTS_SCALE (default 1), BENCH_ROUTER_WORKERS (default 1), BENCH_MODES,
+// BENCH_RESPONSE_CACHE (default false: the gateway's response cache off, every call reaches the stub).
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -95,6 +97,8 @@ async function startGateway(mode: string): Promise<{ child: ChildProcess; port: 
       FUGU_GATEWAY_POOL: poolFile,
       FUGU_GATEWAY_PORT: '0',
       FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu',
+      // every call reaches the provider (prompts repeat across levels): the full path is measured
+      FUGU_GATEWAY_RESPONSE_CACHE: process.env.BENCH_RESPONSE_CACHE ?? 'false',
     },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });

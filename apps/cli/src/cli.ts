@@ -56,7 +56,7 @@ export const list = (v: string): string[] => v.split(',').map((s) => s.trim()).f
 // ---------------------------------------------------------------------------------------------
 // Option kinds
 
-const named = (flags: string, description: string, parse: (v: string, flag: string) => unknown, dflt?: unknown): Option => {
+export const named = (flags: string, description: string, parse: (v: string, flag: string) => unknown, dflt?: unknown): Option => {
   const o = new Option(flags, description);
   const flag = o.long ?? flags;
   o.argParser((v: string) => parse(v, flag));

@@ -41,7 +41,8 @@ async function main(): Promise<void> {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const adminKey = process.env.FUGU_ADMIN_KEY?.trim() || undefined;
-  const redis = adminKey ? createRedis(config.redisUrl, 'producer') : undefined;
+  // the shared rate limits of the call pipeline, and Bull Board
+  const redis = createRedis(config.redisUrl, 'producer');
   const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry });
   await app.listen({ port: g.port, host: g.host });
   const port = (app.server.address() as { port: number }).port;
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
     [
       { name: 'http server', close: () => app.close() },
       { name: 'router', close: () => routeClient.close() },
-      { name: 'redis', close: async () => redis?.disconnect() },
+      { name: 'redis', close: async () => redis.disconnect() },
       { name: 'postgres', close: () => db.destroy() },
     ],
     { timeoutMs: 15_000, log: (msg, extra) => log.info(extra ?? {}, msg) },

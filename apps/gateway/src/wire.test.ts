@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GatewayError } from './errors.ts';
-import { ChunkWriter, chatRequestSchema, completionBody, parseBody, toChatRequest } from './wire.ts';
+import { ChunkWriter, chatRequestSchema, checkChatFields, completionBody, parseBody, toChatRequest, usageOut } from './wire.ts';
 
 const parse = (body: unknown) => toChatRequest(parseBody(chatRequestSchema, body));
 const fieldOf = (f: () => unknown): { status: number; param: string | null; message: string } => {
@@ -29,7 +29,7 @@ describe('OpenAI request -> ChatRequest', () => {
       top_p: 0.9,
       max_tokens: 10,
       max_completion_tokens: 20,
-      user: 'ignored-extra-field',
+      user: 'end-user-1',
     });
     expect(req.messages).toEqual([
       { role: 'system', content: 'Be brief.' },
@@ -39,7 +39,46 @@ describe('OpenAI request -> ChatRequest', () => {
     ]);
     expect(req.tools).toEqual([{ name: 'look', parameters: { type: 'object', properties: { at: { type: 'string' } } } }]);
     expect(req.toolChoice).toEqual({ name: 'look' });
-    expect(req).toMatchObject({ temperature: 0.2, topP: 0.9, maxTokens: 20 });
+    expect(req).toMatchObject({ temperature: 0.2, topP: 0.9, maxTokens: 20, user: 'end-user-1' });
+  });
+
+  it('converts the standard parameters; provider defaults stay as given', () => {
+    const req = parse({
+      model: 'fugu',
+      messages: [{ role: 'user', content: 'x' }],
+      stop: 'END',
+      seed: 3,
+      frequency_penalty: 1,
+      presence_penalty: -1,
+      logit_bias: { '42': 10 },
+      logprobs: true,
+      top_logprobs: 2,
+      response_format: { type: 'json_schema', json_schema: { name: 'r', schema: { type: 'object' }, strict: true } },
+      parallel_tool_calls: false,
+      safety_identifier: 'sid',
+      user: 'old-user',
+      service_tier: 'flex',
+      store: true,
+      metadata: { run: '1' },
+      verbosity: 'high',
+      prompt_cache_key: 'k',
+    });
+    expect(req).toMatchObject({
+      stop: ['END'], seed: 3, frequencyPenalty: 1, presencePenalty: -1, logitBias: { '42': 10 }, logprobs: true, topLogprobs: 2,
+      responseFormat: { type: 'json_schema', name: 'r', schema: { type: 'object' }, strict: true }, parallelToolCalls: false, user: 'sid',
+      serviceTier: 'flex', store: true, storeMetadata: { run: '1' }, verbosity: 'high', promptCacheKey: 'k',
+    });
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], top_logprobs: 2 })).param).toBe('top_logprobs');
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], response_format: { type: 'yaml' } })).param).toBe('response_format.type');
+    expect(fieldOf(() => parse({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], fugu: { lambda: -1 } })).param).toBe('fugu.lambda');
+  });
+
+  it('refuses unknown fields and the ones the gateway cannot serve, naming them', () => {
+    const base = { model: 'fugu', messages: [{ role: 'user', content: 'x' }] };
+    expect(fieldOf(() => checkChatFields({ ...base, frobnicate: 1 })).param).toBe('frobnicate');
+    expect(fieldOf(() => checkChatFields({ ...base, functions: [] })).param).toBe('functions');
+    expect(fieldOf(() => checkChatFields({ ...base, modalities: ['audio'] })).param).toBe('modalities');
+    expect(() => checkChatFields({ ...base, modalities: ['text'], audio: null, seed: 1, fugu: { lambda: 1 } })).not.toThrow();
   });
 
   it('names the bad field', () => {
@@ -69,11 +108,17 @@ describe('ChatResult -> OpenAI response', () => {
   };
 
   it('writes a chat.completion with the worker as model and tool calls as sent', () => {
-    const b = completionBody(result, 'alpha', 'chatcmpl-x', 1) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }>; model: string; usage: Record<string, unknown> };
+    const b = completionBody(result, 'alpha', undefined, 'chatcmpl-x', 1) as { choices: Array<{ message: Record<string, unknown>; finish_reason: string }>; model: string; usage: Record<string, unknown> };
     expect(b.model).toBe('alpha');
     expect(b.choices[0]!.message).toEqual({ role: 'assistant', content: null, refusal: null, tool_calls: [{ id: 't1', type: 'function', function: { name: 'f', arguments: '{}' } }] });
     expect(b.choices[0]!.finish_reason).toBe('tool_calls');
     expect(b.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 7, total_tokens: 12, prompt_tokens_details: { cached_tokens: 2 } });
+  });
+
+  it('writes usage.cost in USD from the exact picodollars', () => {
+    expect(usageOut({ inputTokens: 1, outputTokens: 2 }, 123_456_789_012n).cost).toBe(0.123456789012);
+    expect(usageOut({ inputTokens: 1, outputTokens: 2 }, 0n).cost).toBe(0);
+    expect(usageOut({ inputTokens: 1, outputTokens: 2 })).not.toHaveProperty('cost');
   });
 
   it('numbers streamed tool calls by index', () => {

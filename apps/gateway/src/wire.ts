@@ -4,7 +4,7 @@
 // Tools and tool calls pass through unchanged (same names, ids and argument text).
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage, UserMessage } from '@fugu/core';
+import { formatUsd, type AssistantMessage, type ChatMessage, type FinishReason, type TextPart, type ToolCall, type ToolCallPart, type ToolChoice, type ToolDefinition, type Usage, type UserMessage } from '@fugu/core';
 import type { ChatRequest, ChatResult } from '@fugu/providers';
 import { badField } from './errors.ts';
 
@@ -67,10 +67,75 @@ export const chatRequestSchema = z
     stream: z.boolean().nullable().optional(),
     stream_options: z.object({ include_usage: z.boolean().nullable().optional() }).loose().nullable().optional(),
     n: z.literal(1, { error: 'only n = 1 is supported' }).nullable().optional(),
+    // the standard parameters that reach the chosen worker's provider where it can honour them
+    stop: z.union([z.string(), z.array(z.string()).max(4)]).nullable().optional(),
+    seed: z.number().int().nullable().optional(),
+    frequency_penalty: z.number().min(-2).max(2).nullable().optional(),
+    presence_penalty: z.number().min(-2).max(2).nullable().optional(),
+    logit_bias: z.record(z.string().regex(/^\d+$/, 'keys must be token ids'), z.number().min(-100).max(100)).nullable().optional(),
+    logprobs: z.boolean().nullable().optional(),
+    top_logprobs: z.number().int().min(0).max(20).nullable().optional(),
+    response_format: z
+      .discriminatedUnion('type', [
+        z.object({ type: z.literal('text') }).loose(),
+        z.object({ type: z.literal('json_object') }).loose(),
+        z
+          .object({
+            type: z.literal('json_schema'),
+            json_schema: z
+              .object({ name: z.string().min(1), description: z.string().optional(), schema: z.record(z.string(), z.unknown()).optional(), strict: z.boolean().nullable().optional() })
+              .loose(),
+          })
+          .loose(),
+      ])
+      .nullable()
+      .optional(),
+    parallel_tool_calls: z.boolean().nullable().optional(),
+    user: z.string().nullable().optional(),
+    safety_identifier: z.string().nullable().optional(),
+    service_tier: z.string().min(1).nullable().optional(),
+    store: z.boolean().nullable().optional(),
+    metadata: z.record(z.string(), z.string()).nullable().optional(),
+    verbosity: z.enum(['low', 'medium', 'high']).nullable().optional(),
+    prompt_cache_key: z.string().nullable().optional(),
+    modalities: z.array(z.string()).nullable().optional(),
+    /** fugu's extension: the cost preference and a subset of the key's workers (docs/architecture.md §9) */
+    fugu: z
+      .object({
+        lambda: z.number().min(0).optional(),
+        workers: z.array(z.string().min(1)).min(1).optional(),
+      })
+      .strict()
+      .nullable()
+      .optional(),
   })
   .loose();
 
 export type WireChatRequest = z.infer<typeof chatRequestSchema>;
+
+/** The fugu extension of a chat request: `{"fugu": {"lambda": 0.5, "workers": ["a", "b"]}}`. */
+export type FuguOptions = { lambda?: number; workers?: string[] };
+
+// Chat Completions fields the gateway knows but cannot serve: a 400 naming them, not a silent drop.
+const REFUSED: Record<string, string> = {
+  audio: 'audio output is not supported by the gateway',
+  prediction: 'predicted outputs are not supported by the gateway',
+  web_search_options: 'web search is not supported by the gateway',
+  functions: 'the deprecated functions parameter is not supported: send tools',
+  function_call: 'the deprecated function_call parameter is not supported: send tool_choice',
+};
+
+/** Fields of a chat request the schema does not know, or knows to refuse: a 400 naming the first. */
+export function checkChatFields(body: Record<string, unknown>): void {
+  const known = chatRequestSchema.shape;
+  for (const [k, v] of Object.entries(body)) {
+    if (v === undefined || v === null) continue;
+    if (k in REFUSED) throw badField(k, REFUSED[k]!);
+    if (!(k in known)) throw badField(k, 'is not a Chat Completions parameter this gateway knows (extensions go in the "fugu" object)');
+  }
+  const m = body.modalities;
+  if (Array.isArray(m) && m.some((x) => x !== 'text')) throw badField('modalities', 'only text output is supported');
+}
 
 export const routeRequestSchema = z
   .object({
@@ -164,6 +229,38 @@ export function toChatRequest(body: WireChatRequest): ChatRequest {
   const max = body.max_completion_tokens ?? body.max_tokens;
   if (max != null) req.maxTokens = max;
   if (body.reasoning_effort != null) req.reasoningEffort = body.reasoning_effort;
+  if (body.stop != null) req.stop = typeof body.stop === 'string' ? [body.stop] : body.stop;
+  if (body.seed != null) req.seed = body.seed;
+  if (body.frequency_penalty != null) req.frequencyPenalty = body.frequency_penalty;
+  if (body.presence_penalty != null) req.presencePenalty = body.presence_penalty;
+  if (body.logit_bias != null) req.logitBias = body.logit_bias;
+  if (body.logprobs != null) req.logprobs = body.logprobs;
+  if (body.top_logprobs != null) {
+    if (body.logprobs !== true) throw badField('top_logprobs', 'needs logprobs: true');
+    req.topLogprobs = body.top_logprobs;
+  }
+  const rf = body.response_format;
+  if (rf != null) {
+    req.responseFormat =
+      rf.type === 'json_schema'
+        ? {
+            type: 'json_schema',
+            name: rf.json_schema.name,
+            ...(rf.json_schema.schema !== undefined && { schema: rf.json_schema.schema }),
+            ...(rf.json_schema.description !== undefined && { description: rf.json_schema.description }),
+            ...(rf.json_schema.strict != null && { strict: rf.json_schema.strict }),
+          }
+        : { type: rf.type };
+  }
+  if (body.parallel_tool_calls != null) req.parallelToolCalls = body.parallel_tool_calls;
+  // safety_identifier replaces user in OpenAI's API; both name the end user
+  const user = body.safety_identifier ?? body.user;
+  if (user != null) req.user = user;
+  if (body.service_tier != null) req.serviceTier = body.service_tier;
+  if (body.store != null) req.store = body.store;
+  if (body.metadata != null) req.storeMetadata = body.metadata;
+  if (body.verbosity != null) req.verbosity = body.verbosity;
+  if (body.prompt_cache_key != null) req.promptCacheKey = body.prompt_cache_key;
   return req;
 }
 
@@ -180,13 +277,28 @@ export function finishReasonOut(r: FinishReason): string {
   }
 }
 
-export function usageOut(u: Usage): Record<string, unknown> {
+/** OpenAI usage, with `cost`: the exact picodollar cost in USD (a number; e.g. 0.000123). */
+export function usageOut(u: Usage, cost?: bigint): Record<string, unknown> {
   return {
     prompt_tokens: u.inputTokens,
     completion_tokens: u.outputTokens,
     total_tokens: u.inputTokens + u.outputTokens,
     prompt_tokens_details: { cached_tokens: u.cachedInputTokens ?? 0 },
     completion_tokens_details: { reasoning_tokens: u.reasoningTokens ?? 0 },
+    ...(cost !== undefined && { cost: usdNumber(cost) }),
+  };
+}
+
+/** Picodollars as a JSON number of USD, from the exact decimal (12 places, trailing zeros cut). */
+export function usdNumber(pico: bigint): number {
+  return Number(formatUsd(pico));
+}
+
+function logprobsOut(r: ChatResult): Record<string, unknown> | null {
+  if (!r.logprobs) return null;
+  return {
+    content: r.logprobs.map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes ?? null, top_logprobs: (t.topLogprobs ?? []).map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes ?? null })) })),
+    refusal: null,
   };
 }
 
@@ -195,7 +307,7 @@ export const completionId = (): string => `chatcmpl-${randomBytes(12).toString('
 const wireToolCall = (c: ToolCall) => ({ id: c.id, type: 'function' as const, function: { name: c.name, arguments: c.arguments } });
 
 /** A whole `chat.completion`; `model` is the worker that answered. */
-export function completionBody(r: ChatResult, model: string, id = completionId(), created = Math.floor(Date.now() / 1000)): Record<string, unknown> {
+export function completionBody(r: ChatResult, model: string, cost?: bigint, id = completionId(), created = Math.floor(Date.now() / 1000)): Record<string, unknown> {
   return {
     id,
     object: 'chat.completion',
@@ -210,11 +322,11 @@ export function completionBody(r: ChatResult, model: string, id = completionId()
           refusal: null,
           ...(r.toolCalls.length > 0 && { tool_calls: r.toolCalls.map(wireToolCall) }),
         },
-        logprobs: null,
+        logprobs: logprobsOut(r),
         finish_reason: finishReasonOut(r.finishReason),
       },
     ],
-    usage: usageOut(r.usage),
+    usage: usageOut(r.usage, cost),
   };
 }
 
@@ -256,8 +368,8 @@ export class ChunkWriter {
     return this.#delta({}, finishReasonOut(reason));
   }
 
-  usage(u: Usage): string {
-    return this.#chunk([], { usage: usageOut(u) });
+  usage(u: Usage, cost?: bigint): string {
+    return this.#chunk([], { usage: usageOut(u, cost) });
   }
 
   static done(): string {

@@ -110,6 +110,12 @@ export const configSchema = z
         bodyLimitBytes: positiveInt.default(1_048_576),
         /** bound on one provider call (a stream: until its last event) */
         callTimeoutMs: positiveInt.default(120_000),
+        /** answer a request seen before (same worker, messages and parameters) from the response cache (libs/calls) */
+        responseCache: bool.default(true),
+        /** how long a call waits for the shared rate limits before it counts as rate-limited (next worker, or 429) */
+        limitWaitMs: nonNegInt.default(2_000),
+        /** debug only: put the request's message text in the access log (never on by default) */
+        logMessages: bool.default(false),
       })
       .strict()
       .prefault({}),
@@ -155,6 +161,9 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_FALLBACK_WORKER: 'gateway.fallbackWorker',
   FUGU_GATEWAY_BODY_LIMIT_BYTES: 'gateway.bodyLimitBytes',
   FUGU_GATEWAY_CALL_TIMEOUT_MS: 'gateway.callTimeoutMs',
+  FUGU_GATEWAY_LOG_MESSAGES: 'gateway.logMessages',
+  FUGU_GATEWAY_RESPONSE_CACHE: 'gateway.responseCache',
+  FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

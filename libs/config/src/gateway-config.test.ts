@@ -14,6 +14,9 @@ describe('gateway configuration', () => {
       fallbackAttempts: 2,
       bodyLimitBytes: 1_048_576,
       callTimeoutMs: 120_000,
+      responseCache: true,
+      limitWaitMs: 2_000,
+      logMessages: false,
     });
   });
 

@@ -15,6 +15,34 @@ export type ChatRequest = {
   topP?: number;
   maxTokens?: number;
   reasoningEffort?: ReasoningEffort;
+  // ---- standard Chat Completions parameters (each adapter maps what its provider supports;
+  // `unsupportedParams` in @fugu/providers says which a provider cannot honour)
+  /** stop sequences (OpenAI `stop`, Anthropic `stop_sequences`, Gemini `stopSequences`) */
+  stop?: string[];
+  /** best-effort determinism */
+  seed?: number;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  /** token id -> bias in [-100, 100] (OpenAI tokenizer ids) */
+  logitBias?: Record<string, number>;
+  /** return the log probabilities of the output tokens (ChatResult.logprobs) */
+  logprobs?: boolean;
+  /** with logprobs: the most likely alternatives per position (0-20) */
+  topLogprobs?: number;
+  responseFormat?: ResponseFormat;
+  /** false: at most one tool call per turn */
+  parallelToolCalls?: boolean;
+  /** an id of the end user, for the provider's abuse monitoring (OpenAI `user`/`safety_identifier`, Anthropic `metadata.user_id`) */
+  user?: string;
+  /** OpenAI's processing tier (`auto`, `default`, `flex`, `priority`, ...) */
+  serviceTier?: string;
+  /** OpenAI: keep the completion for distillation/evals (`store`), with its tags (`storeMetadata` = wire `metadata`) */
+  store?: boolean;
+  storeMetadata?: Record<string, string>;
+  /** OpenAI: output length preference of newer models (`low`, `medium`, `high`) */
+  verbosity?: 'low' | 'medium' | 'high';
+  /** OpenAI: the prompt-cache bucket key */
+  promptCacheKey?: string;
   /** cancels the call; the adapter then throws an AbortedError */
   signal?: AbortSignal;
   /** bounds the whole call (for a stream: until its last event); overrides the model's default */
@@ -22,6 +50,15 @@ export type ChatRequest = {
   /** opaque hints, e.g. replay item id (`itemId`); never sent to a provider */
   metadata?: Record<string, string>;
 };
+
+/** The shape the answer must take: free text, any JSON object, or JSON matching a schema. */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object' }
+  | { type: 'json_schema'; name: string; schema?: Record<string, unknown>; description?: string; strict?: boolean };
+
+/** The log probability of one output token, with the most likely alternatives when asked. */
+export type TokenLogprob = { token: string; logprob: number; bytes?: number[] | null; topLogprobs?: Array<{ token: string; logprob: number; bytes?: number[] | null }> };
 
 export type ChatResult = {
   text: string;
@@ -31,6 +68,8 @@ export type ChatResult = {
   finishReason: FinishReason;
   /** the model that answered, as the provider names it */
   model: string;
+  /** per output token, when the request asked for logprobs and the provider gave them */
+  logprobs?: TokenLogprob[];
   /** provider-specific, JSON-safe */
   providerMetadata?: Record<string, unknown>;
 };

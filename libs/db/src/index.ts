@@ -6,3 +6,4 @@ export * from './deployments.ts';
 export * from './api-keys.ts';
 export * from './es-repositories.ts';
 export * from './chat-calls.ts';
+export * from './requests.ts';

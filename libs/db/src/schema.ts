@@ -154,6 +154,28 @@ export interface ApiKeysTable {
   revoked_at: NullableTimestamp;
 }
 
+/** Gateway requests (migration 0007_requests; repository in requests.ts). */
+export interface RequestsTable {
+  id: string;
+  request_id: string;
+  api_key_id: string | null;
+  route: string;
+  model: string | null;
+  worker: string | null;
+  stream: ColumnType<boolean, boolean | undefined, boolean>;
+  top_probs: NullableJson<Array<{ worker: string; prob: number }>>;
+  fallbacks: JSONColumnType<string[]>;
+  tokens_in: number;
+  tokens_out: number;
+  cost: Money;
+  routing_ms: number | null;
+  provider_ms: number | null;
+  total_ms: number;
+  status: number;
+  error_code: string | null;
+  created_at: Timestamp;
+}
+
 export interface RouterDeploymentsTable {
   name: string;
   checkpoint_id: string;
@@ -254,6 +276,7 @@ export interface Database {
   router_features: RouterFeaturesTable;
   router_deployments: RouterDeploymentsTable;
   api_keys: ApiKeysTable;
+  requests: RequestsTable;
   es_runs: EsRunsTable;
   es_generations: EsGenerationsTable;
   es_evaluations: EsEvaluationsTable;

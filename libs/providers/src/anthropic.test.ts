@@ -50,6 +50,12 @@ describe('AnthropicChatModel', () => {
     expect(req.body).not.toHaveProperty('thinking');
   });
 
+  it('maps stop, user and parallel_tool_calls false to its own fields', async () => {
+    stub.enqueue({ type: 'text', text: 'ok' });
+    await make().generate({ messages: [{ role: 'user', content: 'hi' }], tools: [WEATHER], stop: ['END'], user: 'u-9', parallelToolCalls: false });
+    expect(stub.lastRequest!.body).toMatchObject({ stop_sequences: ['END'], metadata: { user_id: 'u-9' }, tool_choice: { type: 'auto', disable_parallel_tool_use: true } });
+  });
+
   it('turns reasoningEffort into a thinking budget on top of max_tokens', async () => {
     await make().generate({ messages: [{ role: 'user', content: 'think' }], maxTokens: 500, reasoningEffort: 'medium' });
     expect(stub.lastRequest!.body.thinking).toEqual({ type: 'enabled', budget_tokens: 8192 });

@@ -150,7 +150,9 @@ export class AnthropicChatModel implements ChatModel {
       system,
       messages,
       tools: req.tools?.length ? req.tools.map(toAnthropicTool) : undefined,
-      tool_choice: req.toolChoice === undefined ? undefined : toAnthropicToolChoice(req.toolChoice),
+      tool_choice: toolChoiceFor(req),
+      stop_sequences: req.stop?.length ? req.stop : undefined,
+      metadata: req.user !== undefined ? { user_id: req.user } : undefined,
       thinking: budget === undefined ? undefined : { type: 'enabled' as const, budget_tokens: budget },
     });
   }
@@ -177,6 +179,14 @@ export class AnthropicChatModel implements ChatModel {
 
 // ---------------------------------------------------------------------------------------------
 // Mapping
+
+/** tool_choice with parallel_tool_calls false as `disable_parallel_tool_use` (which needs a choice: auto by default). */
+function toolChoiceFor(req: ChatRequest): AnthropicToolChoice | undefined {
+  const choice = req.toolChoice === undefined ? undefined : toAnthropicToolChoice(req.toolChoice);
+  if (req.parallelToolCalls !== false || !req.tools?.length) return choice;
+  const c = choice ?? { type: 'auto' as const };
+  return c.type === 'none' ? c : { ...c, disable_parallel_tool_use: true };
+}
 
 /** Split system messages out and turn the rest into alternating user/assistant messages. */
 export function toAnthropicMessages(messages: ReadonlyArray<ChatMessage>): { system: string | undefined; messages: MessageParam[] } {

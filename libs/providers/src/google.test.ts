@@ -47,6 +47,15 @@ describe('GoogleChatModel', () => {
     expect(req.body.generationConfig).toEqual({ temperature: 0.1, topP: 0.8, maxOutputTokens: 32, thinkingConfig: { thinkingBudget: 1024 } });
   });
 
+  it('maps the standard parameters it supports: stop, seed, penalties, JSON mode', async () => {
+    stub.enqueue({ type: 'text', text: '{}' }, { type: 'text', text: '{}' });
+    await make().generate({ messages: [{ role: 'user', content: 'json' }], stop: ['END'], seed: 7, frequencyPenalty: 0.5, presencePenalty: -0.5, responseFormat: { type: 'json_object' } });
+    expect(stub.lastRequest!.body.generationConfig).toEqual({ stopSequences: ['END'], seed: 7, frequencyPenalty: 0.5, presencePenalty: -0.5, responseMimeType: 'application/json' });
+    const schema = { type: 'object', properties: { a: { type: 'string' } } };
+    await make().generate({ messages: [{ role: 'user', content: 'json' }], responseFormat: { type: 'json_schema', name: 'x', schema } });
+    expect(stub.lastRequest!.body.generationConfig).toEqual({ responseMimeType: 'application/json', responseJsonSchema: schema });
+  });
+
   it('uses thinkingLevel for models after Gemini 2', async () => {
     await make({ model: 'gemini-3-pro' }).generate({ messages: [{ role: 'user', content: 'x' }], reasoningEffort: 'high' });
     expect(stub.lastRequest!.path).toBe('/v1beta/models/gemini-3-pro:generateContent');

@@ -131,6 +131,11 @@ export class GoogleChatModel implements ChatModel {
       temperature: s.temperature,
       topP: s.topP,
       maxOutputTokens: s.maxTokens,
+      stopSequences: req.stop?.length ? req.stop : undefined,
+      seed: req.seed,
+      frequencyPenalty: req.frequencyPenalty,
+      presencePenalty: req.presencePenalty,
+      ...responseFormatConfig(req),
       tools: req.tools?.length ? [{ functionDeclarations: req.tools.map(toGeminiFunction) }] : undefined,
       toolConfig: req.toolChoice === undefined ? undefined : toGeminiToolConfig(req.toolChoice),
       thinkingConfig: s.reasoningEffort ? thinkingConfigFor(this.modelId, s.reasoningEffort) : undefined,
@@ -167,6 +172,14 @@ export class GoogleChatModel implements ChatModel {
 
 // ---------------------------------------------------------------------------------------------
 // Mapping
+
+/** response_format as Gemini's JSON mode: a MIME type, and the schema when one is given. */
+function responseFormatConfig(req: ChatRequest): Pick<GenerateContentConfig, 'responseMimeType' | 'responseJsonSchema'> {
+  const f = req.responseFormat;
+  if (!f || f.type === 'text') return {};
+  if (f.type === 'json_object' || !f.schema) return { responseMimeType: 'application/json' };
+  return { responseMimeType: 'application/json', responseJsonSchema: f.schema };
+}
 
 export function toGeminiContents(messages: ReadonlyArray<ChatMessage>): { systemInstruction: string | undefined; contents: Content[] } {
   const system: string[] = [];

@@ -3,7 +3,7 @@
 // Stub servers for tests live in '@fugu/providers/testing', not here.
 
 // the spec itself lives in @fugu/core (the Conductor lib depends on core only); re-exported here
-export type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
+export type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, ResponseFormat, StreamEvent, TokenLogprob } from '@fugu/core';
 export { DEFAULT_TIMEOUT_MS } from '@fugu/core';
 export {
   AbortedError,
@@ -42,3 +42,4 @@ export {
   type ReplayStoreSource,
 } from './factory.ts';
 export { canonicalJson, requestHash, type RequestHashSpec } from './request-hash.ts';
+export { STANDARD_PARAMS, requestedParams, unsupportedParams, type StandardParam } from './params.ts';

@@ -89,6 +89,26 @@ describe.each(flavours)('$kind adapter', (f) => {
     expect(req.body.stream ?? false).toBe(false);
   });
 
+  it('sends the standard parameters by their wire names, parallel_tool_calls only with tools, and reads logprobs back', async () => {
+    const logprobs = { content: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105], top_logprobs: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105] }] }], refusal: null };
+    stub.enqueue({ type: 'raw', status: 200, body: { id: 'x', object: 'chat.completion', created: 1, model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'Hi' }, logprobs, finish_reason: 'stop' }] } });
+    const r = await f.make(stub).generate({
+      messages: [{ role: 'user', content: 'hi' }],
+      stop: ['END'], seed: 1, frequencyPenalty: 0.1, presencePenalty: 0.2, logitBias: { '1': 5 }, logprobs: true, topLogprobs: 1,
+      responseFormat: { type: 'json_schema', name: 'n', schema: { type: 'object' }, strict: true }, parallelToolCalls: false, user: 'u', serviceTier: 'flex',
+      store: true, storeMetadata: { a: 'b' }, verbosity: 'low', promptCacheKey: 'k',
+    });
+    expect(stub.lastRequest!.body).toMatchObject({
+      stop: ['END'], seed: 1, frequency_penalty: 0.1, presence_penalty: 0.2, logit_bias: { '1': 5 }, logprobs: true, top_logprobs: 1,
+      response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'object' }, strict: true } }, user: 'u', service_tier: 'flex',
+      store: true, metadata: { a: 'b' }, verbosity: 'low', prompt_cache_key: 'k',
+    });
+    expect(stub.lastRequest!.body.parallel_tool_calls).toBeUndefined();
+    expect(r.logprobs).toEqual([{ token: 'Hi', logprob: -0.1, bytes: [72, 105], topLogprobs: [{ token: 'Hi', logprob: -0.1, bytes: [72, 105] }] }]);
+    await f.make(stub).generate({ messages: [{ role: 'user', content: 'hi' }], tools: [WEATHER], parallelToolCalls: false });
+    expect(stub.lastRequest!.body.parallel_tool_calls).toBe(false);
+  });
+
   it('uses the worker defaults where the request leaves a setting unset', async () => {
     const model = f.make(stub, { defaults: { temperature: 0.7, maxTokens: 99 } });
     await model.generate({ messages: [{ role: 'user', content: 'hi' }], temperature: 0 });

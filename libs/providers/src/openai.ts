@@ -18,7 +18,7 @@ import { ConnectionError } from './errors.ts';
 import { mapOpenAIError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, estimatedUsage, requireApiKey, textOf, toolCallParts } from './shared.ts';
 import { ToolCallAssembler } from './tool-call-assembler.ts';
-import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, StreamEvent } from '@fugu/core';
+import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ResponseFormat, StreamEvent, TokenLogprob } from '@fugu/core';
 
 type Flavour = {
   provider: Extract<ProviderKind, 'openai' | 'openai-compatible'>;
@@ -122,6 +122,23 @@ class OpenAIChatCompletionsModel implements ChatModel {
       top_p: s.topP,
       [this.#flavour.maxTokensField]: s.maxTokens,
       reasoning_effort: s.reasoningEffort,
+      // the standard parameters, by their own wire names
+      stop: req.stop?.length ? req.stop : undefined,
+      seed: req.seed,
+      frequency_penalty: req.frequencyPenalty,
+      presence_penalty: req.presencePenalty,
+      logit_bias: req.logitBias,
+      logprobs: req.logprobs,
+      top_logprobs: req.topLogprobs,
+      response_format: req.responseFormat && toOpenAIResponseFormat(req.responseFormat),
+      // only with tools: the API refuses parallel_tool_calls without them
+      parallel_tool_calls: req.tools?.length ? req.parallelToolCalls : undefined,
+      user: req.user,
+      service_tier: req.serviceTier,
+      store: req.store,
+      metadata: req.storeMetadata,
+      verbosity: req.verbosity,
+      prompt_cache_key: req.promptCacheKey,
     }) as ChatCompletionCreateParamsBase;
   }
 
@@ -136,12 +153,16 @@ class OpenAIChatCompletionsModel implements ChatModel {
     const refusal = message?.refusal ?? undefined;
     let finishReason = choice ? finishFrom(choice.finish_reason, toolCalls.length > 0) : 'other';
     if (refusal && !text) finishReason = 'content-filter';
+    const logprobs = choice?.logprobs?.content?.map(
+      (t): TokenLogprob => ({ token: t.token, logprob: t.logprob, bytes: t.bytes, topLogprobs: t.top_logprobs?.map((a) => ({ token: a.token, logprob: a.logprob, bytes: a.bytes })) }),
+    );
     return buildResult({
       text,
       toolCalls,
       usage: completion.usage ? usageFrom(completion.usage) : estimatedUsage(req.messages, text, toolCalls),
       finishReason,
       model: completion.model || this.modelId,
+      ...(logprobs && { logprobs }),
       providerMetadata: {
         [this.provider]: defined({
           id: completion.id,
@@ -242,6 +263,11 @@ export function toOpenAIMessages(messages: ReadonlyArray<ChatMessage>): ChatComp
 
 export function toOpenAITool(t: ToolDefinition): ChatCompletionTool {
   return { type: 'function', function: defined({ name: t.name, description: t.description, parameters: t.parameters }) };
+}
+
+export function toOpenAIResponseFormat(f: ResponseFormat): ChatCompletionCreateParamsBase['response_format'] {
+  if (f.type !== 'json_schema') return { type: f.type };
+  return { type: 'json_schema', json_schema: defined({ name: f.name, schema: f.schema, description: f.description, strict: f.strict }) };
 }
 
 export function toOpenAIToolChoice(c: ToolChoice): ChatCompletionToolChoiceOption {

@@ -43,6 +43,31 @@ describe('requestHash', () => {
     expect(requestHash(spec, { ...req, messages: [{ role: 'user', content: [{ type: 'text', text: 'Hel' }, { type: 'text', text: 'lo' }] }] }, 0)).toBe(h);
   });
 
+  it('keeps the hash of a request without the standard parameters (cache keys stay valid)', () => {
+    // the value before the standard parameters existed
+    expect(requestHash(spec, req, 0)).toBe('62e5bb3371603a4891436f6b047078f6caae5977b0b22801a18c12f403c3e9c5');
+    // provider defaults are no parameter
+    expect(requestHash(spec, { ...req, stop: [], parallelToolCalls: true, logprobs: false, responseFormat: { type: 'text' }, logitBias: {} }, 0)).toBe(requestHash(spec, req, 0));
+  });
+
+  it('changes with the standard parameters that change the answer, not with user, tier or store', () => {
+    const h = requestHash(spec, req, 0);
+    for (const extra of [
+      { stop: ['END'] },
+      { seed: 7 },
+      { frequencyPenalty: 0.5 },
+      { presencePenalty: 0.5 },
+      { logitBias: { '50256': -100 } },
+      { logprobs: true },
+      { responseFormat: { type: 'json_object' as const } },
+      { parallelToolCalls: false },
+      { verbosity: 'low' as const },
+    ]) {
+      expect(requestHash(spec, { ...req, ...extra }, 0), JSON.stringify(extra)).not.toBe(h);
+    }
+    expect(requestHash(spec, { ...req, user: 'u1', serviceTier: 'flex', store: true, storeMetadata: { a: 'b' }, promptCacheKey: 'k' }, 0)).toBe(h);
+  });
+
   it('rejects a bad sample index', () => {
     expect(() => requestHash(spec, req, -1)).toThrow(RangeError);
     expect(() => requestHash(spec, req, 1.5)).toThrow(RangeError);

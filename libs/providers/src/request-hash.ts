@@ -1,5 +1,7 @@
 // The response-cache key: sha256 over everything that decides a provider's answer (provider,
-// model, endpoint, effective sampling settings, messages, tools, tool choice) and the sample
+// model, endpoint, effective sampling settings, messages, tools, tool choice, the standard
+// parameters that change the answer: stop, seed, penalties, logit bias, logprobs, response
+// format, parallel tool calls, verbosity) and the sample
 // index (so n repetitions of one request are n cache entries). Secrets, signals, time limits
 // and metadata hints are not part of it. Canonical JSON (sorted keys, undefined dropped) keeps
 // the hash independent of property order.
@@ -29,9 +31,31 @@ export function requestHash(spec: RequestHashSpec, req: ChatRequest, sampleIndex
     messages: req.messages.map(normaliseMessage),
     tools: req.tools,
     toolChoice: req.toolChoice,
+    // only when set, so the hash of a request without them is what it always was
+    params: answerParams(req),
     sampleIndex,
   };
   return createHash('sha256').update(canonicalJson(payload)).digest('hex');
+}
+
+/**
+ * The standard parameters that change the answer (not user, service tier, store, metadata or
+ * the prompt-cache key); undefined when the request sets none.
+ */
+function answerParams(req: ChatRequest): Record<string, unknown> | undefined {
+  const p = {
+    stop: req.stop?.length ? req.stop : undefined,
+    seed: req.seed,
+    frequencyPenalty: req.frequencyPenalty,
+    presencePenalty: req.presencePenalty,
+    logitBias: req.logitBias && Object.keys(req.logitBias).length > 0 ? req.logitBias : undefined,
+    logprobs: req.logprobs || undefined,
+    topLogprobs: req.topLogprobs,
+    responseFormat: req.responseFormat && req.responseFormat.type !== 'text' ? req.responseFormat : undefined,
+    parallelToolCalls: req.parallelToolCalls === false ? false : undefined,
+    verbosity: req.verbosity,
+  };
+  return Object.values(p).some((v) => v !== undefined) ? p : undefined;
 }
 
 // A content list of text parts only means the same as the joined string.

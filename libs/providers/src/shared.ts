@@ -82,6 +82,7 @@ export function buildResult(
     finishReason: fields.finishReason,
     model: fields.model,
   };
+  if (fields.logprobs) result.logprobs = fields.logprobs;
   if (fields.providerMetadata) result.providerMetadata = fields.providerMetadata;
   return result;
 }

@@ -1,10 +1,11 @@
 // The command groups of `fugu`, one module each, in the order `fugu --help` lists them. A new
-// group (e.g. `fugu requests`) is a module exporting a CommandGroup, added here.
+// group is a module exporting a CommandGroup, added here.
 import type { CommandGroup } from '../cli.ts';
 import { evalCommands } from './eval.ts';
+import { requestsCommands } from './requests.ts';
 import { routerCommands } from './router.ts';
 import { servicesCommands } from './services.ts';
 import { servingCommands } from './serving.ts';
 import { trainCommands } from './train.ts';
 
-export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands];
+export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands];

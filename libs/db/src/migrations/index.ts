@@ -7,6 +7,7 @@ import * as m0003 from './0003_serving.ts';
 import * as m0004 from './0004_api_keys.ts';
 import * as m0005 from './0005_es.ts';
 import * as m0006 from './0006_chat_calls.ts';
+import * as m0007 from './0007_requests.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -15,4 +16,5 @@ export const migrations: Record<string, Migration> = {
   '0004_api_keys': m0004,
   '0005_es': m0005,
   '0006_chat_calls': m0006,
+  '0007_requests': m0007,
 };

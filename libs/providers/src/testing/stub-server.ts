@@ -134,6 +134,14 @@ export class StubServer {
     return this.requests.at(-1);
   }
 
+  /**
+   * What arrived of one request-body field (a top-level name, or a dotted path such as
+   * `generationConfig.seed`), request by request (undefined where a request did not send it).
+   */
+  received(field: string): unknown[] {
+    return this.requests.map((r) => field.split('.').reduce<unknown>((v, k) => (v && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined), r.body));
+  }
+
   /** Queue replies for the next requests, in order (before the default reply applies). */
   enqueue(...replies: StubReply[]): this {
     this.#queue.push(...replies);

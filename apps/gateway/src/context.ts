@@ -1,0 +1,365 @@
+// What the gateway's plugins share: configuration, the pool, metrics, the caller of a request,
+// its record (what the access log and the `requests` row say), the router and the one seam
+// through which every provider call goes (`ProviderCalls`).
+import { performance } from 'node:perf_hooks';
+import type { FastifyRequest } from 'fastify';
+import { formatUsd, InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import type { FuguConfig } from '@fugu/config';
+import { addApiKeySpend, findApiKey, type ApiKeyRecord, newRequestRowId, recordChatCall, type Db, type RequestProb } from '@fugu/db';
+import { toWireError, type CallPipeline } from '@fugu/calls';
+import { requestHash, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent } from '@fugu/providers';
+import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
+import { Counter, Histogram, scrub, type Logger, type Registry } from '@fugu/telemetry';
+import { GatewayError } from './errors.ts';
+import { checkRouterWorkers } from './workers.ts';
+
+/** Who is calling: their key (null with auth none) and the workers they may use, in pool order. */
+export type Caller = { key: ApiKeyRecord | null; allowed: string[] };
+
+/** A routing outcome: the decision (absent: the no-router fallback worker), the workers to try in order. */
+export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs: number };
+
+/** What one request did, filled as it goes; the access log line and the `requests` row are written from it. */
+export type RequestRecord = {
+  /** the `requests` row id (server-made, unique); provider calls are keyed `<id>.<attempt>` */
+  id: string;
+  /** the x-request-id echoed to the client */
+  requestId: string;
+  /** set once the caller is known (rows are written for authenticated requests only) */
+  authenticated: boolean;
+  keyId: string | null;
+  /** the model asked for */
+  model?: string;
+  /** the worker that answered (or the last one tried) */
+  worker?: string;
+  stream: boolean;
+  topProbs?: RequestProb[];
+  /** workers that failed, in order, before the one that answered */
+  fallbacks: string[];
+  tokensIn: number;
+  tokensOut: number;
+  /** picodollars */
+  cost: bigint;
+  routingMs?: number;
+  providerMs?: number;
+  errorCode?: string;
+  /** only with gateway.logMessages (debug): the request's messages, for the access log */
+  messages?: ChatMessage[];
+};
+
+/** Which call of a request this is: `key` is unique per provider call (the request's row id + attempt). */
+export type CallMeta = { key: string; attempt: number };
+
+/** A stream whose events come from the provider; `cost` resolves the exact cost once it has ended. */
+export type ProviderStream = { events: AsyncIterator<StreamEvent>; cost(usage: Usage): Promise<bigint> };
+
+/**
+ * The seam every provider call of the gateway goes through (fallbacks and streams included):
+ * the call pipeline (libs/calls: shared rate limits, response cache, exact cost, one chat_calls
+ * row per call) when the gateway has a database, else straight to each worker's ChatModel.
+ * Provider errors are thrown unchanged (a transient one moves the request to the next worker).
+ */
+export interface ProviderCalls {
+  generate(worker: WorkerSpec, req: ChatRequest, call: CallMeta): Promise<{ result: ChatResult; cost: bigint }>;
+  /** resolves once the call may go (rate limits); the provider's errors come from the first next() */
+  stream(worker: WorkerSpec, req: ChatRequest, call: CallMeta): Promise<ProviderStream>;
+  /** waits for what is still being written (the gateway's close calls it) */
+  close?(): Promise<void>;
+}
+
+/** Provider calls straight to the workers' ChatModels (no row, no limit, no cache). */
+export function directCalls(models: Map<string, ChatModel>): ProviderCalls {
+  const model = (w: WorkerSpec): ChatModel => {
+    const m = models.get(w.name);
+    if (!m) throw new Error(`no ChatModel for worker "${w.name}"`);
+    return m;
+  };
+  const cost = (w: WorkerSpec, u: Usage): bigint => tokenCost(u.inputTokens, u.outputTokens, w.prices);
+  return {
+    generate: async (w, req) => {
+      const result = await model(w).generate(req);
+      return { result, cost: cost(w, result.usage) };
+    },
+    stream: async (w, req) => ({ events: model(w).stream(req)[Symbol.asyncIterator](), cost: async (u) => cost(w, u) }),
+  };
+}
+
+/**
+ * Provider calls through the call pipeline, origin `gateway`: a call waits up to `maxWaitMs`
+ * for the shared rate limits, then fails with a transient LimitExceededError (no request sent).
+ * A JSON call's `chat_calls` row is written behind the answer (`pipeline.execute`, then the row
+ * as `pipeline.call` writes it, without the client waiting for the insert; `close()` waits for
+ * the rows still being written); a stream's row is the pipeline's, written as the stream ends.
+ */
+export function pipelineCalls(pipeline: CallPipeline, db: Db, opts: { maxWaitMs: number; cache: boolean; log?: Logger }): ProviderCalls & { close(): Promise<void> } {
+  const input = (worker: WorkerSpec, request: ChatRequest, call: CallMeta) => ({ worker, request, origin: 'gateway' as const, key: call.key, attempt: call.attempt, maxWaitMs: opts.maxWaitMs, cache: opts.cache });
+  const pending = new Set<Promise<unknown>>();
+  const behind = (key: string, write: () => Promise<unknown>): void => {
+    const p: Promise<unknown> = write()
+      .catch((e: unknown) => opts.log?.error({ key, err: scrub((e as Error).message) }, 'could not write the chat_calls row of a gateway call'))
+      .finally(() => pending.delete(p));
+    pending.add(p);
+  };
+  const row = (w: WorkerSpec, call: CallMeta) => ({ key: call.key, origin: 'gateway', workerId: null, worker: w.name, provider: w.provider, model: w.model, attempts: call.attempt });
+  return {
+    generate: async (w, req, call) => {
+      const t0 = performance.now();
+      try {
+        // the paid-by mark `call()` would use, so a cached answer is priced as it would be
+        const o = await pipeline.execute(input(w, req, call), `gateway:${call.key}`);
+        behind(call.key, () =>
+          recordChatCall(db, {
+            ...row(w, call), requestHash: o.requestHash, status: 'ok', response: o.result as unknown as Record<string, unknown>, tokensIn: o.result.usage.inputTokens,
+            tokensOut: o.result.usage.outputTokens, cost: formatUsd(o.cost), latencyMs: o.latencyMs, cached: o.cached, error: null,
+          }),
+        );
+        return { result: o.result, cost: o.cost };
+      } catch (e) {
+        const latencyMs = Math.round(performance.now() - t0);
+        behind(call.key, () =>
+          recordChatCall(db, { ...row(w, call), requestHash: requestHash(w, req, 0), status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, cached: false, error: toWireError(e) }),
+        );
+        throw e;
+      }
+    },
+    stream: async (w, req, call) => {
+      const s = await pipeline.stream(input(w, req, call));
+      return { events: s[Symbol.asyncIterator](), cost: async () => (await s.outcome).cost };
+    },
+    close: async () => {
+      while (pending.size > 0) await Promise.all([...pending]);
+    },
+  };
+}
+
+export type GatewayMetrics = {
+  requests: Counter;
+  latency: Histogram;
+  routing: Histogram;
+  fallbacks: Counter;
+};
+
+export type GatewayContext = {
+  config: FuguConfig;
+  g: FuguConfig['gateway'];
+  log: Logger;
+  pool: WorkerPool;
+  specs: Map<string, WorkerSpec>;
+  poolNames: string[];
+  routeClient: RouteClient;
+  db: Db | undefined;
+  calls: ProviderCalls;
+  metrics: GatewayMetrics;
+  registry: Registry;
+  /** the request's record (made on its first use) */
+  record(req: FastifyRequest): RequestRecord;
+  /** the caller, checked once per request (401/403 otherwise) */
+  authenticate(req: FastifyRequest): Promise<Caller>;
+  /** the caller that authenticate found */
+  callerOf(req: FastifyRequest): Caller;
+  /** 429 when the key is at its spend limit */
+  checkQuota(caller: Caller): void;
+  /** adds a call's cost to the key's spend (one atomic update) */
+  charge(caller: Caller, worker: string, cost: bigint): Promise<void>;
+  /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
+  route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed>;
+};
+
+export function newRecord(requestId: string): RequestRecord {
+  return { id: newRequestRowId(), requestId, authenticated: false, keyId: null, stream: false, fallbacks: [], tokensIn: 0, tokensOut: 0, cost: 0n };
+}
+
+export function createContext(opts: {
+  config: FuguConfig;
+  pool: WorkerPool;
+  routeClient: RouteClient;
+  routerWorkers?: readonly string[];
+  db?: Db;
+  calls: ProviderCalls;
+  log: Logger;
+  registry: Registry;
+}): GatewayContext {
+  const g = opts.config.gateway;
+  const { log, pool, registry } = opts;
+  const specs = new Map(pool.workers.map((w) => [w.name, w]));
+  const poolNames = pool.workers.map((w) => w.name);
+  let routerWorkers = opts.routerWorkers ? [...opts.routerWorkers] : undefined;
+  if (routerWorkers) checkRouterWorkers('(deployed)', routerWorkers, pool);
+  const records = new WeakMap<FastifyRequest, RequestRecord>();
+  const callers = new WeakMap<FastifyRequest, Caller>();
+
+  const metrics: GatewayMetrics = {
+    requests: new Counter({ name: 'fugu_gateway_requests_total', help: 'requests by route, status and answering worker', labelNames: ['route', 'status', 'worker'], registers: [registry] }),
+    latency: new Histogram({
+      name: 'fugu_gateway_request_duration_seconds',
+      help: 'request latency (streams: until the last byte)',
+      labelNames: ['route'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: [registry],
+    }),
+    routing: new Histogram({
+      name: 'fugu_gateway_routing_ms',
+      help: 'time of one routing decision as the gateway sees it (queue hop included in pool mode)',
+      buckets: [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 1000, 5000],
+      registers: [registry],
+    }),
+    fallbacks: new Counter({ name: 'fugu_gateway_fallbacks_total', help: 'provider failures that moved a request to the next-best worker', labelNames: ['worker'], registers: [registry] }),
+  };
+
+  function record(req: FastifyRequest): RequestRecord {
+    let r = records.get(req);
+    if (!r) records.set(req, (r = newRecord(String(req.id))));
+    return r;
+  }
+
+  async function authenticate(req: FastifyRequest): Promise<Caller> {
+    const known = callers.get(req);
+    if (known) return known;
+    const caller = await findCaller(req);
+    callers.set(req, caller);
+    const rec = record(req);
+    rec.authenticated = true;
+    rec.keyId = caller.key?.id ?? null;
+    return caller;
+  }
+
+  async function findCaller(req: FastifyRequest): Promise<Caller> {
+    if (g.auth === 'none') return { key: null, allowed: poolNames };
+    const h = req.headers.authorization;
+    const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
+    if (!m) throw new GatewayError(401, 'missing API key: send "Authorization: Bearer fugu-sk-..." (create one with `fugu keys create --name NAME`)', { code: 'missing_api_key' });
+    const key = await findApiKey(opts.db!, m[1]!);
+    if (!key) throw new GatewayError(401, 'invalid API key (check the key, or create one with `fugu keys create --name NAME`)', { code: 'invalid_api_key' });
+    if (key.revokedAt) throw new GatewayError(401, `the API key "${key.name}" was revoked on ${key.revokedAt.toISOString()}`, { code: 'invalid_api_key' });
+    const allowed = key.allowedWorkers ? poolNames.filter((w) => key.allowedWorkers!.includes(w)) : poolNames;
+    if (allowed.length === 0) {
+      throw new GatewayError(403, `the API key "${key.name}" allows workers [${key.allowedWorkers!.join(', ')}], none of which is in this gateway's pool (${poolNames.join(', ')})`, {
+        code: 'no_allowed_workers',
+      });
+    }
+    return { key, allowed };
+  }
+
+  function callerOf(req: FastifyRequest): Caller {
+    const c = callers.get(req);
+    if (!c) throw new Error(`no caller for ${req.method} ${req.url}: the route is outside the auth plugin's scope`);
+    return c;
+  }
+
+  function checkQuota(caller: Caller): void {
+    const k = caller.key;
+    if (k && k.spendLimit !== null && k.spent >= k.spendLimit) {
+      throw new GatewayError(429, `the API key "${k.name}" reached its spend limit ($${usd(k.spent)} spent of $${usd(k.spendLimit)})`, { type: 'insufficient_quota', code: 'insufficient_quota' });
+    }
+  }
+
+  async function charge(caller: Caller, worker: string, cost: bigint): Promise<void> {
+    if (!caller.key || cost === 0n) return;
+    try {
+      await addApiKeySpend(opts.db!, caller.key.id, cost);
+    } catch (e) {
+      log.error({ key: caller.key.name, worker, err: scrub((e as Error).message) }, 'could not record the spend of a call');
+    }
+  }
+
+  // ---- routing ------------------------------------------------------------------------------
+  /** The router's workers among `allowed`; undefined: all of them (no restriction to send). */
+  function allowedFor(allowed: string[], known: readonly string[]): string[] | undefined {
+    const inRouter = allowed.filter((w) => known.includes(w));
+    if (inRouter.length === 0) {
+      throw new GatewayError(403, `none of the workers this request may use (${allowed.join(', ')}) is among the router's workers (${known.join(', ')}); call a worker by name instead`, {
+        param: 'model',
+        code: 'no_allowed_workers',
+      });
+    }
+    return inRouter.length === known.length ? undefined : inRouter;
+  }
+
+  function learn(d: RouteDecision): void {
+    if (!routerWorkers || routerWorkers.join('\n') !== d.workers.join('\n')) {
+      try {
+        checkRouterWorkers(d.checkpointId, d.workers, pool);
+      } catch (e) {
+        log.error({ checkpoint: d.checkpointId }, (e as Error).message);
+        throw new GatewayError(503, `the router is misconfigured: ${(e as Error).message}`, { code: 'router_unavailable' });
+      }
+      routerWorkers = [...d.workers];
+    }
+  }
+
+  async function route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed> {
+    const restricted = allowed.length !== poolNames.length;
+    const ask = (only: string[] | undefined) => opts.routeClient.route({ text, ...(only && { allowed: only }), ...(lambda !== undefined && { lambda }) });
+    const t0 = performance.now();
+    let decision: RouteDecision | undefined;
+    try {
+      // the router's worker list is learnt from its decisions (and given at start): an allowed
+      // set must name only the checkpoint's workers
+      if (!routerWorkers) {
+        const d = await ask(undefined);
+        learn(d);
+        if (!restricted) decision = d;
+      }
+      if (!decision) {
+        try {
+          decision = await ask(allowedFor(allowed, routerWorkers!));
+        } catch (e) {
+          // a newly published checkpoint with other workers: learn them, then ask again once
+          if (!(e instanceof InputError && e.field === 'allowed')) throw e;
+          learn(await ask(undefined));
+          decision = await ask(allowedFor(allowed, routerWorkers!));
+        }
+      }
+    } catch (e) {
+      if (isRouterUnavailable(e)) {
+        const fb = g.fallbackWorker;
+        if (fb !== undefined && allowed.includes(fb)) {
+          log.warn({ worker: fb, err: (e as Error).message }, 'no router available: using the fallback worker');
+          return { candidates: [fb], routingMs: performance.now() - t0 };
+        }
+        throw new GatewayError(503, `the router is unavailable: ${(e as Error).message}`, { code: 'router_unavailable' });
+      }
+      if (e instanceof InputError) throw new GatewayError(400, e.message, { param: e.field ?? null, code: 'invalid_value' });
+      throw e;
+    }
+    const routingMs = performance.now() - t0;
+    metrics.routing.observe(routingMs);
+    learn(decision);
+    const chosen = decision;
+    const next = chosen.workers
+      .map((w, i) => ({ w, p: chosen.probs[i] ?? 0 }))
+      .filter(({ w }) => w !== chosen.worker && allowed.includes(w) && specs.has(w))
+      .sort((a, b) => b.p - a.p)
+      .map(({ w }) => w);
+    return { decision: chosen, candidates: [chosen.worker, ...next], routingMs };
+  }
+
+  return {
+    config: opts.config,
+    g,
+    log,
+    pool,
+    specs,
+    poolNames,
+    routeClient: opts.routeClient,
+    db: opts.db,
+    calls: opts.calls,
+    metrics,
+    registry,
+    record,
+    authenticate,
+    callerOf,
+    checkQuota,
+    charge,
+    route,
+  };
+}
+
+export function usd(pico: bigint): string {
+  return (Number(pico) / 1e12).toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
+}
+
+function isRouterUnavailable(e: unknown): boolean {
+  // by name too: a decision that came through a queue or a thread is rebuilt, not the same class
+  return e instanceof RouterUnavailableError || (e instanceof Error && e.name === 'RouterUnavailableError');
+}

@@ -1,0 +1,239 @@
+// The model registry: what a request's `model` name means. `fugu` is the router (a worker chosen
+// per request among the caller's eligible workers), each worker's name calls that worker, and
+// further kinds (`fugu-ultra`, the Conductor) are one more registered ModelHandler: the chat
+// plugin only looks a name up here.
+import { performance } from 'node:perf_hooks';
+import type { Usage, WorkerSpec } from '@fugu/core';
+import { isProviderError, unsupportedParams, type ChatRequest, type ChatResult, type StreamEvent } from '@fugu/providers';
+import { routingText } from '@fugu/serving';
+import { InputError } from '@fugu/core';
+import { scrub } from '@fugu/telemetry';
+import type { CallMeta, Caller, GatewayContext, RequestRecord, Routed } from './context.ts';
+import { GatewayError, badField } from './errors.ts';
+import type { FuguOptions } from './wire.ts';
+
+export const ROUTER_MODEL = 'fugu';
+
+/** How many of the router's probabilities a request row keeps (best first). */
+export const TOP_PROBS = 3;
+
+/** One chat request as a model handler gets it. */
+export type ChatInput = {
+  req: ChatRequest;
+  caller: Caller;
+  /** the `fugu` extension object of the request */
+  options: FuguOptions;
+  /** fill in what the handler learns (worker, probabilities, fallbacks, routing/provider ms) */
+  record: RequestRecord;
+  /** aborts when the client goes away */
+  signal: AbortSignal;
+};
+
+/** A whole answer: `worker` names the answering worker (the response's `model`), `cost` is exact. */
+export type Completion = { result: ChatResult; worker: string; cost: bigint; headers: Record<string, string> };
+
+/** A stream whose first event is in hand (until then a failure may still fall back). */
+export type StreamAnswer = {
+  worker: string;
+  headers: Record<string, string>;
+  events: AsyncIterator<StreamEvent>;
+  first: IteratorResult<StreamEvent>;
+  /** the exact cost of the stream, once it has ended (its final usage) */
+  cost(usage: Usage): Promise<bigint>;
+};
+
+export interface ModelHandler {
+  /** the `model` name */
+  readonly id: string;
+  /** /v1/models `owned_by` */
+  readonly ownedBy: string;
+  /** listed in /v1/models and callable by this caller */
+  visibleTo(caller: Caller): boolean;
+  complete(input: ChatInput): Promise<Completion>;
+  stream(input: ChatInput): Promise<StreamAnswer>;
+}
+
+export class ModelRegistry {
+  readonly #handlers = new Map<string, ModelHandler>();
+
+  register(h: ModelHandler): this {
+    if (this.#handlers.has(h.id)) throw new Error(`model "${h.id}" is registered twice`);
+    this.#handlers.set(h.id, h);
+    return this;
+  }
+
+  get(id: string): ModelHandler | undefined {
+    return this.#handlers.get(id);
+  }
+
+  /** The models a caller may use, in registration order. */
+  visibleTo(caller: Caller): ModelHandler[] {
+    return [...this.#handlers.values()].filter((h) => h.visibleTo(caller));
+  }
+}
+
+/** The registry of a gateway: the router, then each worker of the pool. */
+export function defaultRegistry(ctx: GatewayContext): ModelRegistry {
+  const reg = new ModelRegistry().register(routerModel(ctx));
+  for (const w of ctx.pool.workers) reg.register(workerModel(ctx, w));
+  return reg;
+}
+
+// ---- the router (`fugu`) ----------------------------------------------------------------------
+
+export function routerModel(ctx: GatewayContext): ModelHandler {
+  async function plan(input: ChatInput): Promise<Routed> {
+    const allowed = eligibleWorkers(ctx, input);
+    const r = await ctx.route(routingTextOf(input.req), allowed, input.options.lambda);
+    input.record.routingMs = r.routingMs;
+    const d = r.decision;
+    if (d) {
+      input.record.topProbs = d.workers
+        .map((worker, i) => ({ worker, prob: d.probs[i] ?? 0 }))
+        .sort((a, b) => b.prob - a.prob)
+        .slice(0, TOP_PROBS);
+    }
+    return r;
+  }
+  return {
+    id: ROUTER_MODEL,
+    ownedBy: 'fugu',
+    visibleTo: () => true,
+    complete: async (input) => generateOn(ctx, await plan(input), input),
+    stream: async (input) => streamOn(ctx, await plan(input), input),
+  };
+}
+
+/**
+ * The workers the router may choose for this request: the caller's, narrowed by `fugu.workers`,
+ * then to those whose provider can honour every standard parameter asked for. None left: a 400
+ * naming the parameter.
+ */
+export function eligibleWorkers(ctx: GatewayContext, input: ChatInput): string[] {
+  let pool = input.caller.allowed;
+  const only = input.options.workers;
+  if (only) {
+    const bad = only.filter((w) => !pool.includes(w));
+    if (bad.length > 0) throw badField('fugu.workers', `${bad.map((w) => `"${w}"`).join(', ')} ${bad.length === 1 ? 'is' : 'are'} not among this key's workers (${pool.join(', ')})`);
+    pool = pool.filter((w) => only.includes(w));
+  }
+  const missing = new Map(pool.map((w) => [w, unsupportedParams(ctx.specs.get(w)!.provider, input.req)]));
+  const capable = pool.filter((w) => missing.get(w)!.length === 0);
+  if (capable.length > 0) return capable;
+  // name the parameter that the most of these workers cannot honour
+  const counts = new Map<string, number>();
+  for (const ps of missing.values()) for (const p of ps) counts.set(p, (counts.get(p) ?? 0) + 1);
+  const param = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]![0];
+  throw badField(param, `no worker this request may use can honour it (workers: ${pool.map((w) => `${w} (${ctx.specs.get(w)!.provider})`).join(', ')})`);
+}
+
+// ---- a worker called by name ------------------------------------------------------------------
+
+export function workerModel(ctx: GatewayContext, spec: WorkerSpec): ModelHandler {
+  function plan(input: ChatInput): Routed {
+    if (input.options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "${ROUTER_MODEL}" only (this request calls the worker "${spec.name}")`);
+    if (input.options.workers && !input.options.workers.includes(spec.name)) throw badField('fugu.workers', `does not include the worker "${spec.name}" that this request calls`);
+    const missing = unsupportedParams(spec.provider, input.req);
+    if (missing.length > 0) throw badField(missing[0]!, `the worker "${spec.name}" (${spec.provider}) cannot honour it; leave it out or call a worker that can`);
+    return { candidates: [spec.name], routingMs: 0 };
+  }
+  return {
+    id: spec.name,
+    ownedBy: spec.provider,
+    visibleTo: (caller) => caller.allowed.includes(spec.name),
+    complete: async (input) => generateOn(ctx, plan(input), input),
+    stream: async (input) => streamOn(ctx, plan(input), input),
+  };
+}
+
+// ---- calls with the fallback policy -----------------------------------------------------------
+
+/** A whole answer from the routed workers (fallbacks included). */
+export async function generateOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<Completion> {
+  const { value, worker, failed } = await withFallback(ctx, r, input, (spec, call) => ctx.calls.generate(spec, { ...input.req, signal: input.signal }, call));
+  return { result: value.result, worker, cost: value.cost, headers: routingHeaders(r, worker, failed) };
+}
+
+/** A stream from the routed workers: a failure before the first event falls back. */
+export async function streamOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<StreamAnswer> {
+  const { value, worker, failed } = await withFallback(ctx, r, input, async (spec, call) => {
+    const s = await ctx.calls.stream(spec, { ...input.req, signal: input.signal }, call);
+    return { s, first: await s.events.next() };
+  });
+  return { worker, headers: routingHeaders(r, worker, failed), events: value.s.events, first: value.first, cost: (u) => value.s.cost(u) };
+}
+
+export function routingHeaders(r: Routed, worker: string, failed: string[]): Record<string, string> {
+  return {
+    'x-fugu-worker': worker,
+    'x-fugu-routing-ms': r.routingMs.toFixed(2),
+    ...(r.decision && { 'x-fugu-checkpoint': r.decision.checkpointId }),
+    ...(failed.length > 0 && { 'x-fugu-fallback-from': failed.join(',') }),
+  };
+}
+
+/**
+ * The fallback policy: `attempt` on the chosen worker, then (next-best) on the following ones
+ * while the failure is retryable; a fatal failure or the last one is thrown. Fills the record's
+ * worker, fallbacks and provider ms.
+ */
+async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput, attempt: (w: WorkerSpec, call: CallMeta) => Promise<T>): Promise<{ value: T; worker: string; failed: string[] }> {
+  const order = ctx.g.fallback === 'next-best' ? r.candidates.slice(0, 1 + ctx.g.fallbackAttempts) : r.candidates.slice(0, 1);
+  const rec = input.record;
+  const failed = rec.fallbacks;
+  let last: unknown;
+  const t0 = performance.now();
+  try {
+    for (const [i, worker] of order.entries()) {
+      rec.worker = worker;
+      try {
+        return { value: await attempt(ctx.specs.get(worker)!, { key: `${rec.id}.${i + 1}`, attempt: i + 1 }), worker, failed: [...failed] };
+      } catch (e) {
+        const fatal = input.signal.aborted ? new GatewayError(499, 'the client closed the request', { code: 'client_closed' }) : classify(worker, e);
+        if (fatal) throw fatal;
+        failed.push(worker);
+        last = e;
+        if (i < order.length - 1) {
+          ctx.metrics.fallbacks.inc({ worker });
+          ctx.log.warn({ reqId: rec.requestId, worker, err: scrub((e as Error).message) }, 'provider failed: falling back to the next-best worker');
+        }
+      }
+    }
+  } finally {
+    rec.providerMs = performance.now() - t0;
+  }
+  if (isProviderError(last) && last.kind === 'rate-limit') {
+    // every worker tried was at its rate limit (the provider's or the shared one): a 429 to retry
+    const ms = last.retryAfterMs;
+    throw new GatewayError(429, `${failed.length === 1 ? 'the worker' : 'every worker tried'} is at its rate limit (${failed.join(', ')}): ${last.message}`, {
+      type: 'rate_limit_error',
+      code: 'rate_limit_exceeded',
+      ...(ms !== undefined && { headers: { 'retry-after': String(Math.max(1, Math.ceil(ms / 1000))) } }),
+    });
+  }
+  throw new GatewayError(502, `${failed.length === 1 ? 'the worker' : 'every worker tried'} failed (${failed.join(', ')}): ${(last as Error).message}`, {
+    type: 'server_error',
+    code: 'provider_error',
+  });
+}
+
+/** A failed call: retryable -> undefined (try the next worker); otherwise the error to return. */
+export function classify(worker: string, e: unknown): GatewayError | undefined {
+  if (isProviderError(e)) {
+    if (e.transient) return undefined;
+    if (e.kind === 'bad-request') return new GatewayError(400, `worker "${worker}": ${e.message}`, { code: 'provider_bad_request' });
+    if (e.kind === 'aborted') return new GatewayError(499, 'the client closed the request', { code: 'client_closed' });
+    return new GatewayError(502, `worker "${worker}" failed (${e.kind}${e.status ? ` ${e.status}` : ''}): ${e.message}`, { code: 'provider_error' });
+  }
+  if (e instanceof GatewayError) return e;
+  return new GatewayError(500, `worker "${worker}": ${(e as Error).message}`, { type: 'server_error' });
+}
+
+export function routingTextOf(req: Pick<ChatRequest, 'messages'>): string {
+  try {
+    return routingText(req.messages);
+  } catch (e) {
+    if (e instanceof InputError) throw new GatewayError(400, e.message, { param: 'messages', code: 'invalid_value' });
+    throw e;
+  }
+}

@@ -1,0 +1,110 @@
+// POST /v1/chat/completions: the request checked field by field, the model looked up in the
+// registry (`fugu`, a worker, later `fugu-ultra`), the answer as JSON or SSE with usage.cost.
+import { performance } from 'node:perf_hooks';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { StreamEvent } from '@fugu/providers';
+import { scrub } from '@fugu/telemetry';
+import type { GatewayContext, RequestRecord } from '../context.ts';
+import { GatewayError, badField, unknownModel } from '../errors.ts';
+import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
+import { ChunkWriter, chatRequestSchema, checkChatFields, completionBody, parseBody, toChatRequest } from '../wire.ts';
+
+export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: GatewayContext; models: ModelRegistry }): Promise<void> {
+  app.post('/v1/chat/completions', async (request, reply) => {
+    const caller = ctx.callerOf(request);
+    const rec = ctx.record(request);
+    const body = parseBody(chatRequestSchema, request.body);
+    checkChatFields(request.body as Record<string, unknown>);
+    rec.model = body.model;
+    rec.stream = body.stream === true;
+    const req = toChatRequest(body);
+    req.timeoutMs = ctx.g.callTimeoutMs;
+    const handler = models.get(body.model);
+    if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
+    if (body.stream && req.logprobs) throw badField('logprobs', 'is not supported with stream: true (ask without streaming)');
+    if (ctx.g.logMessages) rec.messages = req.messages;
+    ctx.checkQuota(caller);
+    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply) };
+    if (body.stream) {
+      const t0 = performance.now();
+      const answer = await handler.stream(input);
+      await writeStream(ctx, answer, input, body.stream_options?.include_usage === true, reply, t0);
+      return reply;
+    }
+    const c = await handler.complete(input);
+    rec.worker = c.worker;
+    rec.tokensIn = c.result.usage.inputTokens;
+    rec.tokensOut = c.result.usage.outputTokens;
+    rec.cost = c.cost;
+    await ctx.charge(caller, c.worker, c.cost);
+    return reply.headers(c.headers).send(completionBody(c.result, c.worker, c.cost));
+  });
+}
+
+/** SSE chunks: role, content deltas, tool calls, the finish reason, usage (with cost) when asked, [DONE]. */
+async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInput, includeUsage: boolean, reply: FastifyReply, t0: number): Promise<void> {
+  const rec: RequestRecord = input.record;
+  const { signal } = input;
+  rec.worker = a.worker;
+  // first event in hand: from here on the answer is this worker's
+  const headers: Record<string, string> = {
+    ...stringHeaders(reply.getHeaders()),
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+    ...a.headers,
+  };
+  reply.hijack();
+  const raw = reply.raw;
+  for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
+  raw.writeHead(200);
+  const w = new ChunkWriter(a.worker);
+  raw.write(w.role());
+  try {
+    let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
+    for (let ev = a.first; !ev.done; ev = await a.events.next()) {
+      const e = ev.value;
+      if (e.type === 'text-delta') raw.write(w.text(e.text));
+      else if (e.type === 'tool-call') raw.write(w.toolCall(e.toolCall));
+      else finish = e;
+    }
+    if (finish) {
+      // the stream has ended (its call row is written): its exact cost is known
+      const cost = await a.cost(finish.usage);
+      rec.tokensIn = finish.usage.inputTokens;
+      rec.tokensOut = finish.usage.outputTokens;
+      rec.cost = cost;
+      raw.write(w.finish(finish.finishReason));
+      if (includeUsage) raw.write(w.usage(finish.usage, cost));
+      await ctx.charge(input.caller, a.worker, cost);
+    }
+    raw.write(ChunkWriter.done());
+  } catch (e) {
+    if (!signal.aborted) {
+      ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'stream failed after its first byte');
+      const ge = classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' });
+      rec.errorCode = ge.errorCode ?? ge.type;
+      raw.write(ChunkWriter.error(ge.body()));
+    } else {
+      rec.errorCode = 'client_closed';
+    }
+  }
+  rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
+  raw.end();
+}
+
+function stringHeaders(h: Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) if (typeof v === 'string' || typeof v === 'number') out[k] = String(v);
+  return out;
+}
+
+/** Aborts the provider call when the client goes away before the answer is complete. */
+function clientSignal(reply: FastifyReply): AbortSignal {
+  const ac = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) ac.abort();
+  });
+  return ac.signal;
+}

@@ -1,0 +1,104 @@
+// Records of every request: the `x-request-id` header (the client's own when it is sane, else a
+// new one), the metrics, one access-log line (method, route, status, model, worker, tokens,
+// cost, latency, request id; never a secret, message text only with gateway.logMessages), and
+// for an authenticated chat request one `requests` row, written after the response went out.
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { FastifyRequest } from 'fastify';
+import { formatUsd } from '@fugu/core';
+import { insertRequests, type NewRequestRow } from '@fugu/db';
+import { scrub } from '@fugu/telemetry';
+import type { GatewayContext } from '../context.ts';
+import { unencapsulated } from './shared.ts';
+
+/** Routes whose requests get a `requests` row. */
+export const RECORDED_ROUTES = new Set(['/v1/chat/completions']);
+
+const SANE_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+/** Fastify's genReqId: the client's x-request-id when it is 1-128 safe characters, else `req_` + 96 random bits. */
+export function requestIdOf(req: { headers: Record<string, string | string[] | undefined> }): string {
+  const h = req.headers['x-request-id'];
+  if (typeof h === 'string' && SANE_ID.test(h)) return h;
+  return `req_${randomBytes(12).toString('base64url')}`;
+}
+
+export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app, { ctx }) => {
+  // rows are written in batches: those of requests that end while a write is in flight go in
+  // the next statement, so a busy gateway makes one insert per batch, not per request
+  let queued: NewRequestRow[] = [];
+  let writing: Promise<void> | undefined;
+  const write = (): Promise<void> => {
+    const rows = queued;
+    queued = [];
+    return insertRequests(ctx.db!, rows)
+      .then(() => undefined)
+      .catch((e: unknown) => ctx.log.error({ rows: rows.length, err: scrub((e as Error).message) }, 'could not write request rows'))
+      .then(() => {
+        writing = queued.length > 0 ? write() : undefined;
+      });
+  };
+  const enqueue = (row: NewRequestRow): void => {
+    queued.push(row);
+    writing ??= write();
+  };
+
+  app.addHook('onRequest', async (req, reply) => {
+    const t0 = performance.now();
+    const rec = ctx.record(req);
+    void reply.header('x-request-id', rec.requestId);
+    reply.raw.once('close', () => finish(req, reply.raw.statusCode, performance.now() - t0));
+  });
+
+  function finish(req: FastifyRequest, status: number, ms: number): void {
+    const route = req.routeOptions.url ?? 'unmatched';
+    const rec = ctx.record(req);
+    ctx.metrics.requests.inc({ route, status: String(status), worker: rec.worker && status < 400 ? rec.worker : '' });
+    ctx.metrics.latency.observe({ route }, ms / 1000);
+    ctx.log.info(
+      {
+        reqId: rec.requestId,
+        method: req.method,
+        route,
+        status,
+        ...(rec.model !== undefined && { model: rec.model }),
+        ...(rec.worker !== undefined && { worker: rec.worker }),
+        ...(rec.fallbacks.length > 0 && { fallbacks: rec.fallbacks }),
+        ...((rec.tokensIn > 0 || rec.tokensOut > 0) && { tokensIn: rec.tokensIn, tokensOut: rec.tokensOut, cost: formatUsd(rec.cost) }),
+        ...(rec.errorCode !== undefined && { error: rec.errorCode }),
+        ...(rec.routingMs !== undefined && { routingMs: round(rec.routingMs) }),
+        ...(rec.providerMs !== undefined && { providerMs: round(rec.providerMs) }),
+        ms: round(ms),
+        ...(rec.messages && { messages: rec.messages }),
+      },
+      'request',
+    );
+    if (!ctx.db || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
+    enqueue({
+      id: rec.id,
+      requestId: rec.requestId,
+      apiKeyId: rec.keyId,
+      route,
+      model: rec.model ?? null,
+      worker: rec.worker ?? null,
+      stream: rec.stream,
+      topProbs: rec.topProbs ?? null,
+      fallbacks: rec.fallbacks,
+      tokensIn: rec.tokensIn,
+      tokensOut: rec.tokensOut,
+      cost: rec.cost,
+      routingMs: rec.routingMs ?? null,
+      providerMs: rec.providerMs ?? null,
+      totalMs: ms,
+      status,
+      errorCode: rec.errorCode ?? null,
+    });
+  }
+
+  // rows of answered requests are written before the gateway closes
+  app.addHook('onClose', async () => {
+    while (writing) await writing;
+  });
+});
+
+const round = (ms: number): number => Math.round(ms * 100) / 100;

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from './testing.ts';
+import { createApiKey } from './api-keys.ts';
+import { getRequest, insertRequest, insertRequests, listRequests, type NewRequestRow } from './requests.ts';
+
+let t: TestDatabase;
+beforeAll(async () => {
+  t = await createTestDatabase();
+});
+afterAll(async () => {
+  await t?.drop();
+});
+
+const row = (over: Partial<NewRequestRow> = {}): NewRequestRow => ({
+  requestId: 'client-1',
+  apiKeyId: null,
+  route: '/v1/chat/completions',
+  model: 'fugu',
+  worker: 'alpha',
+  stream: false,
+  topProbs: [{ worker: 'alpha', prob: 0.7 }, { worker: 'beta', prob: 0.2 }],
+  fallbacks: [],
+  tokensIn: 12,
+  tokensOut: 34,
+  cost: 123_456_789n,
+  routingMs: 1.5,
+  providerMs: 20.25,
+  totalMs: 23,
+  status: 200,
+  errorCode: null,
+  ...over,
+});
+
+describe('requests', () => {
+  it('stores a row exactly (cost beyond 2^53 picodollars) and finds it by id or x-request-id', async () => {
+    const big = 2n ** 60n + 7n;
+    const id = await insertRequest(t.db, row({ requestId: 'exact-1', cost: big, fallbacks: ['flaky'] }));
+    const r = await getRequest(t.db, id);
+    expect(r).toMatchObject({ id, requestId: 'exact-1', cost: big, fallbacks: ['flaky'], topProbs: [{ worker: 'alpha', prob: 0.7 }, { worker: 'beta', prob: 0.2 }], tokensIn: 12, tokensOut: 34, status: 200 });
+    expect((await getRequest(t.db, 'exact-1'))?.id).toBe(id);
+    expect(await getRequest(t.db, 'nope')).toBeUndefined();
+  });
+
+  it('writes a batch in one statement', async () => {
+    const ids = await insertRequests(t.db, [row({ requestId: 'batch-a', topProbs: null }), row({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null })]);
+    expect(ids).toHaveLength(2);
+    expect(await getRequest(t.db, ids[0]!)).toMatchObject({ requestId: 'batch-a', topProbs: null });
+    expect(await getRequest(t.db, ids[1]!)).toMatchObject({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null });
+  });
+
+  it('lists newest first, by key id or name, since a time, with a limit', async () => {
+    const { record } = await createApiKey(t.db, { name: 'req-lister' });
+    const old = new Date(Date.now() - 3_600_000);
+    await insertRequest(t.db, row({ apiKeyId: record.id, requestId: 'k-old', createdAt: old }));
+    await insertRequest(t.db, row({ apiKeyId: record.id, requestId: 'k-new', status: 400, errorCode: 'invalid_value', worker: null, tokensIn: 0, tokensOut: 0, cost: 0n }));
+    const byName = await listRequests(t.db, { key: 'req-lister' });
+    expect(byName.map((r) => r.requestId)).toEqual(['k-new', 'k-old']);
+    expect((await listRequests(t.db, { key: record.id })).length).toBe(2);
+    expect((await listRequests(t.db, { key: record.id, since: new Date(Date.now() - 60_000) })).map((r) => r.requestId)).toEqual(['k-new']);
+    expect((await listRequests(t.db, { key: record.id, limit: 1 })).map((r) => r.requestId)).toEqual(['k-new']);
+    expect(byName[0]).toMatchObject({ status: 400, errorCode: 'invalid_value', worker: null, cost: 0n });
+  });
+});

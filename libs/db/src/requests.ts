@@ -1,0 +1,137 @@
+// The gateway's request records (migration 0007_requests): one row per chat request after
+// authentication, errors included. Cost is exact: bigint picodollars in, numeric(24,12) stored,
+// read back as text and parsed (never through a float).
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { formatUsd, parseUsd } from '@fugu/core';
+import type { Db } from './connection.ts';
+
+export type RequestProb = { worker: string; prob: number };
+
+export type RequestRow = {
+  id: string;
+  /** the x-request-id echoed to the client */
+  requestId: string;
+  apiKeyId: string | null;
+  route: string;
+  /** the model the client asked for (fugu, a worker, ...) */
+  model: string | null;
+  /** the worker that answered (or the last one tried) */
+  worker: string | null;
+  stream: boolean;
+  /** the router's top probabilities, best first */
+  topProbs: RequestProb[] | null;
+  fallbacks: string[];
+  tokensIn: number;
+  tokensOut: number;
+  /** picodollars */
+  cost: bigint;
+  routingMs: number | null;
+  providerMs: number | null;
+  totalMs: number;
+  status: number;
+  errorCode: string | null;
+  createdAt: Date;
+};
+
+export type NewRequestRow = Omit<RequestRow, 'id' | 'createdAt'> & { id?: string; createdAt?: Date };
+
+/** A new row id: `r_` + a uuid without dashes. */
+export const newRequestRowId = (): string => `r_${randomUUID().replaceAll('-', '')}`;
+
+export async function insertRequest(db: Db, r: NewRequestRow): Promise<string> {
+  return (await insertRequests(db, [r]))[0]!;
+}
+
+/** Many rows in one statement (the gateway batches the rows of requests that end together); returns their ids. */
+export async function insertRequests(db: Db, rows: readonly NewRequestRow[]): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.id ?? newRequestRowId());
+  const values = rows.map(
+    (r, i) => sql`(${ids[i]}, ${r.requestId}, ${r.apiKeyId}, ${r.route}, ${r.model}, ${r.worker}, ${r.stream},
+      ${r.topProbs === null ? null : JSON.stringify(r.topProbs)}::jsonb, ${JSON.stringify(r.fallbacks)}::jsonb,
+      ${r.tokensIn}::int, ${r.tokensOut}::int, ${formatUsd(r.cost)}::numeric, ${r.routingMs}::float8, ${r.providerMs}::float8, ${r.totalMs}::float8,
+      ${r.status}::int, ${r.errorCode}, ${r.createdAt ?? new Date()}::timestamptz)`,
+  );
+  await sql`
+    insert into requests (id, request_id, api_key_id, route, model, worker, stream, top_probs, fallbacks, tokens_in, tokens_out, cost,
+                          routing_ms, provider_ms, total_ms, status, error_code, created_at)
+    values ${sql.join(values)}
+  `.execute(db);
+  return ids;
+}
+
+type Raw = {
+  id: string;
+  request_id: string;
+  api_key_id: string | null;
+  route: string;
+  model: string | null;
+  worker: string | null;
+  stream: boolean;
+  top_probs: RequestProb[] | null;
+  fallbacks: string[];
+  tokens_in: number;
+  tokens_out: number;
+  cost: string;
+  routing_ms: number | null;
+  provider_ms: number | null;
+  total_ms: number;
+  status: number;
+  error_code: string | null;
+  created_at: Date;
+};
+
+function toRow(r: Raw): RequestRow {
+  return {
+    id: r.id,
+    requestId: r.request_id,
+    apiKeyId: r.api_key_id,
+    route: r.route,
+    model: r.model,
+    worker: r.worker,
+    stream: r.stream,
+    topProbs: r.top_probs,
+    fallbacks: r.fallbacks,
+    tokensIn: r.tokens_in,
+    tokensOut: r.tokens_out,
+    cost: parseUsd(r.cost),
+    routingMs: r.routing_ms,
+    providerMs: r.provider_ms,
+    totalMs: r.total_ms,
+    status: r.status,
+    errorCode: r.error_code,
+    createdAt: r.created_at,
+  };
+}
+
+const COLUMNS = sql`r.id, r.request_id, r.api_key_id, r.route, r.model, r.worker, r.stream, r.top_probs, r.fallbacks, r.tokens_in, r.tokens_out,
+  r.cost::text as cost, r.routing_ms, r.provider_ms, r.total_ms, r.status, r.error_code, r.created_at`;
+
+export type ListRequestsOptions = {
+  /** an API key's id or name */
+  key?: string;
+  /** only rows created at or after this time */
+  since?: Date;
+  /** newest first, at most this many (default 50) */
+  limit?: number;
+};
+
+/** Request rows, newest first. */
+export async function listRequests(db: Db, opts: ListRequestsOptions = {}): Promise<RequestRow[]> {
+  const limit = opts.limit ?? 50;
+  const keyFilter = opts.key === undefined ? sql`true` : sql`(r.api_key_id = ${opts.key} or r.api_key_id in (select id from api_keys where name = ${opts.key}))`;
+  const sinceFilter = opts.since === undefined ? sql`true` : sql`r.created_at >= ${opts.since}`;
+  const { rows } = await sql<Raw>`
+    select ${COLUMNS} from requests r where ${keyFilter} and ${sinceFilter} order by r.created_at desc, r.id desc limit ${limit}
+  `.execute(db);
+  return rows.map(toRow);
+}
+
+/** One row by its id, or by the x-request-id the client saw (the newest such). */
+export async function getRequest(db: Db, id: string): Promise<RequestRow | undefined> {
+  const { rows } = await sql<Raw>`
+    select ${COLUMNS} from requests r where r.id = ${id} or r.request_id = ${id} order by (r.id = ${id}) desc, r.created_at desc limit 1
+  `.execute(db);
+  return rows[0] && toRow(rows[0]);
+}
