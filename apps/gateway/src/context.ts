@@ -3,11 +3,11 @@
 // through which every provider call goes (`ProviderCalls`).
 import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
-import { formatUsd, InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { addApiKeySpend, findApiKey, type ApiKeyRecord, newRequestRowId, recordChatCall, type Db, type RequestProb } from '@fugu/db';
-import { toWireError, type CallPipeline } from '@fugu/calls';
-import { requestHash, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent } from '@fugu/providers';
+import { addApiKeySpend, findApiKey, type ApiKeyRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
+import type { CallPipeline } from '@fugu/calls';
+import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/providers';
 import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
 import { Counter, Histogram, scrub, type Logger, type Registry } from '@fugu/telemetry';
 import { GatewayError } from './errors.ts';
@@ -91,44 +91,22 @@ export function directCalls(models: Map<string, ChatModel>): ProviderCalls {
  * as `pipeline.call` writes it, without the client waiting for the insert; `close()` waits for
  * the rows still being written); a stream's row is the pipeline's, written as the stream ends.
  */
-export function pipelineCalls(pipeline: CallPipeline, db: Db, opts: { maxWaitMs: number; cache: boolean; log?: Logger }): ProviderCalls & { close(): Promise<void> } {
-  const input = (worker: WorkerSpec, request: ChatRequest, call: CallMeta) => ({ worker, request, origin: 'gateway' as const, key: call.key, attempt: call.attempt, maxWaitMs: opts.maxWaitMs, cache: opts.cache });
-  const pending = new Set<Promise<unknown>>();
-  const behind = (key: string, write: () => Promise<unknown>): void => {
-    const p: Promise<unknown> = write()
-      .catch((e: unknown) => opts.log?.error({ key, err: scrub((e as Error).message) }, 'could not write the chat_calls row of a gateway call'))
-      .finally(() => pending.delete(p));
-    pending.add(p);
-  };
-  const row = (w: WorkerSpec, call: CallMeta) => ({ key: call.key, origin: 'gateway', workerId: null, worker: w.name, provider: w.provider, model: w.model, attempts: call.attempt });
+export function pipelineCalls(pipeline: CallPipeline, opts: { maxWaitMs: number; cache: boolean }): ProviderCalls & { close(): Promise<void> } {
+  // the row of a JSON answer is written after the answer has gone out (writeBehind); a stream's
+  // when it ends
+  const input = (worker: WorkerSpec, request: ChatRequest, call: CallMeta) => ({
+    worker, request, origin: 'gateway' as const, key: call.key, attempt: call.attempt, maxWaitMs: opts.maxWaitMs, cache: opts.cache, writeBehind: true,
+  });
   return {
     generate: async (w, req, call) => {
-      const t0 = performance.now();
-      try {
-        // the paid-by mark `call()` would use, so a cached answer is priced as it would be
-        const o = await pipeline.execute(input(w, req, call), `gateway:${call.key}`);
-        behind(call.key, () =>
-          recordChatCall(db, {
-            ...row(w, call), requestHash: o.requestHash, status: 'ok', response: o.result as unknown as Record<string, unknown>, tokensIn: o.result.usage.inputTokens,
-            tokensOut: o.result.usage.outputTokens, cost: formatUsd(o.cost), latencyMs: o.latencyMs, cached: o.cached, error: null,
-          }),
-        );
-        return { result: o.result, cost: o.cost };
-      } catch (e) {
-        const latencyMs = Math.round(performance.now() - t0);
-        behind(call.key, () =>
-          recordChatCall(db, { ...row(w, call), requestHash: requestHash(w, req, 0), status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, cached: false, error: toWireError(e) }),
-        );
-        throw e;
-      }
+      const o = await pipeline.call(input(w, req, call));
+      return { result: o.result, cost: o.cost };
     },
     stream: async (w, req, call) => {
       const s = await pipeline.stream(input(w, req, call));
       return { events: s[Symbol.asyncIterator](), cost: async () => (await s.outcome).cost };
     },
-    close: async () => {
-      while (pending.size > 0) await Promise.all([...pending]);
-    },
+    close: () => pipeline.flush(),
   };
 }
 

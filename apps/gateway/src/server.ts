@@ -129,7 +129,7 @@ function defaultCalls(opts: GatewayOptions): ProviderCalls {
     models: (w) => models.get(w.name),
     timeoutMs: g.callTimeoutMs,
   });
-  return pipelineCalls(pipeline, opts.db, { maxWaitMs: g.limitWaitMs, cache: g.responseCache, ...(opts.log && { log: opts.log }) });
+  return pipelineCalls(pipeline, { maxWaitMs: g.limitWaitMs, cache: g.responseCache });
 }
 
 /** Fastify's own errors (JSON, size, media type) and ours, as OpenAI error bodies. */

@@ -64,6 +64,12 @@ export type CallInput = ExecuteInput & {
    * passes a test that is false for a retryable error, so its one row is the final outcome.
    */
   recordError?: (e: unknown) => boolean;
+  /**
+   * write the row after returning (or throwing) instead of before: a caller with someone waiting
+   * (the gateway's client) does not hold the answer for a Postgres round trip. The pipeline keeps
+   * the write in hand; `flush()` waits for all of them (before a process exits).
+   */
+  writeBehind?: boolean;
 };
 
 export type CallOutcome = {
@@ -207,6 +213,16 @@ export function createCallPipeline(opts: CallPipelineOptions) {
 
   const paidByOf = (input: CallInput): string => `${input.origin}:${input.key}`;
 
+  // row writes of writeBehind calls still in flight
+  const behind = new Set<Promise<void>>();
+  async function written(input: CallInput, write: Promise<void>): Promise<void> {
+    if (!input.writeBehind) return write;
+    const p: Promise<void> = write
+      .catch((e: unknown) => opts.log?.error({ key: input.key, err: (e as Error).message }, 'could not write the row of a call'))
+      .finally(() => behind.delete(p));
+    behind.add(p);
+  }
+
   /** One call with its `chat_calls` row (also when it fails: status error); rethrows errors unchanged. */
   async function call(input: CallInput): Promise<CallOutcome> {
     const started = performance.now();
@@ -214,10 +230,10 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     try {
       outcome = await execute(input, paidByOf(input));
     } catch (e) {
-      await writeError(input, requestHash(input.worker, input.request, input.sample ?? 0), e, Math.round(performance.now() - started));
+      await written(input, writeError(input, requestHash(input.worker, input.request, input.sample ?? 0), e, Math.round(performance.now() - started)));
       throw e;
     }
-    await writeOk(input, outcome);
+    await written(input, writeOk(input, outcome));
     return outcome;
   }
 
@@ -309,6 +325,10 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     execute,
     call,
     stream,
+    /** waits until the rows of every writeBehind call made so far are written */
+    flush: async (): Promise<void> => {
+      while (behind.size > 0) await Promise.all([...behind]);
+    },
     /** the shared limiter (e.g. to ask which buckets a worker has) */
     limiter,
     /** the ChatModel a worker's calls go to (made once per worker) */

@@ -110,8 +110,11 @@ export const configSchema = z
         bodyLimitBytes: positiveInt.default(1_048_576),
         /** bound on one provider call (a stream: until its last event) */
         callTimeoutMs: positiveInt.default(120_000),
-        /** answer a request seen before (same worker, messages and parameters) from the response cache (libs/calls) */
-        responseCache: bool.default(true),
+        /**
+         * answer a request seen before (same worker, messages and parameters) from the response
+         * cache (libs/calls). Off by default: a client that samples twice expects two samples.
+         */
+        responseCache: bool.default(false),
         /** how long a call waits for the shared rate limits before it counts as rate-limited (next worker, or 429) */
         limitWaitMs: nonNegInt.default(2_000),
         /** debug only: put the request's message text in the access log (never on by default) */

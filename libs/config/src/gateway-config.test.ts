@@ -14,7 +14,7 @@ describe('gateway configuration', () => {
       fallbackAttempts: 2,
       bodyLimitBytes: 1_048_576,
       callTimeoutMs: 120_000,
-      responseCache: true,
+      responseCache: false,
       limitWaitMs: 2_000,
       logMessages: false,
     });
