@@ -38,15 +38,15 @@ export default [
             // calls: the one call pipeline (cache, shared rate limits, provider, cost, call row)
             lib('calls', ['core', 'config', 'telemetry', 'providers', 'db', 'queue']),
             // evaluation: the evaluation-batch driver (plan, enqueue, follow, summary, labels)
-            lib('evaluation', ['core', 'config', 'telemetry', 'db', 'queue', 'datasets', 'providers']),
-            // report: HTML pages and charts from data handed to it
+            lib('evaluation', ['core', 'config', 'telemetry', 'db', 'queue', 'datasets', 'providers', 'report']),
+            // report: HTML pages and charts from data handed to it (the drivers produce its input types)
             lib('report', ['core']),
             // local-services: a workstation's own Redis/Postgres and local processes (used by the CLI and infra/)
             lib('local-services', ['core', 'config']),
             // serving: the router behind a RouteClient (in-process threads or the route queue)
             lib('serving', ['core', 'config', 'telemetry', 'db', 'queue', 'router-model']),
             // training: ES fitness tasks, coordinator and evaluators (routing data, features, the router model); never serving
-            lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'es', 'telemetry']),
+            lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'es', 'telemetry', 'report']),
           ],
         },
       ],
