@@ -103,7 +103,9 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   if (f.pool !== undefined) env.FUGU_GATEWAY_POOL = f.pool;
   if (f.auth !== undefined) env.FUGU_GATEWAY_AUTH = f.auth;
   const auth = env.FUGU_GATEWAY_AUTH ?? config.gateway.auth;
-  const child = fork(gatewayMain, [], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'] });
+  // its own process group: a signal reaches it once, from here (Ctrl-C in a terminal, or a kill
+  // of this process alike), never twice (a second signal makes it exit without draining)
+  const child = fork(gatewayMain, [], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'], detached: true });
   child.on('message', (m: { type?: string; port?: number; host?: string; example?: string }) => {
     if (m?.type !== 'ready') return;
     const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
@@ -113,11 +115,11 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
     if (auth !== 'none') process.stderr.write('a key for it: export FUGU_API_KEY=$(npx fugu keys create --name me)\n');
     process.stderr.write(`try:\n  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${body}'\n\n`);
   });
-  // Ctrl-C reaches the child too (same process group): it drains and exits; wait for it
+  // pass each signal on: the gateway drains and exits (a second one: at once); wait for it
   const onSignal = (signal: NodeJS.Signals) => {
-    if (child.exitCode === null) child.kill(signal);
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
   };
-  process.on('SIGINT', () => {});
+  process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   return new Promise((resolve) => {
     child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGINT' ? 130 : 1)));
