@@ -52,14 +52,21 @@ function renderAccess(access: Access): string {
 /**
  * A double-quoted string the parser decodes to `s` exactly: backslash and double quote escaped,
  * control characters, U+2028/9 and lone surrogates as \uXXXX (\n, \t, \r where no letter
- * follows, so that they never read as LaTeX commands such as \neq or \times).
+ * follows, so that they never read as LaTeX commands such as \neq or \times), and the `=`/`:`
+ * of anything that reads as a list label and the `<` of a think tag as \uXXXX too.
  */
 export function quoteString(s: string): string {
+  // characters that would make the parser see structure inside the string: the "=" or ":" of
+  // a list label ("model id = [") and the "<" of a think tag, written as \uXXXX
+  const hide = new Set<number>();
+  for (const m of s.matchAll(LABEL)) for (let k = m.index + m[0].length - 1; k >= m.index && (s[k] === '=' || s[k] === ':'); k--) hide.add(k);
+  for (const m of s.matchAll(THINK_TAG)) hide.add(m.index);
   let out = '"';
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     const ch = s[i]!;
-    if (ch === '\\') out += '\\\\';
+    if (hide.has(i)) out += uEscape(c);
+    else if (ch === '\\') out += '\\\\';
     else if (ch === '"') out += '\\"';
     else if (c < 0x20 || c === 0x7f || c === 0x2028 || c === 0x2029) {
       const short = ch === '\n' ? '\\n' : ch === '\t' ? '\\t' : ch === '\r' ? '\\r' : undefined;
@@ -230,8 +237,10 @@ type Found = {
 };
 
 /** Drops <think>/<thinking>/<reasoning> blocks; text before a stray closing tag is thinking too. */
+const THINK_TAG = /<(\/?)(?:think|thinking|reasoning)\s*>/giu;
+
 export function dropThinking(text: string): { text: string; dropped: boolean; unclosed: boolean } {
-  const tag = /<(\/?)(?:think|thinking|reasoning)\s*>/giu;
+  const tag = new RegExp(THINK_TAG.source, THINK_TAG.flags);
   let kept = '';
   let from = 0;
   let depth = 0;
