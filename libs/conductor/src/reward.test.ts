@@ -23,7 +23,7 @@ describe('rewardOf', () => {
   it('subtracts mu x dollars, dollars exact from picodollars', () => {
     const pico = parseUsd('0.012345678901');
     expect(picoToUsd(pico)).toBe(0.012345678901);
-    expect(picoToUsd(123_456_789_012_345_678n)).toBe(123456.789012345678);
+    expect(picoToUsd(123_456_789_012_345_678n)).toBe(Number('123456.789012345678'));
     const r = rewardOf({ parsed: true, score: 1, costPico: parseUsd('0.02') }, { costPerUsd: 10 });
     expect(r).toMatchObject({ base: 1, usd: 0.02, costTerm: 0.2, outcome: 'correct' });
     expect(r.reward).toBeCloseTo(0.8, 12);
