@@ -114,6 +114,11 @@ describe('parseWorkflow: tolerance', () => {
     expect(ok(parseWorkflow(text, opts)).steps.map((s) => s.worker)).toEqual([0, 2, 1]);
   });
 
+  it('reads entries without commas: ids separated by spaces, quoted subtasks one a line', () => {
+    const text = 'model id = [0 2 1]\nsubtasks = [\n  "Solve the problem."\n  "Solve it another way."\n  "Compare both and answer."\n]\naccess list = [[], [], "all"]';
+    expect(ok(parseWorkflow(text, opts))).toEqual(threeSteps);
+  });
+
   it('reads bullet lists under the labels', () => {
     const text = 'model ids:\n- 0\n- 1\n\nsubtasks:\n1. Solve it, carefully\n2. "Check"\naccess list:\n- none\n- [0]';
     expect(ok(parseWorkflow(text, opts))).toEqual({

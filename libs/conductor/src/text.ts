@@ -169,12 +169,14 @@ class Reader {
       while (j < this.limit && !',\n['.includes(this.text[j]!) && this.text[j] !== closer) j++;
       const word = this.text.slice(i, j).trim();
       if (depth === 1 && LABEL_ONLY.test(word)) return { ok: false, reason: `the list is not closed before the next list ("${word}")`, item: items.length };
-      if (word) items.push({ t: 'word', v: word });
+      // numbers without commas between them ("[0 2 1]") are several entries
+      if (/^\d+(?:\s+\d+)+$/.test(word)) for (const d of word.split(/\s+/)) items.push({ t: 'word', v: d });
+      else if (word) items.push({ t: 'word', v: word });
       i = j > i ? j : i + 1;
     }
   }
 
-  /** A quoted string opened at `i`; it closes at a closing quote followed by `,`, a bracket or the end. */
+  /** A quoted string opened at `i`; it closes at a closing quote followed by `,`, a bracket or the end (or by a line break and another quoted entry). */
   string(i: number): { value: string; end: number } | undefined {
     const closers = QUOTES[this.text[i]!]!;
     let out = '';
@@ -206,6 +208,8 @@ class Reader {
       if (closers.includes(ch)) {
         const next = this.skipWs(k + 1);
         if (next >= this.text.length || ',])}'.includes(this.text[next]!)) return { value: out, end: k + 1 };
+        // entries one a line without commas: a closing quote, a line break, an opening quote
+        if (QUOTES[this.text[next]!] !== undefined && this.text.slice(k + 1, next).includes('\n')) return { value: out, end: k + 1 };
       }
       out += ch;
       k++;
