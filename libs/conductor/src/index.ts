@@ -1,0 +1,49 @@
+// @fugu/conductor: the Conductor's workflow model, text form (renderer, tolerant parser,
+// validator), schedule (DAG), prompt templates and reward. Pure computation on @fugu/core
+// (the prompt templates are files of the package, read once). README.md has the details.
+
+export {
+  DEFAULT_MAX_STEPS,
+  MAX_STEPS_LIMIT,
+  resolveMaxSteps,
+  conductorPool,
+  workerName,
+  workerId,
+  visibleSteps,
+  canonicalAccess,
+  checkWorkflow,
+  sameWorkflow,
+  type Access,
+  type Step,
+  type Workflow,
+  type PoolEntry,
+  type ConductorPool,
+  type ListName,
+  type WorkflowError,
+} from './workflow.ts';
+export { renderWorkflow, parseWorkflow, PARSE_LIMITS, type ParseResult, type ParseOptions } from './text.ts';
+export { scheduleOf, readySteps, TOPOLOGIES, type Schedule, type Topology } from './schedule.ts';
+export {
+  DEFAULT_WORKER_PROMPT,
+  DEFAULT_CONDUCTOR_PROMPT,
+  promptVersions,
+  loadPromptTemplate,
+  renderWorkerPrompt,
+  renderConductorPrompt,
+  type PromptTemplate,
+  type RenderedPrompt,
+  type WorkerPromptInput,
+  type ConductorPromptInput,
+} from './prompts.ts';
+export {
+  DEFAULT_REWARD_CONFIG,
+  rewardConfig,
+  rewardOf,
+  scoreWorkflow,
+  picoToUsd,
+  type RewardConfig,
+  type RewardOutcome,
+  type WorkflowReward,
+  type VerifierResult,
+  type AnswerVerifier,
+} from './reward.ts';
