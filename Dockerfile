@@ -33,6 +33,7 @@ COPY apps/provider-worker/package.json apps/provider-worker/
 COPY apps/router-worker/package.json apps/router-worker/
 COPY apps/trainer/package.json apps/trainer/
 COPY libs/calls/package.json libs/calls/
+COPY libs/conductor/package.json libs/conductor/
 COPY libs/config/package.json libs/config/
 COPY libs/core/package.json libs/core/
 COPY libs/datasets/package.json libs/datasets/
