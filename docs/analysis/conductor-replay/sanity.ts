@@ -5,13 +5,12 @@
 //   source infra/node-env.sh && node docs/analysis/conductor-replay/sanity.ts [llmrouter dir]
 import path from 'node:path';
 import { loadLlmRouter } from '../../../libs/datasets/src/index.ts';
-import { REPLAY_PRESETS, replayWorkflow, resolveWorkerParams, type ReplayConfig, type ReplayItem, type ReplayParams, type ReplayWorkflowStep } from '../../../libs/conductor/src/replay/index.ts';
+import { REPLAY_PRESETS, replayItemOf, replayWorkflow, resolveWorkerParams, type ReplayConfig, type ReplayParams, type ReplayWorkflowStep } from '../../../libs/conductor/src/replay/index.ts';
 
 const SEEDS = [0, 1, 2];
 const ds = await loadLlmRouter(process.argv[2] ?? path.resolve(import.meta.dirname, '../../../data/llmrouter'));
-const toReplay = (it: (typeof ds.items)[number]): ReplayItem => ({ id: it.id, recorded: Object.fromEntries(Object.entries(it.recorded ?? {}).map(([w, o]) => [w, o.score])) });
-const train = ds.items.filter((i) => i.sourceSplit === 'train').map(toReplay);
-const test = ds.items.filter((i) => i.sourceSplit === 'test').map(toReplay);
+const train = ds.items.filter((i) => i.sourceSplit === 'train').map(replayItemOf);
+const test = ds.items.filter((i) => i.sourceSplit === 'test').map(replayItemOf);
 
 const trainMean = (w: string): number => train.reduce((a, i) => a + i.recorded[w]!, 0) / train.length;
 const ranked = [...ds.workers].sort((a, b) => trainMean(b) - trainMean(a));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InputError } from '@fugu/core';
+import { InputError, rng } from '@fugu/core';
 import {
   herdCurve,
   ownOutcome,
@@ -7,12 +7,13 @@ import {
   replayAnswerText,
   replayProviderMetadata,
   replayStep,
+  replayItemOf,
   replayWorkflow,
   stepKeyOf,
   stepProbability,
   type ReplayItem,
 } from './model.ts';
-import { REPLAY_PRESETS, type ReplayParams } from './params.ts';
+import { REPLAY_PRESETS, resolveWorkerParams, type ReplayParams } from './params.ts';
 
 const P: ReplayParams = { keep: 0.9, misled: 0.3, adopt: 0.6, fix: 0.1, herd: 2 };
 const item: ReplayItem = { id: 'q1', recorded: { A: 1, B: 0, C: 1, D: 0.5 } };
@@ -222,5 +223,33 @@ describe('the presets', () => {
     // A can solve, B cannot: the large preset keeps more than the small one when shown a wrong answer
     expect(stepProbability(REPLAY_PRESETS.large, true, 0)).toBeGreaterThan(stepProbability(REPLAY_PRESETS.small, true, 0));
     expect(stepProbability(REPLAY_PRESETS.large, true, 1)).toBeGreaterThan(stepProbability(REPLAY_PRESETS.small, true, 1));
+  });
+});
+
+describe('what the presets imply for fixed topologies (synthetic correlated items)', () => {
+  // 3000 items with a shared difficulty: worker skill minus difficulty decides each solo outcome
+  const skills: Record<string, number> = { 'big-70b': 0.6, 'mid-49b': 0.3, 'small-8b': 0.1, 'tiny-7b': -1.2 };
+  const items: ReplayItem[] = Array.from({ length: 3000 }, (_, i) => {
+    const r = rng('topology-test', i);
+    const d = r.normal();
+    return { id: `t${i}`, recorded: Object.fromEntries(Object.entries(skills).map(([w, k]) => [w, k - d + 0.7 * r.normal() > 0 ? 1 : 0])) };
+  });
+  const params = (w: string): ReplayParams => resolveWorkerParams({}, w);
+  const acc = (steps: Array<{ worker: string; sees: number[] }>): number => items.filter((it) => replayWorkflow({ params, item: it, seed: 1, steps }).correct).length / items.length;
+  const proposers = ['big-70b', 'mid-49b', 'small-8b'].map((w) => ({ worker: w, sees: [] as number[] }));
+
+  it('a strong aggregator is about level with the best single worker; a weak one and self-review lose', () => {
+    const best = acc([{ worker: 'big-70b', sees: [] }]);
+    const strong = acc([...proposers, { worker: 'big-70b', sees: [0, 1, 2] }]);
+    const weak = acc([...proposers, { worker: 'tiny-7b', sees: [0, 1, 2] }]);
+    const self = acc([{ worker: 'big-70b', sees: [] }, { worker: 'big-70b', sees: [0] }]);
+    expect(Math.abs(strong - best)).toBeLessThan(0.04);
+    expect(weak).toBeLessThan(best - 0.05);
+    expect(self).toBeLessThan(best);
+  });
+
+  it('replayItemOf reads the recorded scores of a dataset item', () => {
+    expect(replayItemOf({ id: 'x', recorded: { a: { score: 0.5, tokensIn: 3 }, b: { score: 1 } } })).toEqual({ id: 'x', recorded: { a: 0.5, b: 1 } });
+    expect(replayItemOf({ id: 'y' })).toEqual({ id: 'y', recorded: {} });
   });
 });

@@ -2,11 +2,16 @@
 // from the item's recorded scores. Pure and seeded; see ./README.md for the model, the key of
 // its random numbers and the answer text form.
 
-import { InputError, rng } from '@fugu/core';
+import { InputError, rng, type DatasetItem } from '@fugu/core';
 import { REPLAY_PARAM_NAMES, type ReplayParams } from './params.ts';
 
 /** What the replay needs of a dataset item: its id and each worker's recorded score in [0, 1]. */
 export type ReplayItem = { id: string; recorded: Readonly<Record<string, number>> };
+
+/** The replay view of a dataset item: its id and each worker's recorded score (`recorded[w].score`). */
+export function replayItemOf(item: Pick<DatasetItem, 'id' | 'recorded'>): ReplayItem {
+  return { id: item.id, recorded: Object.fromEntries(Object.entries(item.recorded ?? {}).map(([w, o]) => [w, o.score])) };
+}
 
 /** One answer a step sees: which worker gave it and whether it was (simulated) correct. */
 export type VisibleAnswer = { worker: string; correct: boolean };
