@@ -1,0 +1,4 @@
+// The offline (replay) environment's step model. See ./README.md.
+export * from './params.ts';
+export * from './model.ts';
+export * from './calibrate.ts';

@@ -1,0 +1,211 @@
+// The replay step model: how a replay worker answers one step of a workflow on a dataset item
+// from the item's recorded scores. Pure and seeded; see ./README.md for the model, the key of
+// its random numbers and the answer text form.
+
+import { InputError, rng, type DatasetItem } from '@fugu/core';
+import { REPLAY_PARAM_NAMES, type ReplayParams } from './params.ts';
+
+/** What the replay needs of a dataset item: its id and each worker's recorded score in [0, 1]. */
+export type ReplayItem = { id: string; recorded: Readonly<Record<string, number>> };
+
+/** The replay view of a dataset item: its id and each worker's recorded score (`recorded[w].score`). */
+export function replayItemOf(item: Pick<DatasetItem, 'id' | 'recorded'>): ReplayItem {
+  return { id: item.id, recorded: Object.fromEntries(Object.entries(item.recorded ?? {}).map(([w, o]) => [w, o.score])) };
+}
+
+/** One answer a step sees: which worker gave it and whether it was (simulated) correct. */
+export type VisibleAnswer = { worker: string; correct: boolean };
+
+export const REPLAY_RULES = ['recorded', 'keep', 'misled', 'adopt', 'fix', 'mixed'] as const;
+/**
+ * Which cell of the model decided the step: `recorded` (no visible answer: the worker's own
+ * outcome), or, with visible answers, `keep` (s=1, all correct), `misled` (s=1, all wrong),
+ * `adopt` (s=0, all correct), `fix` (s=0, all wrong), `mixed` (some but not all correct: the
+ * herd curve between the two corners of the worker's own outcome).
+ */
+export type ReplayRule = (typeof REPLAY_RULES)[number];
+
+export type ReplayStepResult = {
+  correct: boolean;
+  /** P(correct) under the model for this step (for `recorded`, the recorded score itself) */
+  p: number;
+  rule: ReplayRule;
+  /** the step worker's own outcome on the item (the recorded score, drawn once when fractional) */
+  s: boolean;
+  /** fraction of visible answers that are correct; undefined when none is visible */
+  f?: number;
+};
+
+/** Namespace of every replay random number, so they never coincide with another stream's. */
+const NS = 'fugu-replay-v1';
+
+/** g_h(f) = f^h / (f^h + (1-f)^h): 0 at 0, 1/2 at 1/2, 1 at 1; linear when h = 1; steeper around 1/2 (majority-following) as h grows. */
+export function herdCurve(f: number, h: number): number {
+  if (f <= 0) return 0;
+  if (f >= 1) return 1;
+  const a = Math.pow(f, h), b = Math.pow(1 - f, h);
+  return a / (a + b);
+}
+
+/**
+ * P(correct) of a step whose worker has own outcome `s` and sees answers of which the fraction
+ * `f` is correct: L_s + (U_s - L_s) * g_h(f), with (L_1, U_1) = (1 - misled, keep) and
+ * (L_0, U_0) = (fix, adopt).
+ */
+export function stepProbability(params: ReplayParams, s: boolean, f: number): number {
+  const g = herdCurve(f, params.herd);
+  const [lo, hi] = s ? [1 - params.misled, params.keep] : [params.fix, params.adopt];
+  return lo + (hi - lo) * g;
+}
+
+function recordedScore(item: ReplayItem, worker: string): number {
+  const r = item.recorded[worker];
+  if (r === undefined) {
+    throw new InputError(`worker "${worker}" has no recorded score on item "${item.id}" (a replay worker answers only items that recorded it)`, { field: 'worker' });
+  }
+  if (typeof r !== 'number' || !(r >= 0 && r <= 1)) throw new InputError(`recorded score of "${worker}" on item "${item.id}" must be in [0, 1], got ${r}`, { field: `recorded.${worker}` });
+  return r;
+}
+
+/** The uniform in [0, 1) of the worker's own outcome on the item: one per (seed, item, worker). */
+export function ownOutcomeUniform(seed: number | string, itemId: string, worker: string): number {
+  return rng(NS, 'own', seed, itemId, worker).next();
+}
+
+/** The uniform in [0, 1) of a dependent step: one per (seed, item, step key). */
+export function stepUniform(seed: number | string, itemId: string, stepKey: string): number {
+  return rng(NS, 'step', seed, itemId, stepKey).next();
+}
+
+/**
+ * The worker's own outcome `s` on the item: the recorded score when it is 0 or 1; a fractional
+ * score r (F1, coverage) is a Bernoulli(r) draw with the item's own-outcome uniform, the same
+ * wherever the worker appears on that item under that seed.
+ */
+export function ownOutcome(item: ReplayItem, worker: string, seed: number | string): boolean {
+  const r = recordedScore(item, worker);
+  if (r >= 1) return true;
+  if (r <= 0) return false;
+  return ownOutcomeUniform(seed, item.id, worker) < r;
+}
+
+function quoteKeyPart(s: string): string {
+  // worker names are free text: escape the characters the key syntax uses
+  return s.replace(/[\\(),:]/g, (c) => `\\${c}`);
+}
+
+/**
+ * The canonical key of a step: its worker and, recursively, the keys of the steps it sees, as a
+ * sorted multiset: `w` for a step that sees nothing, `w(k1,k2,...)` otherwise. It names what the
+ * step's inputs ARE (who answered, from what), not where the step sits in its workflow, so two
+ * workflows that give a step the same inputs give it the same key and the same random number.
+ * The subtask text is not part of it: the model ignores it.
+ */
+export function stepKeyOf(worker: string, visibleKeys: readonly string[] = []): string {
+  const w = quoteKeyPart(worker);
+  if (visibleKeys.length === 0) return w;
+  return `${w}(${[...visibleKeys].sort().join(',')})`;
+}
+
+export type ReplayStepInput = {
+  params: ReplayParams;
+  item: ReplayItem;
+  /** the worker performing the step */
+  worker: string;
+  /** the earlier answers the step sees (empty: an independent step) */
+  visible: readonly VisibleAnswer[];
+  seed: number | string;
+  /** the step's key (`stepKeyOf`); when left out, `stepKeyOf(worker, visible workers + outcomes)`, which does not tell apart two visible steps by the same worker with the same outcome but different inputs */
+  stepKey?: string;
+};
+
+function checkParams(p: ReplayParams): void {
+  for (const n of REPLAY_PARAM_NAMES) {
+    const v = p[n];
+    if (typeof v !== 'number' || !Number.isFinite(v) || (n === 'herd' ? v <= 0 : v < 0 || v > 1)) {
+      throw new InputError(`replay parameter ${n} is out of range: ${v}`, { field: `params.${n}` });
+    }
+  }
+}
+
+/**
+ * One replay step. No visible answer: the worker's own outcome (rule `recorded`, p = the
+ * recorded score). Otherwise P(correct) = stepProbability(params, s, f) and the step is correct
+ * iff the step's uniform is below it, so raising P never turns a correct step wrong.
+ */
+export function replayStep(input: ReplayStepInput): ReplayStepResult {
+  const { params, item, worker, visible, seed } = input;
+  const s = ownOutcome(item, worker, seed);
+  if (visible.length === 0) return { correct: s, p: recordedScore(item, worker), rule: 'recorded', s };
+  checkParams(params);
+  const nCorrect = visible.filter((v) => v.correct).length;
+  const f = nCorrect / visible.length;
+  const p = stepProbability(params, s, f);
+  const rule: ReplayRule = f > 0 && f < 1 ? 'mixed' : s ? (f === 1 ? 'keep' : 'misled') : f === 1 ? 'adopt' : 'fix';
+  const key = input.stepKey ?? stepKeyOf(worker, visible.map((v) => `${quoteKeyPart(v.worker)}:${v.correct ? 1 : 0}`));
+  const correct = stepUniform(seed, item.id, key) < p;
+  return { correct, p, rule, s, f };
+}
+
+/** A workflow as the replay sees it: each step's worker and the indices of the earlier steps it sees. */
+export type ReplayWorkflowStep = { worker: string; sees: readonly number[] };
+
+export type ReplayWorkflowResult = {
+  steps: Array<ReplayStepResult & { key: string }>;
+  /** the last step's outcome */
+  correct: boolean;
+};
+
+/**
+ * Every step of a workflow on one item, in order; each step's key is `stepKeyOf` over the keys
+ * of the steps it sees. A step may see only earlier steps (an InputError names the step otherwise).
+ */
+export function replayWorkflow(input: { params: (worker: string) => ReplayParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[]; seed: number | string }): ReplayWorkflowResult {
+  const { item, steps, seed } = input;
+  if (steps.length === 0) throw new InputError('a workflow needs at least one step', { field: 'steps' });
+  const out: ReplayWorkflowResult['steps'] = [];
+  steps.forEach((st, i) => {
+    for (const j of st.sees) {
+      if (!Number.isInteger(j) || j < 0 || j >= i) throw new InputError(`step ${i} may see only earlier steps (0..${i - 1}), not ${j}`, { field: `steps[${i}].sees` });
+    }
+    const seen = [...new Set(st.sees)];
+    const key = stepKeyOf(st.worker, seen.map((j) => out[j]!.key));
+    const r = replayStep({ params: input.params(st.worker), item, worker: st.worker, visible: seen.map((j) => ({ worker: steps[j]!.worker, correct: out[j]!.correct })), seed, stepKey: key });
+    out.push({ ...r, key });
+  });
+  return { steps: out, correct: out[out.length - 1]!.correct };
+}
+
+// ---- the replay answer text ------------------------------------------------------------------
+
+/**
+ * The text a replay step answers with, in the spirit of the replay provider's
+ * `[replay:<worker>] recorded score 1`: it says the step's outcome, so the final answer can be
+ * scored from the text alone. `[replay:<worker>] simulated score 1 (rule adopt, p 0.6000)`;
+ * for an independent step `[replay:<worker>] recorded score 0.5 (rule recorded, outcome 1)`.
+ */
+export function replayAnswerText(worker: string, r: Pick<ReplayStepResult, 'correct' | 'p' | 'rule'>): string {
+  const outcome = r.correct ? 1 : 0;
+  if (r.rule === 'recorded') return `[replay:${worker}] recorded score ${r.p} (rule recorded, outcome ${outcome})`;
+  return `[replay:${worker}] simulated score ${outcome} (rule ${r.rule}, p ${r.p.toFixed(4)})`;
+}
+
+const ANSWER_RE = /^\[replay:(.+)\] (recorded|simulated) score (\d+(?:\.\d+)?(?:e-?\d+)?) \(rule (recorded|keep|misled|adopt|fix|mixed), (?:outcome ([01])|p (\d+(?:\.\d+)?))\)$/;
+
+/** Reads a replay answer text back: worker, outcome and rule; undefined for any other text. */
+export function parseReplayAnswer(text: string): { worker: string; correct: boolean; rule: ReplayRule; p: number } | undefined {
+  const m = ANSWER_RE.exec(text.trim());
+  if (!m) return undefined;
+  const [, worker, kind, score, rule, outcome, p] = m;
+  if ((kind === 'recorded') !== (rule === 'recorded')) return undefined;
+  if (kind === 'recorded') return outcome === undefined ? undefined : { worker: worker!, correct: outcome === '1', rule: 'recorded', p: Number(score) };
+  return p === undefined || (score !== '0' && score !== '1') ? undefined : { worker: worker!, correct: score === '1', rule: rule as ReplayRule, p: Number(p) };
+}
+
+/**
+ * The provider metadata of a replayed step's answer, in the shape the datasets verifier reads
+ * for replayed answers (`providerMetadata.replay.score`): the step's outcome as 0 or 1.
+ */
+export function replayProviderMetadata(itemId: string, r: Pick<ReplayStepResult, 'correct' | 'rule' | 'p'>): { replay: { itemId: string; score: number; rule: ReplayRule; p: number } } {
+  return { replay: { itemId, score: r.correct ? 1 : 0, rule: r.rule, p: r.p } };
+}
