@@ -47,3 +47,6 @@ export {
   type VerifierResult,
   type AnswerVerifier,
 } from './reward.ts';
+
+// the offline (replay) environment's step model (src/replay/README.md)
+export * from './replay/index.ts';
