@@ -1,6 +1,7 @@
 // @fugu/conductor: the Conductor's workflow model, text form (renderer, tolerant parser,
-// validator), schedule (DAG), prompt templates and reward. Pure computation on @fugu/core
-// (the prompt templates are files of the package, read once). README.md has the details.
+// validator), schedule (DAG), prompt templates, reward, conductor specs and the fixed
+// topologies. Pure computation on @fugu/core (the prompt templates are files of the package,
+// read once). README.md has the details.
 
 export {
   DEFAULT_MAX_STEPS,
@@ -47,6 +48,19 @@ export {
   type VerifierResult,
   type AnswerVerifier,
 } from './reward.ts';
+export {
+  CONDUCTOR_KINDS,
+  FIXED_TOPOLOGIES,
+  parseConductorSpec,
+  parseConductorSpecs,
+  checkConductorSpec,
+  type ConductorKind,
+  type ConductorSpec,
+  type ConductorSpecContext,
+  type FixedConductorSpec,
+  type FixedTopology,
+} from './spec.ts';
+export { FIXED_SUBTASKS, FIXED_SUBTASKS_VERSION, fixedWorkflow, type FixedWorkflowInput } from './fixed.ts';
 
 // the offline (replay) environment's step model (src/replay/README.md)
 export * from './replay/index.ts';
