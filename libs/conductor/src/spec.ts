@@ -52,9 +52,7 @@ export function parseConductorSpec(text: string): ConductorSpec {
   const s = text.trim();
   if (s === '') throw new InputError(`empty conductor spec (one of ${FORMS})`, { field: FIELD });
   if (s.includes(',')) throw bad(s, 'one spec expected; parseConductorSpecs reads a comma list');
-  const colon = s.indexOf(':');
-  const kind = colon < 0 ? s : s.slice(0, colon);
-  const rest = colon < 0 ? undefined : s.slice(colon + 1);
+  const [kind, rest] = headAndRest(s);
   switch (kind) {
     case 'llm': {
       const model = nameArg(s, 'worker or endpoint name (llm:<worker or endpoint>)', rest);
@@ -71,12 +69,16 @@ export function parseConductorSpec(text: string): ConductorSpec {
   }
 }
 
+/** `a:b:c` -> [`a`, `b:c`]; no colon -> [text, undefined]. */
+function headAndRest(text: string): [string, string | undefined] {
+  const colon = text.indexOf(':');
+  return colon < 0 ? [text, undefined] : [text.slice(0, colon), text.slice(colon + 1)];
+}
+
 function parseFixed(s: string, rest: string | undefined): FixedConductorSpec {
   const known = `known topologies: ${FIXED_TOPOLOGIES.join(', ')}`;
   if (rest === undefined || rest === '') throw bad(s, `missing topology (fixed:<topology>; ${known})`);
-  const colon = rest.indexOf(':');
-  const topology = colon < 0 ? rest : rest.slice(0, colon);
-  const arg = colon < 0 ? undefined : rest.slice(colon + 1);
+  const [topology, arg] = headAndRest(rest);
   switch (topology) {
     case 'single': {
       const worker = nameArg(s, 'worker name (fixed:single:<worker>)', arg);
