@@ -263,6 +263,102 @@ export interface ChatCallsTable {
   created_at: Timestamp;
 }
 
+/** The embedded Conductor policy's checkpoints (migration 0008_conductor). */
+export interface ConductorCheckpointsTable {
+  id: string;
+  workers: JSONColumnType<string[]>;
+  backbone_id: string;
+  feature_dim: number;
+  config: JSONColumnType<Record<string, unknown>>;
+  theta: Buffer;
+  theta_layout: JSONColumnType<Array<{ name: string; offset: number; shape: number[] }>>;
+  training: ColumnType<Record<string, unknown>, string | undefined, string>;
+  metrics: ColumnType<Record<string, unknown>, string | undefined, string>;
+  parent_id: string | null;
+  created_at: Timestamp;
+}
+
+/** A batch of workflows (`fugu ultra eval`; migration 0008_conductor). */
+export interface ConductorRunsTable {
+  id: string;
+  dataset_id: number | null;
+  pool_id: number;
+  specs: JSONColumnType<string[]>;
+  options: JSONColumnType<Record<string, unknown>>;
+  status: RunStatus;
+  status_reason: string | null;
+  total: ColumnType<number, number | undefined, number>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  finished_at: NullableTimestamp;
+}
+
+export type WorkflowStatus = 'pending' | 'running' | 'done' | 'failed';
+export type WorkflowFinishReason = 'answered' | 'parse-error' | 'step-error' | 'budget-steps' | 'budget-tokens' | 'budget-usd' | 'conductor-error';
+
+/** One workflow, one row however often it ran (migration 0008_conductor). */
+export interface WorkflowsTable {
+  id: Generated<number>;
+  key: string;
+  run_id: string | null;
+  item_id: number | null;
+  pool_id: number;
+  question: string;
+  conductor: string;
+  seed: ColumnType<number, number | undefined, number>;
+  repeat: ColumnType<number, number | undefined, number>;
+  options: JSONColumnType<Record<string, unknown>>;
+  status: ColumnType<WorkflowStatus, WorkflowStatus | undefined, WorkflowStatus>;
+  attempts: ColumnType<number, number | undefined, number>;
+  finish_reason: WorkflowFinishReason | null;
+  completion: string | null;
+  prompt_version: string | null;
+  parse_ok: boolean | null;
+  parse_error: NullableJson<{ list: string; step?: number; message: string }>;
+  steps: NullableJson<Array<{ worker: number; name: string; subtask: string; access: 'all' | 'none' | number[] }>>;
+  topology: string | null;
+  n_steps: number | null;
+  critical_path: number | null;
+  final_answer: string | null;
+  score: number | null;
+  outcome: string | null;
+  reward: number | null;
+  logprob: number | null;
+  conductor_tokens_in: ColumnType<number, number | undefined, number>;
+  conductor_tokens_out: ColumnType<number, number | undefined, number>;
+  conductor_cost: Money;
+  worker_tokens_in: ColumnType<number, number | undefined, number>;
+  worker_tokens_out: ColumnType<number, number | undefined, number>;
+  worker_cost: Money;
+  latency_ms: number | null;
+  error: NullableJson<Record<string, unknown>>;
+  created_at: Timestamp;
+  started_at: NullableTimestamp;
+  finished_at: NullableTimestamp;
+}
+
+/** One step of a workflow (migration 0008_conductor). */
+export interface WorkflowStepsTable {
+  workflow_id: number;
+  idx: number;
+  worker_id: number;
+  worker: string;
+  subtask: string;
+  access: ColumnType<'all' | 'none' | number[], string, string>;
+  sees: ColumnType<number[], string, string>;
+  chat_call_id: string;
+  status: 'ok' | 'error' | 'skipped';
+  answer: string | null;
+  tokens_in: ColumnType<number, number | undefined, number>;
+  tokens_out: ColumnType<number, number | undefined, number>;
+  cost: Money;
+  latency_ms: ColumnType<number, number | undefined, number>;
+  cached: ColumnType<boolean, boolean | undefined, boolean>;
+  replay: NullableJson<Record<string, unknown>>;
+  error: NullableJson<Record<string, unknown>>;
+  created_at: Timestamp;
+}
+
 export interface Database {
   datasets: DatasetsTable;
   items: ItemsTable;
@@ -282,4 +378,8 @@ export interface Database {
   es_evaluations: EsEvaluationsTable;
   chat_requests: ChatRequestsTable;
   chat_calls: ChatCallsTable;
+  conductor_checkpoints: ConductorCheckpointsTable;
+  conductor_runs: ConductorRunsTable;
+  workflows: WorkflowsTable;
+  workflow_steps: WorkflowStepsTable;
 }

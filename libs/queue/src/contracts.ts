@@ -90,6 +90,21 @@ export const esFaninJobSchema = z
   .strict();
 export type EsFaninJob = z.infer<typeof esFaninJobSchema>;
 
+/** Job name of a conduct job on the conduct queue. */
+export const CONDUCT_JOB = 'conduct';
+
+/** A workflow to execute (apps/conductor): the id of its `workflows` row, which holds the question
+ *  or item, the pool, the conductor spec, the seed and the options. Ids only. */
+export const conductJobSchema = z
+  .object({
+    v: z.literal(1),
+    workflowId: z.number().int().positive(),
+  })
+  .strict();
+export type ConductJob = z.infer<typeof conductJobSchema>;
+
+export type ConductJobResult = { outcome: 'done'; finishReason: string; reward: number | null } | { outcome: 'existing'; status: string };
+
 /** A job payload that does not match its contract; never retried. */
 export class InvalidJobError extends UnrecoverableError {
   readonly field: string;

@@ -14,7 +14,10 @@ export const esEvalQueue = 'es-eval';
 /** ES stage: the fan-in (parent) job of a generation's flow, consumed by the coordinator. */
 export const esFaninQueue = 'es-fanin';
 
-export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue, esEvalQueue, esFaninQueue];
+/** Workflows to execute (the Conductor, fugu-ultra), consumed by apps/conductor. */
+export const conductQueue = 'conduct';
+
+export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue, esEvalQueue, esFaninQueue, conductQueue];
 
 /** BullMQ's Redis keys of a queue's pending jobs (for KEDA-style scalers on queue depth). */
 export const queueKeys = (prefix: string, queue: string): { wait: string; prioritized: string; delayed: string; active: string } => ({
@@ -31,3 +34,6 @@ export const callJobId = (runId: string, itemId: number, workerId: number, repet
 export const esEvalJobId = (runId: string, generation: number, candidate: number, replica: number, dispatch: string): string =>
   `${runId}.g${generation}.k${candidate}.r${replica}.${dispatch}`;
 export const esFaninJobId = (runId: string, generation: number, dispatch: string): string => `${runId}.g${generation}.fanin.${dispatch}`;
+
+/** The BullMQ job id of a workflow's conduct job (one per workflow row). */
+export const conductJobId = (workflowId: number): string => `wf${workflowId}`;
