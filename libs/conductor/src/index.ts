@@ -61,6 +61,7 @@ export {
   type FixedTopology,
 } from './spec.ts';
 export { FIXED_SUBTASKS, FIXED_SUBTASKS_VERSION, fixedWorkflow, type FixedWorkflowInput } from './fixed.ts';
+export { fixedConductor, llmConductor, type Conductor, type ConductorInput, type ConductorOutput, type CompleteFn } from './conductor.ts';
 
 // the offline (replay) environment's step model (src/replay/README.md)
 export * from './replay/index.ts';

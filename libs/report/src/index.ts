@@ -4,6 +4,7 @@ export * from './svg.ts';
 export * from './page.ts';
 export * from './eval-report.ts';
 export * from './router-report-data.ts';
+export * from './conductor-report-data.ts';
 export * from './router-report.ts';
 export * from './es-report.ts';
 export { exampleEvalReportData } from './example.ts';
