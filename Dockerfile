@@ -28,6 +28,7 @@ ENV ONNXRUNTIME_NODE_INSTALL=skip \
 COPY package.json package-lock.json .npmrc ./
 # every workspace's manifest (npm ci links @fugu/* to apps/ and libs/); test/k8s checks the list
 COPY apps/cli/package.json apps/cli/
+COPY apps/conductor/package.json apps/conductor/
 COPY apps/gateway/package.json apps/gateway/
 COPY apps/provider-worker/package.json apps/provider-worker/
 COPY apps/router-worker/package.json apps/router-worker/
@@ -48,6 +49,7 @@ COPY libs/router-model/package.json libs/router-model/
 COPY libs/serving/package.json libs/serving/
 COPY libs/telemetry/package.json libs/telemetry/
 COPY libs/training/package.json libs/training/
+COPY libs/ultra/package.json libs/ultra/
 # Then drop `fugu up`'s fallback Postgres binaries (a cluster has its own Postgres) and the ONNX
 # Runtime binaries of other platforms (about 250 MB).
 RUN --mount=type=cache,target=/root/.npm \

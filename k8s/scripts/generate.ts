@@ -9,7 +9,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseAllDocuments, stringify } from 'yaml';
 import { PROVIDERS } from '@fugu/core';
-import { allQueueNames, esEvalQueue, esFaninQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
+import { allQueueNames, conductQueue, esEvalQueue, esFaninQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
 
 export const K8S_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const CONFIG_FILE = path.join(K8S_DIR, 'base', 'config.yaml');
@@ -59,6 +59,18 @@ export const SCALERS: Scaler[] = [
     targetPerReplica: 8,
     activationTarget: 0,
     why: 'ES generations: one job per (candidate, replica); idle between runs',
+  },
+  {
+    deployment: 'fugu-conductor',
+    queues: [conductQueue],
+    // one replica stays up: `fugu ultra run` waits on a single workflow
+    minReplicaCount: 1,
+    maxReplicaCount: 10,
+    // a conductor holds FUGU_CONDUCTOR_CONCURRENCY (32) workflows at once, mostly waiting on their
+    // steps' chat calls: two concurrency's worth pending per replica
+    targetPerReplica: 64,
+    activationTarget: 0,
+    why: 'fugu-ultra workflows: one job per (item, conductor spec, repeat); the steps go to provider-call queues',
   },
 ];
 

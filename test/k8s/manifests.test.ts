@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROVIDERS } from '@fugu/core';
-import { allQueueNames, esEvalQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
+import { allQueueNames, conductQueue, esEvalQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
 import { generate, SCALED_OBJECTS_FILE, UNSCALED } from '../../k8s/scripts/generate.ts';
 import {
   configMap,
@@ -19,6 +19,7 @@ import {
   render,
   type ScaledObjectSpec,
   schemaViolations,
+  selects,
   workloads,
 } from './policy.ts';
 
@@ -31,6 +32,7 @@ const EXPECTED_QUEUES: Record<string, string[]> = {
   'fugu-provider-worker': PROVIDERS.map(providerCallQueue),
   'fugu-router-worker': [routeQueue],
   'fugu-evaluator': [esEvalQueue],
+  'fugu-conductor': [conductQueue],
 };
 
 const rendered = new Map<string, K8sObject[]>();
@@ -106,6 +108,92 @@ describe.each(TARGETS)('k8s/%s', (target) => {
     // KEDA reaches Redis through the TriggerAuthentication's address, from its own namespace
     const auth = find(objects, 'TriggerAuthentication', 'fugu-redis').spec as { secretTargetRef: Array<{ parameter: string; name: string; key: string }> };
     expect(auth.secretTargetRef.map((r) => r.parameter)).toContain('address');
+  });
+});
+
+describe.each(TARGETS)('k8s/%s: the conductor', (target) => {
+  type Rule = { from?: Array<{ podSelector?: Parameters<typeof selects>[0]; namespaceSelector?: unknown }>; ports?: Array<{ port?: number | string }> };
+  const netpolRules = (objects: K8sObject[], podLabels: Record<string, string>): Rule[] =>
+    objects
+      .filter((o) => o.kind === 'NetworkPolicy' && selects((o.spec as { podSelector: Parameters<typeof selects>[0] }).podSelector, podLabels))
+      .flatMap((o) => ((o.spec as { ingress?: Rule[] }).ingress ?? []));
+  const template = (objects: K8sObject[]) =>
+    (find(objects, 'Deployment', 'fugu-conductor').spec as { template: { metadata: { labels: Record<string, string> }; spec: ReturnType<typeof podSpec> & { terminationGracePeriodSeconds?: number } } }).template;
+
+  it('runs node apps/conductor/src/main.ts with its ops server on FUGU_CONDUCTOR_PORT: startup, liveness and readiness probes', () => {
+    const objects = objectsOf(target);
+    const t = template(objects);
+    const c = t.spec.containers.find((x) => x.name === 'conductor')!;
+    expect(c.args).toEqual(['node', 'apps/conductor/src/main.ts']);
+    const ops = c.ports?.find((p) => p.name === 'ops');
+    expect(ops?.containerPort).toBe(Number(configMap(objects).FUGU_CONDUCTOR_PORT));
+    const probes = c as typeof c & { startupProbe?: { httpGet?: { path?: string; port?: string } } };
+    expect(probes.startupProbe?.httpGet).toEqual({ path: '/healthz', port: 'ops' });
+    expect(c.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'ops' });
+    expect(c.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'ops' });
+    // graceful: above the drain + 5 s to close
+    expect(t.spec.terminationGracePeriodSeconds).toBeGreaterThan(drainMs(objects) / 1000 + 5);
+    // the API keys of an llm: conductor come from the Secret only, and optionally
+    expect(c.envFrom).toContainEqual({ secretRef: { name: 'fugu-provider-keys', optional: true } });
+    // CPU nodes
+    expect(c.resources?.limits?.['nvidia.com/gpu']).toBeUndefined();
+    expect(t.spec.tolerations ?? []).toEqual([]);
+  });
+
+  it('has a PodDisruptionBudget (maxUnavailable 1) and a KEDA ScaledObject on the conduct queue', () => {
+    const objects = objectsOf(target);
+    const labels = template(objects).metadata.labels;
+    const pdbs = objects.filter((o) => o.kind === 'PodDisruptionBudget' && selects((o.spec as { selector: Parameters<typeof selects>[0] }).selector, labels));
+    expect(pdbs.map(id)).toEqual(['PodDisruptionBudget/fugu-conductor']);
+    expect((pdbs[0]!.spec as { maxUnavailable?: number }).maxUnavailable).toBe(1);
+    const so = find(objects, 'ScaledObject', 'fugu-conductor').spec as unknown as ScaledObjectSpec;
+    expect(so.scaleTargetRef.name).toBe('fugu-conductor');
+    const keys = queueKeys(configMap(objects).FUGU_QUEUE_PREFIX!, conductQueue);
+    expect(so.triggers.map((t) => t.metadata.listName).sort()).toEqual([keys.prioritized, keys.wait].sort());
+    expect(so.advanced?.scalingModifiers?.formula).toBe('conduct_wait + conduct_prioritized');
+    expect(so.minReplicaCount).toBeGreaterThanOrEqual(1); // `fugu ultra run` waits on one workflow
+  });
+
+  it('reaches Redis and Postgres (where they run in the cluster); nothing outside may reach it', () => {
+    const objects = objectsOf(target);
+    const labels = template(objects).metadata.labels;
+    for (const store of ['redis', 'postgres']) {
+      const pod = workloads(objects).find((w) => w.template.metadata?.labels?.['app.kubernetes.io/component'] === store);
+      if (!pod) continue;
+      const rules = netpolRules(objects, pod.template.metadata!.labels!);
+      const admitted = rules.some((r) => (r.from ?? []).some((f) => f.podSelector && !f.namespaceSelector && selects(f.podSelector, labels)));
+      expect(admitted, `${store}: a NetworkPolicy admits the conductor's pods`).toBe(true);
+    }
+    // ingress to the conductor: only the monitoring scrape of its ops port, where that component is in
+    const rules = netpolRules(objects, labels);
+    for (const r of rules) expect(r.from?.length, 'ingress to the conductor names its peers').toBeGreaterThan(0);
+    if (rules.length) expect(rules.flatMap((r) => r.ports ?? []).map((p) => p.port)).toContain(Number(configMap(objects).FUGU_CONDUCTOR_PORT));
+  });
+});
+
+describe('every app', () => {
+  it("is admitted to Redis and Postgres, and its ops port is in the monitoring component's scrape policy", () => {
+    const objects = objectsOf('overlays/local');
+    const prod = objectsOf('overlays/production');
+    const scrape = prod.find((o) => o.kind === 'NetworkPolicy' && o.metadata.name === 'fugu-metrics-from-monitoring')!;
+    const scraped = ((scrape.spec as { ingress: Array<{ ports: Array<{ port: number }> }> }).ingress).flatMap((r) => r.ports.map((p) => p.port));
+    const stores = ['redis', 'postgres'].map((s) => workloads(objects).find((w) => w.template.metadata?.labels?.['app.kubernetes.io/component'] === s)!);
+    for (const { object, template } of workloads(objects)) {
+      const fugu = template.spec.containers.filter((c) => isFuguImage(c.image));
+      if (!fugu.length) continue;
+      const labels = template.metadata?.labels ?? {};
+      for (const store of stores) {
+        const admitted = objects
+          .filter((o) => o.kind === 'NetworkPolicy' && selects((o.spec as { podSelector: Parameters<typeof selects>[0] }).podSelector, store.template.metadata!.labels))
+          .flatMap((o) => ((o.spec as { ingress?: Array<{ from?: Array<{ podSelector?: Parameters<typeof selects>[0] }> }> }).ingress ?? []))
+          .some((r) => (r.from ?? []).some((f) => f.podSelector && selects(f.podSelector, labels)));
+        expect(admitted, `${id(object)} -> ${id(store.object)}`).toBe(true);
+      }
+      for (const c of fugu) {
+        const ops = c.ports?.find((p) => p.name === 'ops');
+        if (ops) expect(scraped, `${id(object)}: ops port ${ops.containerPort} scraped`).toContain(ops.containerPort);
+      }
+    }
   });
 });
 
@@ -213,5 +301,7 @@ describe('the policy checks catch what they are for', () => {
     });
     expect(openWorker).toContain('NetworkPolicy/fugu-gateway-ingress: admits ingress from anywhere to Deployment/fugu-provider-worker; only the gateway may take outside traffic');
     expect(broken((o) => o.splice(o.findIndex((x) => x.kind === 'PodDisruptionBudget' && x.metadata.name === 'fugu-evaluator'), 1))).toContain('Deployment/fugu-evaluator: no PodDisruptionBudget selects its pods');
+    expect(broken((o) => o.splice(o.findIndex((x) => x.kind === 'PodDisruptionBudget' && x.metadata.name === 'fugu-conductor'), 1))).toContain('Deployment/fugu-conductor: no PodDisruptionBudget selects its pods');
+    expect(broken((o) => o.splice(o.findIndex((x) => x.kind === 'Deployment' && x.metadata.name === 'fugu-conductor'), 1))).toContain('Deployment/fugu-conductor: missing');
   });
 });

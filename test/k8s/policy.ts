@@ -295,7 +295,7 @@ export function policyViolations(objects: K8sObject[], opts: PolicyOptions): str
     else if ((pdb.spec as { minAvailable?: unknown }).minAvailable !== undefined) add(pdb, 'use maxUnavailable (minAvailable blocks drains at one replica or zero)');
     if (scaled.has(o.metadata.name) && (o.spec as { replicas?: number }).replicas !== undefined) add(o, 'spec.replicas is set although KEDA/an HPA scales it (every apply would reset the scale)');
   }
-  for (const name of ['fugu-gateway', 'fugu-router-worker', 'fugu-provider-worker', 'fugu-evaluator']) {
+  for (const name of ['fugu-gateway', 'fugu-router-worker', 'fugu-provider-worker', 'fugu-evaluator', 'fugu-conductor']) {
     if (!objects.some((o) => o.kind === 'Deployment' && o.metadata.name === name)) v.push(`Deployment/${name}: missing`);
   }
 
