@@ -23,6 +23,15 @@ export function fmtPct(frac: unknown, digits = 1): string {
   return `${pct.toFixed(digits)}%`;
 }
 
+/** A mean in USD (per call, per item): 3 significant digits, never in exponent notation ("$0.000123", "$0.0412"). */
+export function fmtCost(v: unknown): string {
+  if (!finite(v)) return DASH;
+  if (v === 0) return '$0';
+  const a = Math.abs(v);
+  const decimals = Math.min(12, Math.max(2, 2 - Math.floor(Math.log10(a))));
+  return `${v < 0 ? '−' : ''}$${a.toFixed(decimals)}`;
+}
+
 export const fmtInt = (v: unknown): string => (finite(v) ? Math.round(v).toLocaleString('en-US') : DASH);
 
 /** A difference with an explicit sign and a true minus: "+0.042", "−0.013". */

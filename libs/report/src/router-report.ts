@@ -12,6 +12,7 @@ import {
   fact,
   figure,
   finite,
+  fmtCost,
   fmtInt,
   fmtPct,
   fmtReward,
@@ -43,15 +44,6 @@ const ORACLE_COLOR = '#B00020';
 
 // ---------------------------------------------------------------------------------------------
 // Formatting
-
-/** Mean USD per call: 3 significant digits, never in exponent notation ("$0.000123", "$0.0412"). */
-function fmtCost(v: unknown): string {
-  if (!finite(v)) return DASH;
-  if (v === 0) return '$0';
-  const a = Math.abs(v);
-  const decimals = Math.min(12, Math.max(2, 2 - Math.floor(Math.log10(a))));
-  return `${v < 0 ? '−' : ''}$${a.toFixed(decimals)}`;
-}
 
 const fmt3 = (v: unknown): string => (finite(v) ? v.toFixed(3) : DASH);
 

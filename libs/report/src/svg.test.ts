@@ -106,6 +106,23 @@ describe('barChart', () => {
     expect(neg).toContain('ref 1');
     expect(neg).not.toContain('gone');
   });
+  it('draws error whiskers around the bar end, only for positive finite errors, inside the axis', () => {
+    const svg = barChart({ title: 'Sd', width: 600, labels: ['a', 'b', 'c', 'd'], values: [0.5, 0.8, 0.2, 0.6], errors: [0.1, 0, Number.NaN, 0.5], domain: [0, 1] });
+    assertSaneSvg(svg);
+    const whiskers = [...svg.matchAll(/<path class="whisker" d="M([\d.]+) ([\d.]+)H([\d.]+)/g)].map((m) => [Number(m[1]), Number(m[3])]);
+    expect(whiskers).toHaveLength(2); // a and d
+    const bars = [...svg.matchAll(/<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="16"/g)].map((m) => Number(m[1]) + Number(m[2]));
+    const [a0, a1] = whiskers[0]!;
+    // the whisker is centred on bar a's end: 0.4 .. 0.6 around 0.5
+    expect((a0! + a1!) / 2).toBeCloseTo(bars[0]!, 0);
+    // d's whisker (0.1 .. 1.1) is clamped to the domain's end, which bar b (0.8) does not reach
+    expect(whiskers[1]![1]).toBeGreaterThan(bars[1]!);
+    expect(svg).toContain('a: 0.5 ± 0.1');
+    expect(svg).not.toContain('b: 0.8 ±');
+    // without a fixed domain the axis takes in the whisker ends
+    const wide = barChart({ title: 'Wide', labels: ['a'], values: [1], errors: [2] });
+    expect(wide).toMatch(/>3</);
+  });
 });
 
 describe('groupedBarChart', () => {

@@ -375,22 +375,26 @@ export type BarChartOptions = ChartBase & {
   tooltips?: readonly (string | undefined)[];
   /** vertical reference lines (e.g. "oracle 0.91") */
   refLines?: readonly RefLine[];
+  /** per-bar error (e.g. the sd over seeds): a whisker from value − error to value + error; missing, non-finite or ≤ 0: none */
+  errors?: readonly (number | null | undefined)[];
 };
 
 /** Horizontal bars, one per label, with values printed at the bar ends. Non-finite values are dropped. */
 export function barChart(o: BarChartOptions): string {
   const width = o.width ?? 720;
   const fmt = o.format ?? formatNumber;
-  const rows: Array<{ label: string; value: number; color: string; tooltip?: string }> = [];
+  const rows: Array<{ label: string; value: number; color: string; tooltip?: string; error: number }> = [];
   o.labels.forEach((label, i) => {
     const v = o.values[i];
     if (!isFiniteNumber(v)) return;
-    rows.push({ label, value: v, color: o.colors?.[i] ?? PALETTE[0]!, tooltip: o.tooltips?.[i] });
+    const e = o.errors?.[i];
+    rows.push({ label, value: v, color: o.colors?.[i] ?? PALETTE[0]!, tooltip: o.tooltips?.[i], error: isFiniteNumber(e) && e > 0 ? e : 0 });
   });
   if (rows.length === 0) return noData(o, width);
   const refs = (o.refLines ?? []).filter((r) => isFiniteNumber(r.value));
 
-  const ticks = axisTicks([...rows.map((r) => r.value), ...refs.map((r) => r.value)], { domain: o.domain, includeZero: true });
+  const whiskerEnds = rows.filter((r) => r.error > 0).flatMap((r) => [r.value - r.error, r.value + r.error]);
+  const ticks = axisTicks([...rows.map((r) => r.value), ...whiskerEnds, ...refs.map((r) => r.value)], { domain: o.domain, includeZero: true });
   const catAxisW = o.categoryLabel ? 20 : 0;
   const labelW = Math.min(width * 0.34, Math.max(...rows.map((r) => textWidth(r.label))) + 4);
   const valueW = Math.max(...rows.map((r) => textWidth(fmt(r.value), 11))) + 10;
@@ -414,14 +418,24 @@ export function barChart(o: BarChartOptions): string {
     const vx = x(Math.min(Math.max(r.value, ticks.lo), ticks.hi));
     const bx = Math.min(zero, vx);
     const bw = Math.max(Math.abs(vx - zero), r.value === 0 ? 0 : 1);
-    const t = `${r.label}: ${fmt(r.value)}${r.tooltip ? `\n${r.tooltip}` : ''}`;
+    const t = `${r.label}: ${fmt(r.value)}${r.error > 0 ? ` ± ${fmt(r.error)}` : ''}${r.tooltip ? `\n${r.tooltip}` : ''}`;
     s += `<g>${tip(t)}`;
     s += `<text x="${c(p.x0 - 8)}" y="${c(yTop + bh / 2 + 4)}" text-anchor="end" fill="#222">${escapeXml(truncateText(r.label, labelW))}</text>`;
     s += `<rect x="${c(bx)}" y="${c(yTop)}" width="${c(bw)}" height="${c(bh)}" fill="${r.color}"/>`;
+    // the whisker's far end, where the value label starts (clamped to the axis like the bar)
+    let endX = vx;
+    if (r.error > 0) {
+      const clamp = (v: number) => x(Math.min(Math.max(v, ticks.lo), ticks.hi));
+      const lo = clamp(r.value - r.error);
+      const hi = clamp(r.value + r.error);
+      const my = yTop + bh / 2;
+      s += `<path class="whisker" d="M${c(lo)} ${c(my)}H${c(hi)}M${c(lo)} ${c(my - 5)}V${c(my + 5)}M${c(hi)} ${c(my - 5)}V${c(my + 5)}" stroke="#222" stroke-width="1.3" fill="none"/>`;
+      endX = r.value >= 0 ? hi : lo;
+    }
     const text = fmt(r.value);
     const tw = textWidth(text, 11);
-    // value label beyond the bar end; inside the bar when it would leave the chart
-    const outsideX = r.value >= 0 ? vx + 4 : vx - 4;
+    // value label beyond the bar end (and its whisker); inside the bar when it would leave the chart
+    const outsideX = r.value >= 0 ? endX + 4 : endX - 4;
     const fitsOutside = r.value >= 0 ? outsideX + tw <= width - 2 : outsideX - tw >= p.x0;
     const anchor = (r.value >= 0) === fitsOutside ? 'start' : 'end';
     const tx = fitsOutside ? outsideX : r.value >= 0 ? vx - 4 : vx + 4;
