@@ -6,6 +6,8 @@ export * from './eval-report.ts';
 export * from './router-report-data.ts';
 export * from './conductor-report-data.ts';
 export * from './router-report.ts';
+export * from './conductor-report.ts';
 export * from './es-report.ts';
 export { exampleEvalReportData } from './example.ts';
 export { exampleRouterReportData } from './router-report-example.ts';
+export { exampleConductorReportData } from './conductor-report-example.ts';
