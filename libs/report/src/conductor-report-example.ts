@@ -138,7 +138,7 @@ export function exampleConductorReportData(): ConductorReportData {
         reward: 0,
         outcome: null,
         finishReason: 'unparsed',
-        parseError: 'access list, step 2: step 2 may only see earlier steps (0, 1), not 3',
+        parseError: 'access list, step 3: may only see earlier steps (0, 1), not 3',
         topology: 'unparsed',
         steps: [],
         finalAnswer: null,

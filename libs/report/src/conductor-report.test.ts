@@ -101,7 +101,7 @@ describe('renderConductorReport', () => {
     expect(html).toContain('<td>0, 1, 2</td>'); // the aggregator sees the three proposers
     expect(html).toContain('<b>Final answer:</b> 11');
     // the unparsed one: its parse error, no steps, no final answer
-    expect(html).toContain('<b>Parse error:</b> access list, step 2: step 2 may only see earlier steps (0, 1), not 3');
+    expect(html).toContain('<b>Parse error:</b> access list, step 3: may only see earlier steps (0, 1), not 3');
     expect(html).toContain('No steps ran.');
   });
 

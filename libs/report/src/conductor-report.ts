@@ -308,7 +308,7 @@ function example(w: ShownWorkflow, i: number): string {
     ['Topology', w.topology ?? DASH],
     ['Finish', w.finishReason ?? DASH],
     ['Steps', fmtInt(w.steps.length)],
-    ['Cost', fmtCost(w.steps.reduce((a, s) => a + (finite(s.usd) ? s.usd : 0), 0))],
+    ['Steps USD', fmtCost(w.steps.reduce((a, s) => a + (finite(s.usd) ? s.usd : 0), 0))],
   ]
     .map(([k, v]) => `<span class="kv"><b>${esc(k)}</b> ${esc(v)}</span>`)
     .join('');
