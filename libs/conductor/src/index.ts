@@ -65,3 +65,6 @@ export { fixedConductor, llmConductor, type Conductor, type ConductorInput, type
 
 // the offline (replay) environment's step model (src/replay/README.md)
 export * from './replay/index.ts';
+
+// the embedded, trainable Conductor (src/policy/README.md)
+export * from './policy/index.ts';

@@ -1,4 +1,15 @@
 // @fugu/ultra: the Conductor (fugu-ultra) on the cluster: executing workflows (conduct jobs ->
 // the conductor writes -> parse -> every ready step a chat-call job -> final answer -> reward ->
 // rows), the writers (llm, policy, fixed), and the evaluation batches (`fugu ultra eval`).
-export {};
+export {
+  POLICY_FILE_FORMAT,
+  exportPolicyCheckpoint,
+  getPolicyCheckpoint,
+  importPolicyCheckpoint,
+  initPolicyCheckpoint,
+  loadPolicy,
+  savePolicyCheckpoint,
+  trainingRanking,
+  type InitPolicyOptions,
+  type TrainingRanking,
+} from './policy-store.ts';

@@ -1,0 +1,445 @@
+// The embedded, trainable Conductor: a workflow written by a sequence of discrete decisions, each
+// a masked softmax over a linear head on [x ; c] (the backbone's features x of the question and
+// an encoding c of the decisions so far). README.md in this folder documents the sequence, the
+// masks, the encoding, the parameter layout and the initialisation.
+
+import { InputError, rng, type Rng } from '@fugu/core';
+import { renderWorkflow } from '../text.ts';
+import { checkWorkflow, resolveMaxSteps, type Access, type ConductorPool, type Step, type Workflow } from '../workflow.ts';
+import { KINDS_NEEDING_ANSWERS, POLICY_TEMPLATE_VERSION, SUBTASK_KINDS, policySubtask, type SubtaskKind } from './templates.ts';
+
+/** The access choices of a step after the first, in the order of the access head's outputs. */
+export const ACCESS_CHOICES = ['all', 'none', 'previous', 'first'] as const;
+export type AccessChoice = (typeof ACCESS_CHOICES)[number];
+
+/** The version of the context encoding c (change it whenever the encoding or the masks change). */
+export const POLICY_ENCODING_VERSION = 'policy-enc-v1';
+
+/** The heads, in the order of the parameter layout. */
+export const POLICY_HEADS = ['stop', 'worker', 'kind', 'access'] as const;
+export type PolicyHead = (typeof POLICY_HEADS)[number];
+
+/** The stop head's outputs. */
+const CONTINUE = 0;
+const STOP = 1;
+
+export type PolicyStep = { worker: number; kind: SubtaskKind; access: AccessChoice };
+/** What the policy decided: the steps (their number is the stop decisions); step 1's access is always `none`. */
+export type PolicyDecisions = { steps: PolicyStep[] };
+
+/** One block of the flat parameter vector (as router checkpoints: name, offset, shape). */
+export type ThetaBlock = { name: string; offset: number; shape: number[] };
+
+export type PolicyConfig = {
+  maxSteps: number;
+  kinds: readonly SubtaskKind[];
+  access: readonly AccessChoice[];
+  templateVersion: string;
+  encodingVersion: string;
+};
+
+export type PolicyInitOptions = {
+  /** pool worker names in ordinal-id order */
+  workers: readonly string[];
+  /** the backbone's feature dimension */
+  featureDim: number;
+  /** seeds the feature weights when featureScale > 0 (recorded either way) */
+  seed: number;
+  /** worker names best first (need not list all; the rest follow in pool order); default pool order */
+  ranking?: readonly string[];
+  /** default 5 */
+  maxSteps?: number;
+  /** standard deviation of the seeded feature weights; default 0 (the init ignores the features) */
+  featureScale?: number;
+};
+
+/** The initialisation's biases (README "Initialisation"). */
+export const POLICY_INIT = {
+  /** stop logit over continue: P(stop) = 4/5 where both are allowed */
+  stopBias: Math.log(4),
+  /** worker of rank r: logit -r ln 3, so each rank is a third as likely as the one before */
+  workerRankBias: -Math.log(3),
+  /** solve logit over every other kind: 8 times as likely as each */
+  solveBias: Math.log(8),
+} as const;
+
+export type DecideOptions = ({ seed: number | string; argmax?: false } | { argmax: true }) & {
+  /** cap the number of steps below the policy's maxSteps (masks the longer workflows) */
+  maxSteps?: number;
+};
+
+export type Decided = { decisions: PolicyDecisions; logprob: number };
+
+export type WriteInput = {
+  features: Float32Array | readonly number[];
+  question: string;
+  /** the pool the workflow's ids refer to: its names must be the policy's, in order */
+  pool: ConductorPool;
+  seed?: number | string;
+  argmax?: boolean;
+  maxSteps?: number;
+};
+
+export type WriteOutput = { text: string; workflow: Workflow; decisions: PolicyDecisions; logprob: number };
+
+/** The layout of θ for K workers, feature dimension D and maxSteps M: per head W [out, D + C] row-major, then b [out]. */
+export function policyThetaLayout(dims: { workers: number; featureDim: number; maxSteps: number }): ThetaBlock[] {
+  const input = dims.featureDim + contextSize(dims.workers, dims.maxSteps);
+  const out: ThetaBlock[] = [];
+  let offset = 0;
+  for (const h of POLICY_HEADS) {
+    const n = headSize(h, dims.workers);
+    out.push({ name: `${h}.W`, offset, shape: [n, input] });
+    offset += n * input;
+    out.push({ name: `${h}.b`, offset, shape: [n] });
+    offset += n;
+  }
+  return out;
+}
+
+export function policyThetaSize(layout: readonly ThetaBlock[]): number {
+  return layout.reduce((s, b) => Math.max(s, b.offset + b.shape.reduce((a, x) => a * x, 1)), 0);
+}
+
+function headSize(h: PolicyHead, workers: number): number {
+  switch (h) {
+    case 'stop':
+      return 2;
+    case 'worker':
+      return workers;
+    case 'kind':
+      return SUBTASK_KINDS.length;
+    case 'access':
+      return ACCESS_CHOICES.length;
+  }
+}
+
+/** C = M + 3K + 3S: step one-hot, worker counts, kind counts, last worker, last kind, this step's worker, this step's kind. */
+export function contextSize(workers: number, maxSteps: number): number {
+  return maxSteps + 3 * workers + 3 * SUBTASK_KINDS.length;
+}
+
+/** The access list of a choice at step index i (0-based). */
+export function accessOf(choice: AccessChoice, i: number): Access {
+  if (i === 0) return 'none';
+  switch (choice) {
+    case 'all':
+      return 'all';
+    case 'none':
+      return 'none';
+    case 'previous':
+      return [i - 1];
+    case 'first':
+      return [0];
+  }
+}
+
+/** Which options a head may choose at step index i (README "Masks"). */
+function allowedStop(prevKind: SubtaskKind): boolean[] {
+  return [true, prevKind !== 'plan'];
+}
+function allowedKinds(i: number, cap: number): boolean[] {
+  return SUBTASK_KINDS.map((k) => (i === 0 ? !KINDS_NEEDING_ANSWERS.has(k) : true) && !(k === 'plan' && i === cap - 1));
+}
+function allowedAccess(i: number, kind: SubtaskKind): boolean[] {
+  return ACCESS_CHOICES.map((a) => {
+    if (a === 'none') return !KINDS_NEEDING_ANSWERS.has(kind);
+    if (a === 'previous') return i >= 2; // at step index 1 it is the same steps as `all`
+    if (a === 'first') return i >= 2; // at step index 1 it is the same steps as `all` and `previous`
+    return true;
+  });
+}
+
+type Chooser = (head: PolicyHead, step: number, logits: Float64Array, allowed: boolean[]) => number;
+type Observer = (head: PolicyHead, step: number, probs: Float64Array, chosen: number, context: ReadonlyMap<number, number>) => void;
+
+/** A head's log-softmax over its allowed options (masked ones -Infinity), in float64. */
+function maskedLogSoftmax(logits: Float64Array, allowed: boolean[]): Float64Array {
+  let max = -Infinity;
+  for (let j = 0; j < logits.length; j++) if (allowed[j] && logits[j]! > max) max = logits[j]!;
+  let sum = 0;
+  for (let j = 0; j < logits.length; j++) if (allowed[j]) sum += Math.exp(logits[j]! - max);
+  const lse = max + Math.log(sum);
+  const out = new Float64Array(logits.length);
+  for (let j = 0; j < logits.length; j++) out[j] = allowed[j] ? logits[j]! - lse : -Infinity;
+  return out;
+}
+
+function checkWorkers(workers: readonly string[], field: string): string[] {
+  if (!Array.isArray(workers) || workers.length === 0) throw new InputError('the policy needs at least one worker', { field });
+  const seen = new Set<string>();
+  return workers.map((w, i) => {
+    if (typeof w !== 'string' || w.trim() === '') throw new InputError(`worker ${i} has no name`, { field: `${field}[${i}]` });
+    if (seen.has(w)) throw new InputError(`worker name ${JSON.stringify(w)} appears twice`, { field: `${field}[${i}]` });
+    seen.add(w);
+    return w;
+  });
+}
+
+/**
+ * The embedded Conductor's policy: K workers (by name, ordinal-id order), feature dimension D,
+ * at most `maxSteps` steps, and θ (one flat Float32Array laid out by `layout`).
+ */
+export class ConductorPolicy {
+  readonly workers: readonly string[];
+  readonly featureDim: number;
+  readonly maxSteps: number;
+  readonly theta: Float32Array;
+  readonly layout: readonly ThetaBlock[];
+  readonly config: PolicyConfig;
+  readonly #blocks: Map<string, number>;
+
+  constructor(opts: { workers: readonly string[]; featureDim: number; maxSteps?: number; theta: Float32Array }) {
+    this.workers = checkWorkers(opts.workers, 'workers');
+    if (!Number.isInteger(opts.featureDim) || opts.featureDim < 1) throw new InputError(`the feature dimension must be a positive integer, got ${String(opts.featureDim)}`, { field: 'featureDim' });
+    this.featureDim = opts.featureDim;
+    this.maxSteps = resolveMaxSteps(opts.maxSteps);
+    this.layout = policyThetaLayout({ workers: this.workers.length, featureDim: this.featureDim, maxSteps: this.maxSteps });
+    const size = policyThetaSize(this.layout);
+    if (!(opts.theta instanceof Float32Array) || opts.theta.length !== size) {
+      throw new InputError(`theta has ${opts.theta?.length ?? 0} values, the layout for ${this.workers.length} workers, features ${this.featureDim} and ${this.maxSteps} steps needs ${size}`, { field: 'theta' });
+    }
+    for (let i = 0; i < opts.theta.length; i++) if (!Number.isFinite(opts.theta[i]!)) throw new InputError(`theta[${i}] is not a finite number`, { field: 'theta' });
+    this.theta = opts.theta;
+    this.#blocks = new Map(this.layout.map((b) => [b.name, b.offset]));
+    this.config = { maxSteps: this.maxSteps, kinds: SUBTASK_KINDS, access: ACCESS_CHOICES, templateVersion: POLICY_TEMPLATE_VERSION, encodingVersion: POLICY_ENCODING_VERSION };
+  }
+
+  /** The documented initialisation (README "Initialisation"). */
+  static init(opts: PolicyInitOptions): ConductorPolicy {
+    const workers = checkWorkers(opts.workers, 'workers');
+    const maxSteps = resolveMaxSteps(opts.maxSteps);
+    const layout = policyThetaLayout({ workers: workers.length, featureDim: opts.featureDim, maxSteps });
+    const theta = new Float32Array(policyThetaSize(layout));
+    const at = new Map(layout.map((b) => [b.name, b]));
+    // rank of each worker: the ranking first, then the rest in pool order
+    const ranking = opts.ranking ?? [];
+    const seen = new Set<string>();
+    ranking.forEach((name, i) => {
+      if (!workers.includes(name)) throw new InputError(`ranking entry ${i + 1}, worker ${JSON.stringify(name)}, is not in the pool (the pool has ${workers.join(', ')})`, { field: 'ranking' });
+      if (seen.has(name)) throw new InputError(`ranking entry ${i + 1}, worker ${JSON.stringify(name)}, appears twice`, { field: 'ranking' });
+      seen.add(name);
+    });
+    const order = [...ranking, ...workers.filter((w) => !seen.has(w))];
+    const wb = at.get('worker.b')!.offset;
+    order.forEach((name, r) => (theta[wb + workers.indexOf(name)] = r === 0 ? 0 : r * POLICY_INIT.workerRankBias));
+    theta[at.get('stop.b')!.offset + STOP] = POLICY_INIT.stopBias;
+    theta[at.get('kind.b')!.offset + SUBTASK_KINDS.indexOf('solve')] = POLICY_INIT.solveBias;
+    const scale = opts.featureScale ?? 0;
+    if (!(Number.isFinite(scale) && scale >= 0)) throw new InputError(`featureScale must be a number >= 0, got ${String(scale)}`, { field: 'featureScale' });
+    if (scale > 0) {
+      const r = rng('conductor-policy-init', opts.seed);
+      for (const h of POLICY_HEADS) {
+        const w = at.get(`${h}.W`)!;
+        const [rows, cols] = w.shape as [number, number];
+        for (let j = 0; j < rows; j++) for (let k = 0; k < opts.featureDim; k++) theta[w.offset + j * cols + k] = scale * r.normal();
+      }
+    }
+    return new ConductorPolicy({ workers, featureDim: opts.featureDim, maxSteps, theta });
+  }
+
+  /** A copy with another θ (same layout): what a trainer steps. */
+  withTheta(theta: Float32Array): ConductorPolicy {
+    return new ConductorPolicy({ workers: this.workers, featureDim: this.featureDim, maxSteps: this.maxSteps, theta });
+  }
+
+  /** The features, checked: a vector of featureDim finite numbers (InputError naming `features`). */
+  checkFeatures(x: Float32Array | readonly number[] | undefined): Float32Array | readonly number[] {
+    if (x === undefined || x === null) throw new InputError(`the policy needs the backbone's features of the question (${this.featureDim} numbers)`, { field: 'features' });
+    if (!(x instanceof Float32Array) && !Array.isArray(x)) throw new InputError('features must be a Float32Array or an array of numbers', { field: 'features' });
+    if (x.length !== this.featureDim) throw new InputError(`features have dimension ${x.length}, the policy reads ${this.featureDim}`, { field: 'features' });
+    for (let i = 0; i < x.length; i++) if (!Number.isFinite(x[i]!)) throw new InputError(`features[${i}] is not a finite number`, { field: 'features' });
+    return x;
+  }
+
+  /** Samples (seeded) or takes the argmax of each decision in turn; the exact log-probability of what it chose. */
+  decide(x: Float32Array | readonly number[], opts: DecideOptions): Decided {
+    const cap = this.#cap(opts.maxSteps);
+    let choose: Chooser;
+    if ('argmax' in opts && opts.argmax === true) {
+      choose = (_h, _i, logits, allowed) => {
+        let best = -1;
+        for (let j = 0; j < logits.length; j++) if (allowed[j] && (best < 0 || logits[j]! > logits[best]!)) best = j;
+        return best;
+      };
+    } else {
+      const seed = (opts as { seed?: number | string }).seed;
+      if (seed === undefined || (typeof seed === 'number' && !Number.isFinite(seed))) throw new InputError('decide needs a seed or argmax: true', { field: 'seed' });
+      const r: Rng = rng('conductor-policy', seed);
+      choose = (_h, _i, logits, allowed) => {
+        const lp = maskedLogSoftmax(logits, allowed);
+        const u = r.next();
+        let acc = 0;
+        let last = -1;
+        for (let j = 0; j < lp.length; j++) {
+          if (!allowed[j]) continue;
+          last = j;
+          acc += Math.exp(lp[j]!);
+          if (u < acc) return j;
+        }
+        return last;
+      };
+    }
+    return this.#walk(this.checkFeatures(x), cap, choose);
+  }
+
+  /** The exact log-probability of `decisions` (what decide returned for them). */
+  logprob(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } = {}): number {
+    return this.#walk(this.checkFeatures(x), this.#cap(opts.maxSteps), this.#replay(decisions, this.#cap(opts.maxSteps))).logprob;
+  }
+
+  /** d logprob(x, decisions) / dθ: a flat Float32Array in θ's layout. */
+  gradLogprob(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } = {}): Float32Array {
+    const xs = this.checkFeatures(x);
+    const cap = this.#cap(opts.maxSteps);
+    const g = new Float64Array(this.theta.length);
+    const D = this.featureDim;
+    this.#walk(xs, cap, this.#replay(decisions, cap), (head, _i, probs, chosen, context) => {
+      const w = this.#blocks.get(`${head}.W`)!;
+      const b = this.#blocks.get(`${head}.b`)!;
+      const cols = D + contextSize(this.workers.length, this.maxSteps);
+      for (let j = 0; j < probs.length; j++) {
+        const gj = (j === chosen ? 1 : 0) - probs[j]!;
+        if (gj === 0) continue;
+        g[b + j]! += gj;
+        const row = w + j * cols;
+        for (let k = 0; k < D; k++) g[row + k]! += gj * xs[k]!;
+        for (const [k, v] of context) g[row + D + k]! += gj * v;
+      }
+    });
+    return Float32Array.from(g);
+  }
+
+  /** The workflow of a question: decisions (seeded or argmax) rendered as the three-list text. */
+  write(input: WriteInput): WriteOutput {
+    this.checkPool(input.pool);
+    const question = typeof input.question === 'string' ? input.question.trim() : '';
+    if (!question) throw new InputError('the question is empty', { field: 'question' });
+    const opts: DecideOptions = input.argmax
+      ? { argmax: true, ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }) }
+      : { seed: input.seed as number | string, ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }) };
+    const { decisions, logprob } = this.decide(input.features, opts);
+    const workflow = this.workflowOf(decisions, question);
+    return { text: renderWorkflow(workflow), workflow, decisions, logprob };
+  }
+
+  /** The workflow decisions stand for: per-kind subtasks embedding the question, access lists from the choices. */
+  workflowOf(decisions: PolicyDecisions, question: string): Workflow {
+    const steps: Step[] = decisions.steps.map((s, i) => ({ worker: s.worker, subtask: policySubtask(s.kind, question), access: accessOf(s.access, i) }));
+    const workflow: Workflow = { steps };
+    const fault = checkWorkflow(workflow, { poolSize: this.workers.length, maxSteps: this.maxSteps });
+    if (fault) throw new InputError(`the decisions make an invalid workflow (${fault.message})`, { field: 'decisions' });
+    return workflow;
+  }
+
+  /** The pool must be the policy's workers, in order (InputError naming both lists). */
+  checkPool(pool: ConductorPool, what = 'the policy'): void {
+    const given = pool.workers.map((w) => w.name);
+    if (given.length !== this.workers.length || given.some((n, i) => n !== this.workers[i])) {
+      throw new InputError(`${what} was made for the workers ${this.workers.join(', ')} (in this order); the pool has ${given.join(', ')}`, { field: 'pool' });
+    }
+  }
+
+  #cap(maxSteps: number | undefined): number {
+    if (maxSteps === undefined) return this.maxSteps;
+    return Math.min(this.maxSteps, resolveMaxSteps(maxSteps));
+  }
+
+  /** A chooser that replays given decisions, checking each against the masks (InputError naming the step). */
+  #replay(decisions: PolicyDecisions, cap: number): Chooser {
+    const steps = decisions?.steps;
+    if (!Array.isArray(steps) || steps.length === 0) throw new InputError('decisions need at least one step', { field: 'decisions.steps' });
+    if (steps.length > cap) throw new InputError(`decisions have ${steps.length} steps, more than the maximum of ${cap}`, { field: 'decisions.steps' });
+    return (head, i, _logits, allowed) => {
+      const field = `decisions.steps[${i}]`;
+      const s = steps[i];
+      let j: number;
+      if (head === 'stop') j = i < steps.length ? CONTINUE : STOP;
+      else if (!s) throw new Error(`replay asked for ${head} of a step past the end`); // a bug
+      else if (head === 'worker') j = Number.isInteger(s.worker) && s.worker >= 0 && s.worker < this.workers.length ? s.worker : -1;
+      else if (head === 'kind') j = SUBTASK_KINDS.indexOf(s.kind);
+      else j = ACCESS_CHOICES.indexOf(s.access);
+      if (j < 0) throw new InputError(`step ${i + 1}: ${head} ${JSON.stringify(head === 'worker' ? s?.worker : head === 'kind' ? s?.kind : s?.access)} is not one of the policy's choices`, { field });
+      if (!allowed[j]) throw new InputError(`step ${i + 1}: the ${head} decision is masked there (impossible for the policy)`, { field });
+      return j;
+    };
+  }
+
+  /**
+   * The decision sequence (README "Decisions"). Per step index i = 0..cap-1: stop/continue
+   * (i >= 1), worker, kind, access (i >= 1). A head with one allowed option is forced: it adds
+   * nothing to the log-probability, and it is not observed.
+   */
+  #walk(x: Float32Array | readonly number[], cap: number, choose: Chooser, observe?: Observer): Decided {
+    const K = this.workers.length;
+    const S = SUBTASK_KINDS.length;
+    const M = this.maxSteps;
+    const D = this.featureDim;
+    const cols = D + contextSize(K, M);
+    const theta = this.theta;
+    // the feature part of every head's logits, once: b + W[:, :D] x
+    const base = new Map<PolicyHead, Float64Array>();
+    for (const h of POLICY_HEADS) {
+      const n = headSize(h, K);
+      const w = this.#blocks.get(`${h}.W`)!;
+      const b = this.#blocks.get(`${h}.b`)!;
+      const out = new Float64Array(n);
+      for (let j = 0; j < n; j++) {
+        let s = theta[b + j]!;
+        const row = w + j * cols;
+        for (let k = 0; k < D; k++) s += theta[row + k]! * x[k]!;
+        out[j] = s;
+      }
+      base.set(h, out);
+    }
+    const off = { step: 0, wCount: M, kCount: M + K, lastW: M + K + S, lastK: M + 2 * K + S, curW: M + 2 * K + 2 * S, curK: M + 3 * K + 2 * S };
+    const context = new Map<number, number>();
+    const bump = (k: number, v = 1): void => void context.set(k, (context.get(k) ?? 0) + v);
+    let logprob = 0;
+    const decide = (h: PolicyHead, i: number, allowed: boolean[]): number => {
+      const n = allowed.filter(Boolean).length;
+      const b0 = base.get(h)!;
+      const logits = Float64Array.from(b0);
+      const w = this.#blocks.get(`${h}.W`)!;
+      for (let j = 0; j < logits.length; j++) {
+        const row = w + j * cols + D;
+        for (const [k, v] of context) logits[j]! += theta[row + k]! * v;
+      }
+      const chosen = choose(h, i, logits, allowed);
+      if (n > 1) {
+        const lp = maskedLogSoftmax(logits, allowed);
+        logprob += lp[chosen]!;
+        if (observe) observe(h, i, lp.map((v) => (Number.isFinite(v) ? Math.exp(v) : 0)), chosen, context);
+      }
+      return chosen;
+    };
+    const steps: PolicyStep[] = [];
+    context.set(off.step, 1);
+    for (let i = 0; i < cap; i++) {
+      const prev = steps[i - 1];
+      if (prev) {
+        if (decide('stop', i, allowedStop(prev.kind)) === STOP) break;
+      }
+      const worker = decide('worker', i, Array.from({ length: K }, () => true));
+      context.set(off.curW + worker, 1);
+      const kind = SUBTASK_KINDS[decide('kind', i, allowedKinds(i, cap))]!;
+      context.set(off.curK + SUBTASK_KINDS.indexOf(kind), 1);
+      const access: AccessChoice = i === 0 ? 'none' : ACCESS_CHOICES[decide('access', i, allowedAccess(i, kind))]!;
+      steps.push({ worker, kind, access });
+      // the context of the next step: step one-hot, counts, last worker and kind; this step's cleared
+      context.delete(off.curW + worker);
+      context.delete(off.curK + SUBTASK_KINDS.indexOf(kind));
+      context.delete(off.step + i);
+      if (prev) {
+        context.delete(off.lastW + prev.worker);
+        context.delete(off.lastK + SUBTASK_KINDS.indexOf(prev.kind));
+      }
+      if (i + 1 < M) context.set(off.step + i + 1, 1);
+      context.set(off.lastW + worker, 1);
+      context.set(off.lastK + SUBTASK_KINDS.indexOf(kind), 1);
+      bump(off.wCount + worker);
+      bump(off.kCount + SUBTASK_KINDS.indexOf(kind));
+    }
+    return { decisions: { steps }, logprob };
+  }
+}
