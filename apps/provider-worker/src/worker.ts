@@ -16,6 +16,7 @@ import type { FuguConfig } from '@fugu/config';
 import { getChatCalls, setRunStatus, type Db, type RunProgress } from '@fugu/db';
 import { isProviderError, requestHash, type ChatRequest } from '@fugu/providers';
 import { verify } from '@fugu/datasets';
+import { answerReplayStep, decodeReplayStepRequest, REPLAY_STEP_METADATA } from '@fugu/conductor';
 import {
   callJobId, CHAT_CALL_JOB, chatCallJobSchema, createRedis, parseJob, providerCallJobSchema, providerCallQueue,
   type ChatCallJob, type ChatCallJobResult, type ProviderCallJob, type ProviderCallResult,
@@ -55,9 +56,15 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     db, redis: connection, config, log, env,
     callCounterKey: providerCallCounterKey(config.queuePrefix),
     // a replay worker answers from the item's recorded outcomes (items are loaded before the call)
+    // (a Conductor step carries `replayStep` in its metadata: answered by the replay step model)
     replayStore: (name) => ({
-      lookup: (_prompt: string, itemId?: string) => {
+      lookup: (_prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>) => {
         const it = itemId ? items.peek(Number(itemId)) : undefined;
+        const step = metadata?.[REPLAY_STEP_METADATA];
+        if (it && step !== undefined) {
+          const a = answerReplayStep(name, it, decodeReplayStepRequest(step));
+          return a && { itemId: String(it.dbId), outcome: a.outcome, replay: a.replay };
+        }
         const outcome = it?.recorded?.[name];
         return it && outcome ? { itemId: String(it.dbId), outcome } : undefined;
       },

@@ -89,6 +89,39 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    /** the Conductor's workflow executor (apps/conductor, libs/ultra) */
+    conductor: z
+      .object({
+        /** workflows executed at once by one conductor process */
+        concurrency: positiveInt.default(32),
+        /** port of the conductor's /healthz, /readyz, /metrics; 0 picks a free port */
+        port: nonNegInt.default(9466),
+        /** conduct-job lock: a killed conductor's workflows come back after about this long */
+        lockDurationMs: positiveInt.default(30_000),
+        /** sampling temperature of an `llm:` Conductor unless a workflow sets its own */
+        temperature: z.coerce.number().min(0).max(2).default(0.7),
+        /** how often a workflow polls Postgres for its steps' answers */
+        pollMs: positiveInt.default(50),
+        /**
+         * OpenAI-compatible endpoints an `llm:<name>` Conductor may name besides the pool's workers
+         * (e.g. a vLLM-served open model); the API key is read from `apiKeyEnv`, never stored here
+         */
+        endpoints: z
+          .array(
+            z
+              .object({
+                name: z.string().min(1).regex(/^[^\s,]+$/, 'an endpoint name has no whitespace or commas'),
+                baseUrl: z.url({ protocol: /^https?$/ }),
+                model: z.string().min(1),
+                apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, 'apiKeyEnv is the NAME of an environment variable').optional(),
+                prices: z.object({ inputPerMTok: z.string().regex(/^\d+(\.\d+)?$/), outputPerMTok: z.string().regex(/^\d+(\.\d+)?$/) }).strict().default({ inputPerMTok: '0', outputPerMTok: '0' }),
+              })
+              .strict(),
+          )
+          .default([]),
+      })
+      .strict()
+      .prefault({}),
     /** the OpenAI-compatible gateway (apps/gateway) */
     gateway: z
       .object({
@@ -154,6 +187,11 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_ROUTER_POLL_MS: 'router.pollMs',
   FUGU_ROUTER_PORT: 'router.port',
   FUGU_ROUTER_TIMEOUT_MS: 'router.timeoutMs',
+  FUGU_CONDUCTOR_CONCURRENCY: 'conductor.concurrency',
+  FUGU_CONDUCTOR_PORT: 'conductor.port',
+  FUGU_CONDUCTOR_LOCK_MS: 'conductor.lockDurationMs',
+  FUGU_CONDUCTOR_TEMPERATURE: 'conductor.temperature',
+  FUGU_CONDUCTOR_POLL_MS: 'conductor.pollMs',
   FUGU_GATEWAY_PORT: 'gateway.port',
   FUGU_GATEWAY_HOST: 'gateway.host',
   FUGU_GATEWAY_MODE: 'gateway.mode',
@@ -190,6 +228,7 @@ function variableFor(pathKey: string, fromFile: string | undefined): string {
   const m = /^rateLimits\.([a-z-]+)\.(requestsPerMinute|tokensPerMinute)/.exec(pathKey);
   const w = /^workerRateLimits\.(.+)\.(requestsPerMinute|tokensPerMinute)/.exec(pathKey);
   if (w) return `FUGU_WORKER_RATE_LIMITS (worker "${w[1]}", ${w[2]})`;
+  if (/^conductor\.endpoints/.test(pathKey)) return `FUGU_CONDUCTOR_ENDPOINTS (${pathKey.slice('conductor.endpoints'.length).replace(/^\./, '') || 'the list'})`;
   if (m) return `FUGU_${m[2] === 'requestsPerMinute' ? 'RPM' : 'TPM'}_${envName(m[1] as ProviderKind)}`;
   return env ?? (fromFile ? `${pathKey} in ${fromFile}` : pathKey);
 }
@@ -231,6 +270,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       raw.workerRateLimits = JSON.parse(perWorker) as unknown;
     } catch (e) {
       throw new ConfigError(`invalid configuration: FUGU_WORKER_RATE_LIMITS: not valid JSON (${(e as Error).message})`, 'FUGU_WORKER_RATE_LIMITS');
+    }
+  }
+  // FUGU_CONDUCTOR_ENDPOINTS: OpenAI-compatible endpoints of llm: Conductors as JSON, e.g.
+  // [{"name":"qwen","baseUrl":"http://vllm:8000/v1","model":"Qwen/Qwen2.5-7B-Instruct","apiKeyEnv":"VLLM_KEY"}]
+  const endpoints = env.FUGU_CONDUCTOR_ENDPOINTS;
+  if (endpoints !== undefined && endpoints !== '') {
+    try {
+      setPath(raw, 'conductor.endpoints', JSON.parse(endpoints) as unknown);
+    } catch (e) {
+      throw new ConfigError(`invalid configuration: FUGU_CONDUCTOR_ENDPOINTS: not valid JSON (${(e as Error).message})`, 'FUGU_CONDUCTOR_ENDPOINTS');
     }
   }
   for (const [p, v] of Object.entries(overrides)) if (v !== undefined) setPath(raw, p, v);

@@ -24,6 +24,10 @@ export type WorkerSpec = {
   settings: SamplingSettings;
   /** USD per million tokens, as decimal strings (exact) */
   prices: { inputPerMTok: string; outputPerMTok: string };
+  /** a short description of the worker (the pool file's `description`; an LLMRouter card's `feature`): what a Conductor reads */
+  description?: string;
+  /** the model's parameter count as its card writes it ("7B", "8x7B"; the pool file's `size`): the replay model's size class */
+  size?: string;
 };
 
 export type WorkerPool = { name: string; workers: WorkerSpec[] };

@@ -211,7 +211,10 @@ describe('the real LLMRouter data', () => {
       model: 'google/gemma-2-9b-it',
       settings: {},
       prices: { inputPerMTok: '0.1', outputPerMTok: '0.1' },
+      description: expect.stringMatching(/^Gemma-2-9B-IT is a .*instruction-tuned model/),
+      size: '9B',
     });
+    expect(pool.workers.every((w) => typeof w.description === 'string' && w.description.length > 20 && /^\d/.test(w.size ?? ''))).toBe(true);
     expect(byName['llama-3.1-nemotron-51b-instruct']!.prices.inputPerMTok).toBe('0.9');
     expect(await resolvePool('llmrouter')).toEqual(pool);
     expect(await resolvePool(`llmrouter:${dir}`)).toEqual(pool);

@@ -189,7 +189,8 @@ function priceString(v: number | string, file: string, field: string): string {
 
 /**
  * The replay worker pool of an LLMRouter directory: one `replay` worker per scored model, in the
- * order of the scores' keys, with the model id and USD-per-1M-token prices of llm_candidates.json.
+ * order of the scores' keys, with the model id and USD-per-1M-token prices of llm_candidates.json,
+ * the card's `feature` text as the worker's description and its `size` ("7B") as its size.
  */
 export async function loadLlmRouterPool(dir: string): Promise<WorkerPool> {
   const root = resolve(dir);
@@ -220,7 +221,9 @@ export async function loadLlmRouterPool(dir: string): Promise<WorkerPool> {
         inputPerMTok: priceString(r.data.input_price, cardsFile, `${name}.input_price`),
         outputPerMTok: priceString(r.data.output_price, cardsFile, `${name}.output_price`),
       },
-    };
+      ...(typeof r.data.feature === 'string' && r.data.feature.trim() !== '' && { description: r.data.feature.trim() }),
+      ...(typeof r.data.size === 'string' && r.data.size.trim() !== '' && { size: r.data.size.trim() }),
+    } satisfies WorkerSpec;
   });
   if (workers.length === 0) throw new InputError('the scores name no models', { file: join(root, 'scores_train.json') });
   return { name: 'llmrouter', workers };

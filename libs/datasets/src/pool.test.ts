@@ -94,6 +94,8 @@ describe('parsing pool files', () => {
     ['an unknown field', '    max_tokens: 1024', '    max_tokenz: 1024', 'workers[0].max_tokenz', 8, /unknown field "max_tokenz"/],
     ['a temperature out of range', '    temperature: 0.7', '    temperature: 7', 'workers[0].temperature', 7, /temperature/],
     ['a bad reasoning effort', '    reasoning_effort: low', '    reasoning_effort: extreme', 'workers[0].reasoning_effort', 9, /reasoning_effort/],
+    ['an empty description', '    reasoning_effort: low', '    reasoning_effort: low\n    description: "  "', 'workers[0].description', 10, /description must not be empty/],
+    ['a description that is not text', '    reasoning_effort: low', '    reasoning_effort: low\n    description: [1]', 'workers[0].description', 10, /description must be a string/],
   ];
   for (const [what, from, to, field, line, message] of cases) {
     it(`rejects ${what}, naming file, line and field`, () => {
@@ -139,6 +141,15 @@ describe('pool files on disk', () => {
       expect(await loadWorkerPool(p)).toEqual(pool);
     }
     expect(JSON.parse(await readFile(join(dir, 'nested', 'out.json'), 'utf8')).workers[0].api_key_env).toBe('OPENAI_API_KEY');
+  });
+
+  it('keeps a worker\'s description and size through a write and a load', async () => {
+    const pool = parseWorkerPool(YAML_POOL.replace('    reasoning_effort: low', '    reasoning_effort: low\n    description: a small fast model\n    size: 8B'));
+    expect(pool.workers[0]).toMatchObject({ description: 'a small fast model', size: '8B' });
+    expect(pool.workers[1]!.description).toBeUndefined();
+    const p = join(dir, 'described.yaml');
+    await writeWorkerPool(p, pool);
+    expect(await loadWorkerPool(p)).toEqual(pool);
   });
 
   it('refuses to write an invalid pool', async () => {

@@ -7,6 +7,8 @@
 //       model: gpt-4o-mini
 //       api_key_env: OPENAI_API_KEY  # the NAME of an environment variable, never a key
 //       price: { input: "0.15", output: "0.60" }   # USD per 1M tokens
+//       description: a small fast model     # optional: what a Conductor reads about the worker
+//       size: 8B                            # optional: parameter count (the replay model's size class)
 //
 // Errors name the file, the line where YAML knows it, and the field path (`workers[2].price.input`).
 // Secret values are never echoed in an error.
@@ -63,6 +65,8 @@ const workerSchema = z.strictObject({
   top_p: z.number({ error: 'top_p must be a number' }).gt(0, 'top_p must be in (0, 1]').max(1, 'top_p must be in (0, 1]').optional(),
   max_tokens: z.number({ error: 'max_tokens must be a number' }).int('max_tokens must be an integer').positive('max_tokens must be > 0').optional(),
   reasoning_effort: z.enum(REASONING_EFFORTS, { error: `reasoning_effort must be one of ${REASONING_EFFORTS.join(', ')}` }).optional(),
+  description: nonEmpty('description').optional(),
+  size: nonEmpty('size').optional(),
   price: z.strictObject({ input: price, output: price }, { error: (iss) => (iss.input === undefined ? 'missing price: { input, output } in USD per 1M tokens' : 'price must be { input, output }') }),
 });
 
@@ -115,6 +119,8 @@ function toSpec(w: PoolOut['workers'][number]): WorkerSpec {
   if (w.top_p !== undefined) spec.settings.topP = w.top_p;
   if (w.max_tokens !== undefined) spec.settings.maxTokens = w.max_tokens;
   if (w.reasoning_effort !== undefined) spec.settings.reasoningEffort = w.reasoning_effort;
+  if (w.description !== undefined) spec.description = w.description;
+  if (w.size !== undefined) spec.size = w.size;
   return spec;
 }
 
@@ -182,6 +188,8 @@ export function poolToFile(pool: WorkerPool): WorkerPoolFile {
       if (w.settings.topP !== undefined) opt.top_p = w.settings.topP;
       if (w.settings.maxTokens !== undefined) opt.max_tokens = w.settings.maxTokens;
       if (w.settings.reasoningEffort !== undefined) opt.reasoning_effort = w.settings.reasoningEffort;
+      if (w.description !== undefined) opt.description = w.description;
+      if (w.size !== undefined) opt.size = w.size;
       const out: WorkerPoolFile['workers'][number] = {
         name: w.name,
         provider: w.provider,

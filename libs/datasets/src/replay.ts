@@ -6,11 +6,11 @@ import { InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
 import type { Dataset } from './format.ts';
 import { normalizePrompt } from './normalize.ts';
 
-export type ReplayHit = { itemId: string; outcome: RecordedOutcome };
+export type ReplayHit = { itemId: string; outcome: RecordedOutcome; replay?: Record<string, unknown> };
 
 export type ReplayStore = {
-  /** by item id when given and known, else by exact prompt text, else by normalised prompt */
-  lookup(prompt: string, itemId?: string): ReplayHit | undefined;
+  /** by item id when given and known, else by exact prompt text, else by normalised prompt (`metadata`: the request's, unused here) */
+  lookup(prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>): ReplayHit | undefined;
 };
 
 /**

@@ -8,3 +8,4 @@ export * from './es-repositories.ts';
 export * from './chat-calls.ts';
 export * from './requests.ts';
 export * from './conductor-checkpoints.ts';
+export * from './workflows.ts';

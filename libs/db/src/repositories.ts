@@ -122,6 +122,8 @@ export async function savePool(db: Db, pool: WorkerPool, contentHash: string): P
           settings: JSON.stringify(w.settings),
           input_price: w.prices.inputPerMTok,
           output_price: w.prices.outputPerMTok,
+          description: w.description ?? null,
+          size: w.size ?? null,
         })),
       )
       .execute();
@@ -143,7 +145,7 @@ export async function getWorkersByIds(db: Db, ids: readonly number[]): Promise<S
 
 function toWorker(r: {
   id: number; pool_id: number; name: string; provider: string; model: string; base_url: string | null; api_key_env: string | null;
-  settings: Record<string, unknown>; input_price: string; output_price: string;
+  settings: Record<string, unknown>; input_price: string; output_price: string; description: string | null; size: string | null;
 }): StoredWorker {
   return {
     id: r.id,
@@ -155,6 +157,8 @@ function toWorker(r: {
     ...(r.api_key_env !== null && { apiKeyEnv: r.api_key_env }),
     settings: r.settings as WorkerSpec['settings'],
     prices: { inputPerMTok: trimZeros(r.input_price), outputPerMTok: trimZeros(r.output_price) },
+    ...(r.description !== null && { description: r.description }),
+    ...(r.size !== null && { size: r.size }),
   };
 }
 

@@ -51,6 +51,9 @@ export interface WorkersTable {
   settings: JSONColumnType<Record<string, unknown>>;
   input_price: Money;
   output_price: Money;
+  /** migration 0009: the worker's description and size (pool file / LLMRouter card) */
+  description: ColumnType<string | null, string | null | undefined, string | null>;
+  size: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export interface EvalRunsTable {

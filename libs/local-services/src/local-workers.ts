@@ -13,6 +13,7 @@ export const evaluatorMain = appMain('trainer/src/evaluator-main.ts');
 export const coordinatorMain = appMain('trainer/src/coordinator-main.ts');
 export const gatewayMain = appMain('gateway/src/main.ts');
 export const routerWorkerMain = appMain('router-worker/src/main.ts');
+export const conductorMain = appMain('conductor/src/main.ts');
 
 export type LocalWorkers = LocalProcesses;
 export type LocalEvaluators = LocalProcesses;
@@ -51,6 +52,31 @@ export function startLocalEvaluators(
     count: opts.count,
     home: config.home,
     env: { ...process.env, ...serviceEnv(config), FUGU_ES_EVALUATOR_PORT: '0', ...opts.env },
+    ...(opts.onEvent && { onEvent: opts.onEvent }),
+  });
+}
+
+export type LocalConductors = LocalProcesses;
+
+/** Conductor processes executing workflows from the conduct queue (`fugu ultra eval --local-conductors N`). */
+export function startLocalConductors(
+  config: FuguConfig,
+  opts: { count: number; env?: Record<string, string | undefined>; onEvent?: (msg: string) => void },
+): Promise<LocalConductors> {
+  return startLocalProcesses({
+    main: conductorMain,
+    name: 'conductor',
+    count: opts.count,
+    home: config.home,
+    env: {
+      ...process.env,
+      ...opts.env,
+      ...serviceEnv(config),
+      FUGU_CONDUCTOR_CONCURRENCY: String(config.conductor.concurrency),
+      FUGU_CONDUCTOR_LOCK_MS: String(config.conductor.lockDurationMs),
+      FUGU_CONDUCTOR_PORT: '0',
+      ...(config.conductor.endpoints.length > 0 && { FUGU_CONDUCTOR_ENDPOINTS: JSON.stringify(config.conductor.endpoints) }),
+    },
     ...(opts.onEvent && { onEvent: opts.onEvent }),
   });
 }

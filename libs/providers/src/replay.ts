@@ -7,14 +7,16 @@ import { AbortedError, BadRequestError } from './errors.ts';
 import { buildResult, promptText } from './shared.ts';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/core';
 
-export type ReplayHit = { itemId: string; outcome: RecordedOutcome };
+/** `replay`: further fields of the answer's `providerMetadata.replay` (e.g. a simulated step's rule and p). */
+export type ReplayHit = { itemId: string; outcome: RecordedOutcome; replay?: Record<string, unknown> };
 
 /**
  * One worker's recorded outcomes (the datasets lib implements it). `lookup` finds the item by
- * id when one is given, else by its prompt text.
+ * id when one is given, else by its prompt text. `metadata` is the request's metadata: a store
+ * that simulates Conductor steps reads `replayStep` there (apps/provider-worker).
  */
 export interface ReplayStore {
-  lookup(prompt: string, itemId?: string): ReplayHit | undefined;
+  lookup(prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>): ReplayHit | undefined;
 }
 
 /**
@@ -50,7 +52,7 @@ export class ReplayChatModel implements ChatModel {
       throw new BadRequestError('replay', `replay: the replay worker "${this.workerName}" needs a user message (or metadata.itemId) to find the recorded item`);
     }
     const prompt = lastUser ? messageText(lastUser) : '';
-    const hit = this.#store.lookup(prompt, itemId);
+    const hit = this.#store.lookup(prompt, itemId, req.metadata);
     if (!hit) {
       const what = itemId !== undefined ? `item id "${itemId}"` : `the prompt ${JSON.stringify(preview(prompt))}`;
       throw new BadRequestError(
@@ -71,7 +73,7 @@ export class ReplayChatModel implements ChatModel {
       },
       finishReason: 'stop',
       model: this.modelId,
-      providerMetadata: { replay: { itemId: hit.itemId, score: outcome.score } },
+      providerMetadata: { replay: { ...hit.replay, itemId: hit.itemId, score: outcome.score } },
     });
   }
 

@@ -13,3 +13,4 @@ export {
   type InitPolicyOptions,
   type TrainingRanking,
 } from './policy-store.ts';
+export * from './engine/index.ts';

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { InputError } from '@fugu/core';
+import { REPLAY_PRESETS } from './params.ts';
+import { answerReplayStep, decodeReplayStepRequest, encodeReplayStepRequest, type ReplayStepRequest } from './request.ts';
+import { ownOutcome, parseReplayAnswer, replayItemOf, stepKeyOf } from './model.ts';
+
+const item = { id: 'test-000001', recorded: { a: { score: 1, tokensIn: 11, tokensOut: 22, answer: 'the recorded answer' }, b: { score: 0.4 }, c: { score: 0 } } };
+const req = (visible: ReplayStepRequest['visible'], key: string): ReplayStepRequest => ({ seed: 5, key, visible, params: { ...REPLAY_PRESETS.large } });
+
+describe('replay steps carried by a request', () => {
+  it('round-trips through the metadata string; malformed values name the field', () => {
+    const r = req([{ worker: 'a', correct: true }], stepKeyOf('b', ['a']));
+    expect(decodeReplayStepRequest(encodeReplayStepRequest(r))).toEqual(r);
+    const field = (text: string) => {
+      try {
+        decodeReplayStepRequest(text);
+      } catch (e) {
+        expect(e).toBeInstanceOf(InputError);
+        return (e as InputError).field;
+      }
+    };
+    expect(field('{')).toBe('metadata.replayStep');
+    expect(field(JSON.stringify({ ...r, seed: 1.5 }))).toBe('metadata.replayStep.seed');
+    expect(field(JSON.stringify({ ...r, visible: [{ worker: 'a' }] }))).toBe('metadata.replayStep.visible[0]');
+    expect(field(JSON.stringify({ ...r, params: { keep: 0.5 } }))).toMatch(/^metadata\.replayStep\.params/);
+  });
+
+  it('a step that sees nothing answers the recorded outcome as the replay provider does, and says its drawn outcome', () => {
+    const a = answerReplayStep('a', item, req([], stepKeyOf('a')))!;
+    expect(a.outcome).toEqual(item.recorded.a);
+    expect(a.replay).toMatchObject({ rule: 'recorded', p: 1, correct: true });
+    // a fractional score: the recorded score as today, the draw reused per (seed, item, worker)
+    const b = answerReplayStep('b', item, req([], stepKeyOf('b')))!;
+    expect(b.outcome.score).toBe(0.4);
+    expect(b.replay.correct).toBe(ownOutcome(replayItemOf(item), 'b', 5));
+    expect(answerReplayStep('nobody', item, req([], 'nobody'))).toBeUndefined();
+  });
+
+  it('a step that sees answers gets the simulated outcome (0 or 1), its marker text and the worker\'s recorded tokens; the same inputs give the same outcome', () => {
+    const r = req([{ worker: 'a', correct: true }], stepKeyOf('c', ['a']));
+    const x = answerReplayStep('c', item, r)!;
+    expect([0, 1]).toContain(x.outcome.score);
+    expect(x.replay.rule).toBe('adopt');
+    expect(parseReplayAnswer(x.outcome.answer!)).toMatchObject({ worker: 'c', correct: x.outcome.score === 1, rule: 'adopt' });
+    expect(answerReplayStep('c', item, r)).toEqual(x);
+    const withTokens = answerReplayStep('a', item, req([{ worker: 'c', correct: false }], stepKeyOf('a', ['c'])))!;
+    expect(withTokens.outcome).toMatchObject({ tokensIn: 11, tokensOut: 22 });
+    expect(withTokens.replay.rule).toBe('misled');
+  });
+});

@@ -1,0 +1,73 @@
+// A replay step as a chat request carries it: the executor (libs/ultra) puts the step's replay
+// inputs in the request metadata `replayStep` (a JSON string; metadata values are strings), and
+// the replay provider's store (apps/provider-worker) answers the step with `answerReplayStep`.
+//
+// A step that sees no earlier step answers the recorded outcome exactly as the replay provider
+// always did (its recorded score and answer); its simulated outcome (`correct`, the worker's
+// own outcome s, drawn once per (seed, item, worker) for a fractional score) is what later steps
+// see. A step that sees earlier answers gets `replayStep`'s simulated outcome: score 1 or 0 and
+// the `replayAnswerText` marker.
+
+import { InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
+import { replayAnswerText, replayItemOf, replayStep, type ReplayRule, type VisibleAnswer } from './model.ts';
+import { validateReplayParams, type ReplayParams } from './params.ts';
+
+/** The request metadata key of a replay step. */
+export const REPLAY_STEP_METADATA = 'replayStep';
+
+export type ReplayStepRequest = {
+  seed: number;
+  /** `stepKeyOf(worker, visible steps' keys)` */
+  key: string;
+  /** the earlier answers the step sees: who gave them, and whether they were (simulated) correct */
+  visible: VisibleAnswer[];
+  /** the performing worker's parameters (resolveWorkerParams) */
+  params: ReplayParams;
+};
+
+export function encodeReplayStepRequest(r: ReplayStepRequest): string {
+  return JSON.stringify({ seed: r.seed, key: r.key, visible: r.visible.map((v) => ({ worker: v.worker, correct: v.correct })), params: r.params });
+}
+
+/** Reads a `replayStep` metadata value back; anything malformed is an InputError naming the field. */
+export function decodeReplayStepRequest(text: string): ReplayStepRequest {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new InputError('replayStep metadata is not JSON', { field: 'metadata.replayStep' });
+  }
+  const o = v as Partial<ReplayStepRequest> | null;
+  if (o === null || typeof o !== 'object') throw new InputError('replayStep metadata must be an object', { field: 'metadata.replayStep' });
+  if (typeof o.seed !== 'number' || !Number.isInteger(o.seed)) throw new InputError('seed must be an integer', { field: 'metadata.replayStep.seed' });
+  if (typeof o.key !== 'string' || o.key === '') throw new InputError('key must be a non-empty string', { field: 'metadata.replayStep.key' });
+  if (!Array.isArray(o.visible)) throw new InputError('visible must be a list', { field: 'metadata.replayStep.visible' });
+  const visible = o.visible.map((x: unknown, i) => {
+    const e = x as Partial<VisibleAnswer> | null;
+    if (!e || typeof e.worker !== 'string' || typeof e.correct !== 'boolean') throw new InputError('each visible answer is {worker, correct}', { field: `metadata.replayStep.visible[${i}]` });
+    return { worker: e.worker, correct: e.correct };
+  });
+  return { seed: o.seed, key: o.key, visible, params: validateReplayParams(o.params, 'metadata.replayStep.params') };
+}
+
+export type ReplayStepAnswer = {
+  /** what the replay provider answers with (score, answer text, the worker's recorded tokens) */
+  outcome: RecordedOutcome;
+  /** the replay cell: further fields of the answer's providerMetadata.replay */
+  replay: { rule: ReplayRule; p: number; correct: boolean; s: boolean; f?: number; key: string };
+};
+
+/**
+ * Answers one replay step of `worker` on `item`, or undefined when the item has no recorded
+ * outcome for the worker.
+ */
+export function answerReplayStep(worker: string, item: Pick<DatasetItem, 'id' | 'recorded'>, req: ReplayStepRequest): ReplayStepAnswer | undefined {
+  const recorded = item.recorded?.[worker];
+  if (!recorded) return undefined;
+  const r = replayStep({ params: req.params, item: replayItemOf(item), worker, visible: req.visible, seed: req.seed, stepKey: req.key });
+  const replay = { rule: r.rule, p: r.p, correct: r.correct, s: r.s, ...(r.f !== undefined && { f: r.f }), key: req.key };
+  const tokens = { ...(recorded.tokensIn !== undefined && { tokensIn: recorded.tokensIn }), ...(recorded.tokensOut !== undefined && { tokensOut: recorded.tokensOut }) };
+  // nothing visible: the recorded outcome, exactly as the replay provider answers it
+  if (req.visible.length === 0) return { outcome: { ...recorded }, replay };
+  return { outcome: { score: r.correct ? 1 : 0, answer: replayAnswerText(worker, r), ...tokens }, replay };
+}

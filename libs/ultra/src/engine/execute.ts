@@ -1,0 +1,359 @@
+// Executing one workflow (the conduct job's work), idempotent and resumable:
+//
+//   claim -> the Conductor writes (fixed: rendered topology; llm: one call through the call
+//   pipeline in this process, key `wf<id>.conductor`, reused when its row exists) -> parse ->
+//   schedule -> every ready step at once as a chat-call job `wf<id>.s<idx>` (provider workers,
+//   shared limits, cache, cost) -> step rows -> the last step's answer -> verifier -> reward ->
+//   the one final write.
+//
+// Postgres is the truth. A re-execution after a crash reads the conductor's completion and the
+// answered steps back from their chat_calls rows (never called again) and finishes the row once.
+import type { Queue } from 'bullmq';
+import { formatUsd, InputError, parseUsd, toWireError, type ChatRequest, type ChatResult, type WireError, type WorkerSpec } from '@fugu/core';
+import { isProviderError } from '@fugu/providers';
+import {
+  conductorPool, encodeReplayStepRequest, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, REPLAY_STEP_METADATA, renderWorkerPrompt,
+  resolveWorkerParams, rewardConfig, rewardOf, scheduleOf, readySteps, scoreWorkflow, stepKeyOf, visibleSteps,
+  type Conductor, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
+} from '@fugu/conductor';
+import {
+  claimWorkflow, finishWorkflow, getChatCalls, getItems, getPoolWorkers, getWorkflows, saveWorkflowStep,
+  type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepSpec,
+} from '@fugu/db';
+import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls, type CallPipeline, type ChatCallClientOptions, type ChatCallResult } from '@fugu/calls';
+import { verify } from '@fugu/datasets';
+import type { ConductJobResult } from '@fugu/queue';
+import type { FuguConfig } from '@fugu/config';
+import type { Logger } from '@fugu/telemetry';
+import { validateWorkflowOptions, type WorkflowOptions } from './options.ts';
+
+/** The fugu router's pick for a question (fixed:router): a pool worker's name. */
+export type RouterPick = (input: { checkpoint: string; question: string; workers: readonly string[] }) => Promise<string>;
+
+/** A writer for `policy:` specs (the embedded policy; wired by the lead). */
+export type PolicyConductorFactory = (spec: Extract<ConductorSpec, { kind: 'policy' }>, ctx: { db: Db; workers: readonly StoredWorker[] }) => Promise<Conductor>;
+
+export type EngineDeps = {
+  db: Db;
+  config: Pick<FuguConfig, 'worker' | 'conductor'>;
+  /** the provider-call queues by name (kept open by the caller) */
+  queue: (name: string) => Queue;
+  /** the call pipeline of this process (llm: Conductors call through it) */
+  pipeline: CallPipeline;
+  log?: Logger;
+  /** fixed:router; absent: such workflows end `conductor-error` */
+  routerPick?: RouterPick;
+  /** policy:; absent: such workflows end `conductor-error` ("not wired yet") */
+  policyConductor?: PolicyConductorFactory;
+  /** how long one level of steps may take before the workflow gives up (default 10 min; the job is then retried) */
+  stepTimeoutMs?: number;
+  signal?: AbortSignal;
+};
+
+const chatId = (workflowId: number, idx: number): string => `wf${workflowId}.s${idx}`;
+export const conductorCallKey = (workflowId: number): string => `wf${workflowId}.conductor`;
+
+type StepState = {
+  idx: number;
+  worker: StoredWorker;
+  sees: number[];
+  /** the replay step key (stepKeyOf over the visible steps' keys) */
+  key: string;
+  result?: ChatCallResult;
+  /** whether the step's answer is (simulated) correct, for later replay steps; undefined when unknown */
+  correct?: boolean;
+};
+
+/** A conductor that could not write: the workflow ends `conductor-error` with this message. */
+class ConductorFailure extends Error {
+  readonly wire: WireError;
+  constructor(message: string, wire: WireError) {
+    super(message);
+    this.wire = wire;
+  }
+}
+
+/** Executes one workflow; returns what the conduct job reports. */
+export async function executeWorkflow(deps: EngineDeps, workflowId: number): Promise<ConductJobResult> {
+  const { db } = deps;
+  const row = await claimWorkflow(db, workflowId);
+  if (!row) {
+    const existing = (await getWorkflows(db, [workflowId]))[0];
+    if (!existing) throw new InputError(`no workflow ${workflowId}`, { field: 'workflowId' });
+    return { outcome: 'existing', status: existing.status };
+  }
+  const finish = async (f: WorkflowFinish): Promise<ConductJobResult> => {
+    const latencyMs = row.startedAt ? Math.max(0, Date.now() - row.startedAt.getTime()) : null;
+    await finishWorkflow(db, row.id, { latencyMs, ...f });
+    return { outcome: 'done', finishReason: f.finishReason ?? 'answered', reward: f.reward ?? null };
+  };
+
+  let options: WorkflowOptions;
+  try {
+    options = validateWorkflowOptions(row.options);
+  } catch (e) {
+    return finish({ status: 'failed', finishReason: 'conductor-error', error: toWireError(e) });
+  }
+  const workers = await getPoolWorkers(db, row.poolId);
+  const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
+  const item = row.itemId !== null ? (await getItems(db, [row.itemId]))[0] : undefined;
+  if (row.itemId !== null && !item) return finish({ status: 'failed', finishReason: 'conductor-error', error: toWireError(new InputError(`item ${row.itemId} does not exist`, { field: 'itemId' })) });
+
+  // ---- the conductor writes
+  let out: ConductorOutput;
+  try {
+    out = await write(deps, row, options, workers, pool);
+  } catch (e) {
+    if (!(e instanceof ConductorFailure)) throw e;
+    deps.log?.warn({ workflow: row.id, conductor: row.conductor, err: e.message }, 'the conductor could not write');
+    return finish({ finishReason: 'conductor-error', outcome: 'unanswered', reward: null, error: { ...e.wire, message: e.message } });
+  }
+  const conductorCost = out.costPico ?? 0n;
+  const base: WorkflowFinish = {
+    completion: out.text,
+    promptVersion: out.promptVersion ?? null,
+    logprob: out.logprob ?? null,
+    conductorTokensIn: out.usage?.inputTokens ?? 0,
+    conductorTokensOut: out.usage?.outputTokens ?? 0,
+    conductorCost: formatUsd(conductorCost),
+  };
+
+  // ---- parse
+  const parsed = parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: options.maxSteps });
+  if (!parsed.ok) {
+    const longer = options.maxSteps < MAX_STEPS_LIMIT ? parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: MAX_STEPS_LIMIT }) : undefined;
+    const tooLong = longer?.ok === true;
+    const r = rewardOf({ parsed: false, costPico: conductorCost }, options.reward);
+    return finish({
+      ...base, finishReason: tooLong ? 'budget-steps' : 'parse-error', parseOk: false, parseError: { ...parsed.error },
+      reward: r.reward, outcome: r.outcome, ...(tooLong && { nSteps: longer.workflow.steps.length }),
+    });
+  }
+  const workflow = parsed.workflow;
+  const schedule = scheduleOf(workflow);
+  const stepSpecs: WorkflowStepSpec[] = workflow.steps.map((s) => ({
+    worker: s.worker, name: pool.workers[s.worker]!.name, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access],
+  }));
+  const shape: WorkflowFinish = { ...base, parseOk: true, parseError: null, steps: stepSpecs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath };
+
+  // ---- the steps, level by level (every ready step at once)
+  const byName = new Map(workers.map((w) => [w.name, w]));
+  const states: StepState[] = [];
+  workflow.steps.forEach((s, i) => {
+    const sees = visibleSteps(workflow, i);
+    const worker = byName.get(pool.workers[s.worker]!.name)!;
+    states.push({ idx: i, worker, sees, key: stepKeyOf(worker.name, sees.map((j) => states[j]!.key)) });
+  });
+  const client: ChatCallClientOptions = { db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
+  const answers = new Map<number, string>();
+  let workerCost = 0n;
+  let tokensIn = 0;
+  let tokensOut = 0;
+  let ended: 'budget-usd' | 'budget-tokens' | 'step-error' | undefined;
+  const maxUsd = options.maxUsd !== undefined ? parseUsd(options.maxUsd) : undefined;
+
+  for (;;) {
+    const ready = readySteps(schedule, answers.keys());
+    if (ready.length === 0 || ended) break;
+    if (maxUsd !== undefined && conductorCost + workerCost >= maxUsd) {
+      ended = 'budget-usd';
+      break;
+    }
+    const calls = ready.map((i) => ({ id: chatId(row.id, i), worker: states[i]!.worker, request: stepRequest(row, options, workflow, i, answers, states, item) }));
+    await submitChatCalls(client, calls);
+    const results = await waitForChatCalls(db, calls.map((c) => c.id), {
+      pollMs: deps.config.conductor.pollMs,
+      timeoutMs: deps.stepTimeoutMs ?? 600_000,
+      reconcile: { client },
+      ...(deps.signal && { signal: deps.signal }),
+    });
+    for (const i of ready) {
+      const st = states[i]!;
+      const r = results.get(chatId(row.id, i))!;
+      st.result = r;
+      const step = workflow.steps[i]!;
+      const common = {
+        workflowId: row.id, idx: i, workerId: st.worker.id, worker: st.worker.name, subtask: step.subtask,
+        access: stepSpecs[i]!.access, sees: st.sees, chatCallId: chatId(row.id, i), latencyMs: r.latencyMs,
+      };
+      if (r.status === 'ok') {
+        const cost = parseUsd(r.cost);
+        workerCost += cost;
+        tokensIn += r.result.usage.inputTokens;
+        tokensOut += r.result.usage.outputTokens;
+        answers.set(i, r.result.text);
+        const replay = replayCell(r.result);
+        st.correct = typeof replay?.['correct'] === 'boolean' ? (replay['correct'] as boolean) : item ? verdictCorrect(item, r.result, options) : undefined;
+        await saveWorkflowStep(db, {
+          ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
+          cached: r.cached, replay: replay ?? null, error: null,
+        });
+        if (options.maxTokensPerStep !== undefined && r.result.finishReason === 'length') ended ??= 'budget-tokens';
+      } else {
+        await saveWorkflowStep(db, { ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
+        ended = 'step-error';
+      }
+    }
+  }
+  // steps a budget or a failure left unrun
+  for (const st of states) {
+    if (st.result) continue;
+    const step = workflow.steps[st.idx]!;
+    await saveWorkflowStep(db, {
+      workflowId: row.id, idx: st.idx, workerId: st.worker.id, worker: st.worker.name, subtask: step.subtask, access: stepSpecs[st.idx]!.access, sees: st.sees,
+      chatCallId: chatId(row.id, st.idx), status: 'skipped', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, cached: false, replay: null, error: null,
+    });
+  }
+
+  // ---- the final answer and the reward
+  const last = states[schedule.finalStep]!;
+  const finalResult = last.result?.status === 'ok' ? last.result.result : undefined;
+  const totals: WorkflowFinish = { ...shape, workerTokensIn: tokensIn, workerTokensOut: tokensOut, workerCost: formatUsd(workerCost) };
+  const finishReason = ended === 'step-error' || ended === 'budget-usd' ? ended : finalResult ? (ended ?? 'answered') : (ended ?? 'step-error');
+  const costPico = conductorCost + workerCost;
+  if (!finalResult) {
+    const r = item ? rewardOf({ parsed: true, costPico }, options.reward) : undefined;
+    return finish({ ...totals, finishReason, finalAnswer: null, outcome: 'unanswered', reward: r?.reward ?? null });
+  }
+  if (!item) return finish({ ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, score: null });
+  let reward: WorkflowReward;
+  try {
+    reward = await scoreWorkflow({ parsed: true, finalAnswer: finalResult.text, verify: (a) => verify(item, a, finalResult.providerMetadata), costPico }, options.reward);
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+    // an answer nothing here can check (e.g. code from a live model): no reward, with the reason
+    return finish({ ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, error: toWireError(e) });
+  }
+  return finish({ ...totals, finishReason, finalAnswer: finalResult.text, score: reward.score ?? null, outcome: reward.outcome, reward: reward.reward });
+}
+
+function replayCell(r: ChatResult): Record<string, unknown> | undefined {
+  const rep = r.providerMetadata?.['replay'];
+  return rep !== null && typeof rep === 'object' ? (rep as Record<string, unknown>) : undefined;
+}
+
+function verdictCorrect(item: StoredItem, r: ChatResult, options: WorkflowOptions): boolean | undefined {
+  try {
+    return verify(item, r.text, r.providerMetadata).score >= rewardConfig(options.reward).correctAt;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The chat request of step i: the worker prompt; for a replay worker on an item, the replay step's inputs in its metadata. */
+function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workflow, i: number, answers: ReadonlyMap<number, string>, states: readonly StepState[], item: StoredItem | undefined): ChatRequest {
+  const prompt = renderWorkerPrompt({ question: row.question, workflow, step: i, answers, ...(options.workerPrompt !== undefined && { template: options.workerPrompt }) });
+  const st = states[i]!;
+  const req: ChatRequest = { messages: prompt.messages, ...(options.maxTokensPerStep !== undefined && { maxTokens: options.maxTokensPerStep }) };
+  if (st.worker.provider === 'replay' && item) {
+    const params = resolveWorkerParams(options.replay ?? {}, st.worker.name, {
+      ...(st.worker.description !== undefined && { description: st.worker.description }),
+      ...(st.worker.size !== undefined && { size: st.worker.size }),
+    });
+    const { sizeClass: _sizeClass, ...p } = params;
+    req.metadata = {
+      itemId: String(item.dbId),
+      [REPLAY_STEP_METADATA]: encodeReplayStepRequest({
+        seed: row.seed,
+        key: st.key,
+        visible: st.sees.map((j) => ({ worker: states[j]!.worker.name, correct: states[j]!.correct ?? false })),
+        params: p,
+      }),
+    };
+  }
+  return req;
+}
+
+// ---- the writers ---------------------------------------------------------------------------
+
+async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool): Promise<ConductorOutput> {
+  const spec = parseConductorSpec(row.conductor);
+  const input = { question: row.question, pool, seed: row.seed, maxSteps: options.maxSteps, ranking: options.ranking ?? workers.map((w) => w.name) };
+  const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
+  if (spec.kind === 'fixed') {
+    let routerChoice: string | undefined;
+    if (spec.topology === 'router') {
+      if (!deps.routerPick) throw failure(`${spec.spec}: no router is available in this conductor process`, new Error('no router'));
+      try {
+        routerChoice = await deps.routerPick({ checkpoint: spec.checkpoint, question: row.question, workers: workers.map((w) => w.name) });
+      } catch (e) {
+        throw failure(`${spec.spec}: the router could not pick a worker: ${(e as Error).message}`, e);
+      }
+    }
+    try {
+      return await fixedConductor(spec).write({ ...input, ...(routerChoice !== undefined && { routerChoice }) });
+    } catch (e) {
+      if (!(e instanceof InputError)) throw e;
+      throw failure(`${spec.spec}: ${e.message}`, e);
+    }
+  }
+  if (spec.kind === 'policy') {
+    if (!deps.policyConductor) throw failure(`${spec.spec}: policy conductors are not wired yet`, new Error('policy conductors are not wired yet'));
+    let c: Conductor;
+    try {
+      c = await deps.policyConductor(spec, { db: deps.db, workers });
+    } catch (e) {
+      throw failure(`${spec.spec}: ${(e as Error).message}`, e);
+    }
+    return c.write(input);
+  }
+  // llm: a pool worker or a configured endpoint, called in this process
+  const worker: (WorkerSpec & { id?: number }) | undefined = workers.find((w) => w.name === spec.model) ?? endpointWorker(deps.config.conductor.endpoints, spec.model);
+  if (!worker) throw failure(`${spec.spec}: unknown worker or endpoint ${JSON.stringify(spec.model)}`, new InputError('unknown worker or endpoint', { field: 'conductor' }));
+  const where = `${worker.name} (${worker.provider}${worker.baseUrl ? ` at ${worker.baseUrl}` : ''})`;
+  const key = conductorCallKey(row.id);
+  const conductor = llmConductor({
+    spec: spec.spec,
+    temperature: options.temperature ?? deps.config.conductor.temperature,
+    ...(options.conductorPrompt !== undefined && { template: options.conductorPrompt }),
+    complete: async (req) => {
+      const prior = (await getChatCalls(deps.db, [key]))[0];
+      if (prior?.status === 'ok') {
+        const r = prior.response as unknown as ChatResult;
+        return { text: r.text, usage: r.usage, costPico: parseUsd(prior.cost) };
+      }
+      if (prior) throw new ConductorFailure(`${spec.spec}: the conductor ${where} failed: ${prior.error?.message ?? 'unknown error'}`, prior.error ?? { code: 'internal', message: 'unknown error' });
+      const request: ChatRequest = { messages: req.messages, temperature: req.temperature, seed: req.seed, ...(req.signal && { signal: req.signal }) };
+      const attempts = 3;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const o = await deps.pipeline.call({
+            worker, request, key, origin: 'conductor', attempt, maxWaitMs: 30_000,
+            recordError: (e) => !isTransient(e) || attempt >= attempts,
+          });
+          return { text: o.result.text, usage: o.result.usage, costPico: o.cost };
+        } catch (e) {
+          if (isTransient(e) && attempt < attempts) {
+            await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+            continue;
+          }
+          throw failure(`${spec.spec}: the conductor ${where} could not be called: ${describe(e, worker.baseUrl)}`, e);
+        }
+      }
+    },
+  });
+  return conductor.write(input);
+}
+
+function endpointWorker(endpoints: FuguConfig['conductor']['endpoints'], name: string): WorkerSpec | undefined {
+  const e = endpoints.find((x) => x.name === name);
+  return e && { name: e.name, provider: 'openai-compatible', model: e.model, baseUrl: e.baseUrl, ...(e.apiKeyEnv !== undefined && { apiKeyEnv: e.apiKeyEnv }), settings: {}, prices: e.prices };
+}
+
+function isTransient(e: unknown): boolean {
+  return isProviderError(e) && e.transient;
+}
+
+/** An error's message, with "connection refused at <url>" when that is what happened. */
+function describe(e: unknown, baseUrl: string | undefined): string {
+  const msg = (e as Error).message ?? String(e);
+  let c: unknown = e;
+  for (let i = 0; i < 6 && c; i++) {
+    const code = (c as { code?: unknown }).code;
+    if (code === 'ECONNREFUSED') return `connection refused at ${baseUrl ?? 'the endpoint'} (${msg})`;
+    if (code === 'ENOTFOUND') return `host not found: ${baseUrl ?? 'the endpoint'} (${msg})`;
+    c = (c as { cause?: unknown }).cause;
+  }
+  if (/ECONNREFUSED|connection refused|connect/i.test(msg) && baseUrl) return `${msg} (connection refused at ${baseUrl}?)`.replace('?)', ')');
+  return msg;
+}

@@ -1,0 +1,97 @@
+// A workflow's options (the `options` column of `workflows`): budgets, reward and replay
+// configuration, prompt templates. Validated once at submission and again at execution (a row
+// written by another tool is checked the same way); an error names the field.
+import { InputError, parseUsd } from '@fugu/core';
+import { loadPromptTemplate, resolveMaxSteps, rewardConfig, validateReplayConfig, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+
+export type WorkflowOptions = {
+  /** the most steps a workflow may have (1..10); a longer one ends `budget-steps` */
+  maxSteps: number;
+  /** maxTokens of every step's call; a step cut by it ends the workflow `budget-tokens` after its level */
+  maxTokensPerStep?: number;
+  /** dollars (decimal string); spent >= maxUsd before a level ends the workflow `budget-usd` */
+  maxUsd?: string;
+  reward?: Partial<RewardConfig>;
+  /** pool worker names by training mean, best first (fixed topologies; default: pool order) */
+  ranking?: string[];
+  /** sampling temperature of an llm: Conductor (default: config.conductor.temperature) */
+  temperature?: number;
+  /** the replay step model's configuration (presets, per-worker parameters) */
+  replay?: ReplayConfig;
+  /** worker prompt template version (default worker-v1) */
+  workerPrompt?: string;
+  /** conductor prompt template version (default conductor-v1) */
+  conductorPrompt?: string;
+};
+
+const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt'] as const;
+
+/** Checks a workflow's options; `field` prefixes every error's field (e.g. `rows[3].options`). */
+export function validateWorkflowOptions(raw: unknown, field = 'options'): WorkflowOptions {
+  const at = (f: string): string => (field ? `${field}.${f}` : f);
+  const fail = (f: string, msg: string): never => {
+    throw new InputError(msg, { field: at(f) });
+  };
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new InputError('workflow options must be an object', { field });
+  const o = raw as Record<string, unknown>;
+  for (const k of Object.keys(o)) if (!(KNOWN as readonly string[]).includes(k)) fail(k, `unknown workflow option "${k}" (known: ${KNOWN.join(', ')})`);
+  let maxSteps: number;
+  try {
+    maxSteps = resolveMaxSteps(o.maxSteps as number);
+  } catch (e) {
+    return fail('maxSteps', (e as Error).message.replace(/^field maxSteps: /, ''));
+  }
+  const out: WorkflowOptions = { maxSteps };
+  if (o.maxTokensPerStep !== undefined) {
+    const v = o.maxTokensPerStep;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1) fail('maxTokensPerStep', `maxTokensPerStep must be a positive integer, got ${String(v)}`);
+    out.maxTokensPerStep = v as number;
+  }
+  if (o.maxUsd !== undefined) {
+    const v = o.maxUsd;
+    try {
+      if (typeof v !== 'string') throw new Error();
+      parseUsd(v);
+    } catch {
+      fail('maxUsd', `maxUsd must be a non-negative decimal string of dollars (e.g. "0.05"), got ${JSON.stringify(v)}`);
+    }
+    out.maxUsd = v as string;
+  }
+  if (o.reward !== undefined) {
+    if (o.reward === null || typeof o.reward !== 'object' || Array.isArray(o.reward)) fail('reward', 'reward must be an object');
+    try {
+      rewardConfig(o.reward as Partial<RewardConfig>);
+    } catch (e) {
+      fail(`reward.${(e as InputError).field ?? ''}`, (e as Error).message.replace(/^field [^:]+: /, ''));
+    }
+    out.reward = o.reward as Partial<RewardConfig>;
+  }
+  if (o.ranking !== undefined) {
+    if (!Array.isArray(o.ranking) || o.ranking.some((n) => typeof n !== 'string' || n === '')) fail('ranking', 'ranking must be a list of worker names');
+    out.ranking = [...(o.ranking as string[])];
+  }
+  if (o.temperature !== undefined) {
+    const v = o.temperature;
+    if (typeof v !== 'number' || !(v >= 0 && v <= 2)) fail('temperature', `temperature must be a number in [0, 2], got ${String(v)}`);
+    out.temperature = v as number;
+  }
+  if (o.replay !== undefined) {
+    try {
+      out.replay = validateReplayConfig(o.replay);
+    } catch (e) {
+      fail(`replay${(e as InputError).field ? `.${(e as InputError).field}` : ''}`, (e as Error).message.replace(/^field [^:]+: /, ''));
+    }
+  }
+  for (const k of ['workerPrompt', 'conductorPrompt'] as const) {
+    const v = o[k];
+    if (v === undefined) continue;
+    if (typeof v !== 'string' || v === '') fail(k, `${k} must be a template version such as worker-v1`);
+    try {
+      loadPromptTemplate(v as string);
+    } catch (e) {
+      fail(k, (e as Error).message.replace(/^field [^:]+: /, ''));
+    }
+    out[k] = v as string;
+  }
+  return out;
+}

@@ -1,0 +1,240 @@
+// The Conductor's workflow engine on real Redis, Postgres and BullMQ, through a provider-worker
+// process and a conductor process (their containers' commands):
+// - the LLMRouter replay pool on a few test items with fixed:single, fixed:moa:3 and fixed:chain:
+//   rows complete, step rows match the workflow, moa's proposers were submitted together, a
+//   single step's outcome is the recorded score, the same seed gives the same rewards, and
+//   submitting again calls nothing;
+// - an llm: Conductor (an OpenAI-compatible endpoint on the OpenAI stub) writing scripted
+//   workflows over stub OpenAI, Anthropic and Google workers; a malformed one gets reward 0 with
+//   its parse error; budgets end with their finish reasons; an unreachable endpoint ends
+//   conductor-error naming it; bad input to submitWorkflows is an InputError naming the field.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { InputError, type DatasetItem, type WorkerSpec } from '@fugu/core';
+import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
+import { getWorkflowSteps, listItemKeys, saveDataset, savePool, type WorkflowRow } from '@fugu/db';
+import { conductQueue } from '@fugu/queue';
+import { providerCallCounterKey } from '@fugu/calls';
+import { startAnthropicStub, startGoogleStub, startOpenAIStub, type AnthropicStub, type GoogleStub, type OpenAIStub, type RecordedRequest } from '@fugu/providers/testing';
+import { submitWorkflows, waitForWorkflows, type NewWorkflow, type SubmitDeps } from '@fugu/ultra';
+import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
+import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
+
+const KEY_ENV = 'FUGU_TEST_CONDUCTOR_KEY';
+const SECRET = 'sk-test-conductor-0123456789';
+
+let env: EvalEnv;
+let openai: OpenAIStub;
+let anthropic: AnthropicStub;
+let google: GoogleStub;
+let worker: WorkerProcess;
+let conductor: ConductorProcess;
+let deps: SubmitDeps;
+let replayPoolId: number;
+let livePoolId: number;
+let items: Array<{ dbId: number; item: DatasetItem }>;
+const REPLAY = ['qwen2.5-7b-instruct', 'gemma-2-9b-it', 'llama3-chatqa-1.5-70b'];
+
+/** completions of the planner endpoint, by question */
+const plans = new Map<string, string>();
+
+const lastUser = (req: RecordedRequest): string => {
+  const msgs = (req.body?.messages ?? []) as Array<{ role: string; content: unknown }>;
+  const c = msgs.filter((m) => m.role === 'user').at(-1)?.content;
+  return typeof c === 'string' ? c : JSON.stringify(c);
+};
+
+beforeAll(async () => {
+  env = await createEvalEnv({
+    overrides: { 'worker.concurrency': 16, 'worker.attempts': 2, 'worker.backoffMs': 20, 'conductor.pollMs': 20 },
+  });
+  openai = await startOpenAIStub({
+    apiKey: SECRET,
+    defaultReply: (req) => {
+      const q = lastUser(req);
+      if (req.body?.model === 'planner-model') {
+        const plan = [...plans.entries()].find(([k]) => q.includes(k));
+        return { type: 'text', text: plan?.[1] ?? 'no plan', usage: { input: 100, output: 40 } };
+      }
+      if (q.includes('CUT')) return { type: 'text', text: 'a cut answer', finish: 'length', usage: { input: 10, output: 8 } };
+      return { type: 'text', text: 'openai answer', usage: { input: 10, output: 3 } };
+    },
+  });
+  anthropic = await startAnthropicStub({ apiKey: SECRET });
+  google = await startGoogleStub({ apiKey: SECRET });
+  env.config.conductor.endpoints = [
+    { name: 'planner', baseUrl: openai.baseURL, model: 'planner-model', apiKeyEnv: KEY_ENV, prices: { inputPerMTok: '1', outputPerMTok: '2' } },
+    { name: 'dead', baseUrl: 'http://127.0.0.1:9/v1', model: 'dead-model', apiKeyEnv: KEY_ENV, prices: { inputPerMTok: '0', outputPerMTok: '0' } },
+  ];
+
+  // a few LLMRouter test items with 0/1 recorded scores for the three replay workers
+  const ds = await loadLlmRouter(env.config.llmrouterDir);
+  const chosen = ds.items.filter((it) => it.sourceSplit === 'test' && REPLAY.every((w) => [0, 1].includes(it.recorded?.[w]?.score ?? -1))).slice(0, 4);
+  expect(chosen).toHaveLength(4);
+  const { id: datasetId } = await saveDataset(env.ctx.db, { name: 'llmrouter-few', source: 'test', contentHash: `few-${Date.now()}`, items: chosen });
+  const keys = await listItemKeys(env.ctx.db, datasetId);
+  items = chosen.map((item) => ({ item, dbId: keys.find((k) => k.extId === item.id)!.dbId }));
+  const pool = await loadLlmRouterPool(env.config.llmrouterDir);
+  const replayPool = { name: 'llmrouter-3', workers: REPLAY.map((n) => pool.workers.find((w) => w.name === n)!) };
+  expect(replayPool.workers.every((w) => w.description && w.size)).toBe(true);
+  replayPoolId = (await savePool(env.ctx.db, replayPool, 'conductor-replay-pool')).poolId;
+  const live: WorkerSpec[] = [
+    { name: 'gpt', provider: 'openai', model: 'gpt-test', baseUrl: openai.baseURL, apiKeyEnv: KEY_ENV, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' }, description: 'a general model' },
+    { name: 'claude', provider: 'anthropic', model: 'claude-test', baseUrl: anthropic.baseURL, apiKeyEnv: KEY_ENV, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } },
+    { name: 'gem', provider: 'google', model: 'gemini-test', baseUrl: google.baseURL, apiKeyEnv: KEY_ENV, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } },
+  ];
+  livePoolId = (await savePool(env.ctx.db, { name: 'live', workers: live }, 'conductor-live-pool')).poolId;
+
+  const keyEnv = { [KEY_ENV]: SECRET };
+  [worker, conductor] = await Promise.all([startWorkerProcess(env.config, keyEnv), startConductorProcess(env.config, { ...keyEnv, FUGU_CONDUCTOR_POLL_MS: '20' })]);
+  deps = { db: env.ctx.db, queue: (n) => env.ctx.queue(n), endpoints: ['planner', 'dead'], jobOptions: { attempts: 2, backoff: { type: 'fixed', delay: 50 } } };
+});
+
+afterAll(async () => {
+  await conductor?.term();
+  await worker?.term();
+  await Promise.all([openai?.close(), anthropic?.close(), google?.close()]);
+  await env?.cleanup();
+});
+
+const run = async (rows: NewWorkflow[]): Promise<WorkflowRow[]> => {
+  const { ids } = await submitWorkflows(deps, rows);
+  return waitForWorkflows(env.ctx.db, ids, { timeoutMs: 60_000, pollMs: 50 });
+};
+const replayRows = (prefix: string, conductorSpec: string, seed: number): NewWorkflow[] =>
+  items.map(({ item, dbId }) => ({ key: `${prefix}.${item.id}`, itemId: dbId, poolId: replayPoolId, question: item.prompt, conductor: conductorSpec, seed, options: { maxSteps: 5, ranking: REPLAY } }));
+const calls = async (): Promise<number> => {
+  const h = await env.ctx.redis!.hgetall(providerCallCounterKey(env.config.queuePrefix));
+  return Object.values(h).reduce((a, v) => a + Number(v), 0);
+};
+
+describe('fixed topologies on the LLMRouter replay pool', () => {
+  it('fixed:single answers each item with the recorded score; one step row, one chat call', async () => {
+    const w = REPLAY[2]!;
+    const rows = await run(replayRows('single', `fixed:single:${w}`, 1));
+    rows.forEach((r, i) => {
+      const recorded = items[i]!.item.recorded![w]!.score;
+      expect(r).toMatchObject({ status: 'done', finishReason: 'answered', parseOk: true, topology: 'single', nSteps: 1, criticalPath: 1, score: recorded });
+      expect(r.reward).toBe(recorded === 1 ? 1 : 0.5);
+      expect(r.outcome).toBe(recorded === 1 ? 'correct' : 'incorrect');
+    });
+    const steps = await getWorkflowSteps(env.ctx.db, rows[0]!.id);
+    expect(steps).toHaveLength(1);
+    expect(steps[0]).toMatchObject({ idx: 0, worker: w, status: 'ok', sees: [], chatCallId: `wf${rows[0]!.id}.s0` });
+    expect(steps[0]!.replay).toMatchObject({ rule: 'recorded', correct: items[0]!.item.recorded![w]!.score === 1 });
+  });
+
+  it('fixed:moa:3 runs its proposers together, the aggregator sees all three; fixed:chain runs in order; the same seed gives the same rewards', async () => {
+    const moa = await run(replayRows('moa', 'fixed:moa:3', 7));
+    const chain = await run(replayRows('chain', 'fixed:chain', 7));
+    for (const r of moa) expect(r).toMatchObject({ status: 'done', finishReason: 'answered', topology: 'parallel', nSteps: 4, criticalPath: 2 });
+    for (const r of chain) expect(r).toMatchObject({ status: 'done', finishReason: 'answered', topology: 'chain', nSteps: 2, criticalPath: 2 });
+    const steps = await getWorkflowSteps(env.ctx.db, moa[0]!.id);
+    expect(steps.map((s) => [s.idx, s.status, s.sees])).toEqual([[0, 'ok', []], [1, 'ok', []], [2, 'ok', []], [3, 'ok', [0, 1, 2]]]);
+    expect(steps.map((s) => s.worker)).toEqual(moa[0]!.steps!.map((s) => s.name));
+    expect(steps[3]!.replay).toMatchObject({ rule: expect.stringMatching(/keep|misled|adopt|fix|mixed/) });
+    // the three proposers' requests were stored in one statement (one timestamp), the aggregator's after them
+    const stored = await sql<{ id: string; created_at: Date }>`select id, created_at from chat_requests where id like ${`wf${moa[0]!.id}.s%`} order by id`.execute(env.ctx.db);
+    const at = new Map(stored.rows.map((r) => [r.id, r.created_at.getTime()]));
+    const s = (i: number) => at.get(`wf${moa[0]!.id}.s${i}`)!;
+    expect(s(0)).toBe(s(1));
+    expect(s(1)).toBe(s(2));
+    expect(s(3)).toBeGreaterThan(s(2));
+    // a chain step sees the one before it
+    const chainSteps = await getWorkflowSteps(env.ctx.db, chain[0]!.id);
+    expect(chainSteps.map((x) => x.sees)).toEqual([[], [0]]);
+    // the same seed (other keys): the same rewards and replay cells
+    const again = await run(replayRows('moa-again', 'fixed:moa:3', 7));
+    expect(again.map((r) => r.reward)).toEqual(moa.map((r) => r.reward));
+    expect(again.map((r) => r.finalAnswer)).toEqual(moa.map((r) => r.finalAnswer));
+  });
+
+  it('submitting the same keys again calls nothing and adds no rows', async () => {
+    const before = await calls();
+    const n = (await sql<{ n: number }>`select count(*)::int as n from workflows`.execute(env.ctx.db)).rows[0]!.n;
+    const res = await submitWorkflows(deps, replayRows('moa', 'fixed:moa:3', 7));
+    expect(res).toMatchObject({ enqueued: 0, done: items.length });
+    expect(await calls()).toBe(before);
+    expect((await sql<{ n: number }>`select count(*)::int as n from workflows`.execute(env.ctx.db)).rows[0]!.n).toBe(n);
+    expect(await env.ctx.queue(conductQueue).getJobCounts('waiting', 'active')).toEqual({ waiting: 0, active: 0 });
+  });
+});
+
+const live = (key: string, question: string, conductorSpec: string, options: NewWorkflow['options'] = { maxSteps: 5 }): NewWorkflow => ({ key, poolId: livePoolId, question, conductor: conductorSpec, seed: 3, options });
+
+describe('an llm: Conductor over live (stub) workers', () => {
+  it('a valid workflow runs on stub OpenAI, Anthropic and Google workers; the planner is called once and its tokens are the conductor\'s', async () => {
+    plans.set('PLAN-OK', 'Reasoning first.\nmodel id = [0, 1, 2]\nsubtasks = ["solve it", "solve it too", "combine the two answers"]\naccess list = [[], [], [0, 1]]');
+    const [r] = await run([live('llm-ok', 'PLAN-OK: what is 2+2?', 'llm:planner')]);
+    expect(r).toMatchObject({ status: 'done', finishReason: 'answered', parseOk: true, nSteps: 3, topology: 'parallel', reward: null, outcome: null, conductorTokensIn: 100, conductorTokensOut: 40 });
+    expect(r!.conductorCost).toBe('0.000180000000');
+    expect(r!.finalAnswer).toBe(lastAnswerOf(await getWorkflowSteps(env.ctx.db, r!.id)));
+    const steps = await getWorkflowSteps(env.ctx.db, r!.id);
+    expect(steps.map((s) => [s.worker, s.status])).toEqual([['gpt', 'ok'], ['claude', 'ok'], ['gem', 'ok']]);
+    expect(r!.workerTokensIn).toBe(steps.reduce((a, s) => a + s.tokensIn, 0));
+    // the worker prompt of the last step shows both earlier answers
+    expect(JSON.stringify(google.lastRequest!.body)).toContain('openai answer');
+    const conductorRows = await sql<{ n: number }>`select count(*)::int as n from chat_calls where key = ${`wf${r!.id}.conductor`} and origin = 'conductor'`.execute(env.ctx.db);
+    expect(conductorRows.rows[0]!.n).toBe(1);
+  });
+
+  it('a malformed completion gets reward 0 with the parse error (list and step) stored', async () => {
+    plans.set('PLAN-BAD', 'model id = [0, 7]\nsubtasks = ["a", "b"]\naccess list = [[], [0]]');
+    const [r] = await run([live('llm-bad', 'PLAN-BAD: anything', 'llm:planner')]);
+    expect(r).toMatchObject({ status: 'done', finishReason: 'parse-error', parseOk: false, reward: 0, outcome: 'unparsed' });
+    expect(r!.parseError).toMatchObject({ list: 'model id', step: 2 });
+    expect(await getWorkflowSteps(env.ctx.db, r!.id)).toEqual([]);
+  });
+
+  it('too many steps ends budget-steps', async () => {
+    plans.set('PLAN-LONG', 'model id = [0, 0, 0]\nsubtasks = ["a", "b", "c"]\naccess list = [[], [0], [1]]');
+    const [r] = await run([live('llm-long', 'PLAN-LONG: anything', 'llm:planner', { maxSteps: 2 })]);
+    expect(r).toMatchObject({ finishReason: 'budget-steps', parseOk: false, reward: 0, nSteps: 3 });
+  });
+
+  it('budgets: maxUsd stops before the next level (unrun steps skipped); a step cut by maxTokensPerStep ends budget-tokens', async () => {
+    const [usd, tokens] = await run([
+      live('budget-usd', 'USD question', 'fixed:chain', { maxSteps: 5, maxUsd: '0.000000000001' }),
+      live('budget-tokens', 'CUT question', 'fixed:chain', { maxSteps: 5, maxTokensPerStep: 8 }),
+    ]);
+    expect(usd).toMatchObject({ finishReason: 'budget-usd', outcome: 'unanswered', finalAnswer: null });
+    expect((await getWorkflowSteps(env.ctx.db, usd!.id)).map((s) => s.status)).toEqual(['ok', 'skipped']);
+    expect(tokens).toMatchObject({ finishReason: 'budget-tokens' });
+    expect((await getWorkflowSteps(env.ctx.db, tokens!.id)).map((s) => s.status)).toEqual(['ok', 'skipped']);
+    // the step's call carried the limit
+    const req = await sql<{ request: { maxTokens?: number } }>`select request from chat_requests where id = ${`wf${tokens!.id}.s0`}`.execute(env.ctx.db);
+    expect(req.rows[0]!.request.maxTokens).toBe(8);
+  });
+
+  it('an unreachable conductor endpoint ends conductor-error naming the endpoint; policy: is not wired yet', async () => {
+    const [dead, policy] = await run([live('llm-dead', 'anything', 'llm:dead'), live('policy', 'anything', 'policy:some-ckpt')]);
+    expect(dead).toMatchObject({ status: 'done', finishReason: 'conductor-error' });
+    expect(dead!.error!.message).toContain('llm:dead');
+    expect(dead!.error!.message).toContain('http://127.0.0.1:9/v1');
+    expect(policy).toMatchObject({ finishReason: 'conductor-error' });
+    expect(policy!.error!.message).toMatch(/policy conductors are not wired yet/);
+  });
+});
+
+describe('bad input to submitWorkflows', () => {
+  const base = (): NewWorkflow => live('bad', 'a question', 'fixed:single:gpt');
+  const rejects = async (row: NewWorkflow, field: RegExp, message: RegExp) => {
+    const e = await submitWorkflows(deps, [row]).then(() => undefined, (x: unknown) => x);
+    expect(e).toBeInstanceOf(InputError);
+    expect((e as InputError).field).toMatch(field);
+    expect((e as Error).message).toMatch(message);
+  };
+  it('names the field: unknown worker, unknown topology, maxSteps out of range, empty question', async () => {
+    await rejects({ ...base(), conductor: 'fixed:single:nobody' }, /^rows\[0\]\.conductor$/, /unknown worker "nobody".*gpt, claude, gem/);
+    await rejects({ ...base(), conductor: 'fixed:star' }, /^rows\[0\]\.conductor$/, /unknown topology "star"/);
+    await rejects({ ...base(), conductor: 'llm:nowhere' }, /^rows\[0\]\.conductor$/, /unknown worker or endpoint "nowhere"/);
+    await rejects({ ...base(), options: { maxSteps: 0 } }, /^rows\[0\]\.options\.maxSteps$/, /maxSteps must be an integer from 1 to 10, got 0/);
+    await rejects({ ...base(), options: { maxSteps: 11 } }, /^rows\[0\]\.options\.maxSteps$/, /got 11/);
+    await rejects({ ...base(), question: '   ' }, /^rows\[0\]\.question$/, /question is empty/);
+    expect((await sql<{ n: number }>`select count(*)::int as n from workflows where key = 'bad'`.execute(env.ctx.db)).rows[0]!.n).toBe(0);
+  });
+});
+
+function lastAnswerOf(steps: Array<{ answer: string | null }>): string | null {
+  return steps.at(-1)!.answer;
+}
