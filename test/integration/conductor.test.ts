@@ -16,7 +16,8 @@ import { getWorkflowSteps, listItemKeys, saveDataset, savePool, type WorkflowRow
 import { conductQueue } from '@fugu/queue';
 import { providerCallCounterKey } from '@fugu/calls';
 import { startAnthropicStub, startGoogleStub, startOpenAIStub, type AnthropicStub, type GoogleStub, type OpenAIStub, type RecordedRequest } from '@fugu/providers/testing';
-import { submitWorkflows, waitForWorkflows, type NewWorkflow, type SubmitDeps } from '@fugu/ultra';
+import { initPolicyCheckpoint, submitWorkflows, waitForWorkflows, type NewWorkflow, type SubmitDeps } from '@fugu/ultra';
+import { loadUseLite, useLiteHeadDims } from '@fugu/router-model';
 import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
@@ -206,13 +207,38 @@ describe('an llm: Conductor over live (stub) workers', () => {
     expect(req.rows[0]!.request.maxTokens).toBe(8);
   });
 
-  it('an unreachable conductor endpoint ends conductor-error naming the endpoint; policy: is not wired yet', async () => {
-    const [dead, policy] = await run([live('llm-dead', 'anything', 'llm:dead'), live('policy', 'anything', 'policy:some-ckpt')]);
+  it('an unreachable conductor endpoint ends conductor-error naming the endpoint', async () => {
+    const [dead] = await run([live('llm-dead', 'anything', 'llm:dead')]);
     expect(dead).toMatchObject({ status: 'done', finishReason: 'conductor-error' });
     expect(dead!.error!.message).toContain('llm:dead');
     expect(dead!.error!.message).toContain('http://127.0.0.1:9/v1');
-    expect(policy).toMatchObject({ finishReason: 'conductor-error' });
-    expect(policy!.error!.message).toMatch(/policy conductors are not wired yet/);
+  });
+});
+
+describe('the embedded policy (policy:<checkpoint>)', () => {
+  it('writes parseable workflows from the question\'s features with an exact logprob, the same for the same seed; a checkpoint of another pool, or none, ends conductor-error naming it', async () => {
+    const backbone = await loadUseLite();
+    const ckpt = await initPolicyCheckpoint(env.ctx.db, { id: 'pol-replay-3', workers: REPLAY, backboneId: backbone.backboneId, featureDim: useLiteHeadDims(REPLAY.length).dim, seed: 3, ranking: REPLAY });
+    const rows = await run([...replayRows('pol-a', `policy:${ckpt.id}`, 5), ...replayRows('pol-b', `policy:${ckpt.id}`, 5)]);
+    const [a, b] = [rows.slice(0, items.length), rows.slice(items.length)];
+    for (const r of rows) {
+      expect(r).toMatchObject({ status: 'done', parseOk: true, finishReason: 'answered' });
+      expect(r.promptVersion).toBe('policy-v1');
+      expect(r.logprob).toBeLessThanOrEqual(0);
+      expect(r.reward === 1 || r.reward === 0.5).toBe(true);
+    }
+    // the same seed on the same items: the same workflows and rewards
+    expect(b.map((r) => [r.completion, r.logprob, r.reward])).toEqual(a.map((r) => [r.completion, r.logprob, r.reward]));
+    // the features came from (and went to) the Postgres feature cache
+    const cached = await sql<{ n: number }>`select count(*)::int as n from router_features where backbone_id = ${backbone.backboneId}`.execute(env.ctx.db);
+    expect(cached.rows[0]!.n).toBeGreaterThanOrEqual(items.length);
+
+    const [other, missing] = await run([live('pol-other-pool', 'anything', `policy:${ckpt.id}`), live('pol-missing', 'anything', 'policy:no-such-ckpt')]);
+    expect(other).toMatchObject({ finishReason: 'conductor-error' });
+    expect(other!.error!.message).toContain(`policy:${ckpt.id}`);
+    expect(other!.error!.message).toMatch(/qwen2\.5-7b-instruct.*gpt|gpt.*qwen2\.5-7b-instruct/);
+    expect(missing).toMatchObject({ finishReason: 'conductor-error' });
+    expect(missing!.error!.message).toMatch(/no policy checkpoint "no-such-ckpt"/);
   });
 });
 

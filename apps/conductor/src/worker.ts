@@ -7,7 +7,7 @@ import type { FuguConfig } from '@fugu/config';
 import { finishWorkflow, type Db } from '@fugu/db';
 import { conductJobSchema, conductQueue, createRedis, parseJob, type ConductJob, type ConductJobResult } from '@fugu/queue';
 import { createCallPipeline, providerCallCounterKey } from '@fugu/calls';
-import { executeWorkflow, routerPicker, type PolicyConductorFactory } from '@fugu/ultra';
+import { executeWorkflow, policyWriter, routerPicker, type PolicyConductorFactory } from '@fugu/ultra';
 import { Counter, type Logger, type Registry } from '@fugu/telemetry';
 
 export type ConductorWorkerOptions = {
@@ -17,7 +17,7 @@ export type ConductorWorkerOptions = {
   registry: Registry;
   /** where API keys of llm: Conductors are read (default process.env) */
   env?: Record<string, string | undefined>;
-  /** the writer of policy: specs (absent: such workflows end conductor-error) */
+  /** the writer of policy: specs (default: the embedded policy from its stored checkpoint) */
   policyConductor?: PolicyConductorFactory;
 };
 
@@ -40,6 +40,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
     return q;
   };
   const router = routerPicker(db, config.home);
+  const policy = opts.policyConductor ?? policyWriter(db, config.home);
   const done = new Counter({ name: 'fugu_conductor_workflows_total', help: 'workflows finished by this process, by finish reason', labelNames: ['finish_reason'], registers: [opts.registry] });
   const invalid = new Counter({ name: 'fugu_conductor_invalid_jobs_total', help: 'conduct jobs rejected for an invalid payload', registers: [opts.registry] });
 
@@ -52,7 +53,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
       log.error({ job: job.id, err: e }, 'rejected a conduct job whose payload failed validation');
       throw e;
     }
-    const r = await executeWorkflow({ db, config, queue, pipeline, log, routerPick: router, ...(opts.policyConductor && { policyConductor: opts.policyConductor }) }, data.workflowId);
+    const r = await executeWorkflow({ db, config, queue, pipeline, log, routerPick: router, policyConductor: policy }, data.workflowId);
     if (r.outcome === 'done') done.inc({ finish_reason: r.finishReason });
     return r;
   };
@@ -85,6 +86,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
       }
       await pipeline.flush();
       await router.release();
+      if ('release' in policy) await (policy as { release(): Promise<void> }).release();
       await Promise.all([...queues.values()].map((q) => q.close()));
       connection.disconnect();
     },

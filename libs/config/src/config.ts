@@ -95,7 +95,7 @@ export const configSchema = z
         /** workflows executed at once by one conductor process */
         concurrency: positiveInt.default(32),
         /** port of the conductor's /healthz, /readyz, /metrics; 0 picks a free port */
-        port: nonNegInt.default(9466),
+        port: nonNegInt.default(9472),
         /** conduct-job lock: a killed conductor's workflows come back after about this long */
         lockDurationMs: positiveInt.default(30_000),
         /** sampling temperature of an `llm:` Conductor unless a workflow sets its own */

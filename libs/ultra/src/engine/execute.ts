@@ -30,7 +30,7 @@ import { validateWorkflowOptions, type WorkflowOptions } from './options.ts';
 /** The fugu router's pick for a question (fixed:router): a pool worker's name. */
 export type RouterPick = (input: { checkpoint: string; question: string; workers: readonly string[] }) => Promise<string>;
 
-/** A writer for `policy:` specs (the embedded policy; wired by the lead). */
+/** A writer for `policy:` specs (the embedded policy: `policyWriter`). */
 export type PolicyConductorFactory = (spec: Extract<ConductorSpec, { kind: 'policy' }>, ctx: { db: Db; workers: readonly StoredWorker[] }) => Promise<Conductor>;
 
 export type EngineDeps = {
@@ -43,7 +43,7 @@ export type EngineDeps = {
   log?: Logger;
   /** fixed:router; absent: such workflows end `conductor-error` */
   routerPick?: RouterPick;
-  /** policy:; absent: such workflows end `conductor-error` ("not wired yet") */
+  /** policy: (apps/conductor passes `policyWriter`); absent: such workflows end `conductor-error` */
   policyConductor?: PolicyConductorFactory;
   /** how long one level of steps may take before the workflow gives up (default 10 min; the job is then retried) */
   stepTimeoutMs?: number;
@@ -288,7 +288,7 @@ async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOption
     }
   }
   if (spec.kind === 'policy') {
-    if (!deps.policyConductor) throw failure(`${spec.spec}: policy conductors are not wired yet`, new Error('policy conductors are not wired yet'));
+    if (!deps.policyConductor) throw failure(`${spec.spec}: no policy writer in this process`, new Error('no policy writer'));
     let c: Conductor;
     try {
       c = await deps.policyConductor(spec, { db: deps.db, workers });

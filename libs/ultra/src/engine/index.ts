@@ -3,3 +3,4 @@ export * from './options.ts';
 export * from './submit.ts';
 export * from './execute.ts';
 export * from './router-pick.ts';
+export * from './policy-writer.ts';
