@@ -7,3 +7,4 @@ export * from './api-keys.ts';
 export * from './es-repositories.ts';
 export * from './chat-calls.ts';
 export * from './requests.ts';
+export * from './conductor-runs.ts';

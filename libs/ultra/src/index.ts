@@ -1,4 +1,4 @@
 // @fugu/ultra: the Conductor (fugu-ultra) on the cluster: executing workflows (conduct jobs ->
 // the conductor writes -> parse -> every ready step a chat-call job -> final answer -> reward ->
 // rows), the writers (llm, policy, fixed), and the evaluation batches (`fugu ultra eval`).
-export {};
+export * from './eval/index.ts';
