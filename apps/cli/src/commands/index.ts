@@ -7,5 +7,6 @@ import { routerCommands } from './router.ts';
 import { servicesCommands } from './services.ts';
 import { servingCommands } from './serving.ts';
 import { trainCommands } from './train.ts';
+import { ultraCommands } from './ultra.ts';
 
-export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands];
+export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, ultraCommands];

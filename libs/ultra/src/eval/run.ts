@@ -4,7 +4,7 @@
 // per (item, spec, repeat) in chunks, and follow the run to the end. An abort (Ctrl-C) pauses it;
 // `resume` goes on (workflow keys make re-submission harmless).
 import { randomBytes } from 'node:crypto';
-import { InputError, type DatasetItem } from '@fugu/core';
+import { InputError, type DatasetItem, type ProviderKind } from '@fugu/core';
 import { checkConductorSpec, parseConductorSpecs, resolveMaxSteps, rewardConfig, validateReplayConfig, type ConductorSpec, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
 import { splitByPrompt } from '@fugu/datasets';
 import {
@@ -207,28 +207,8 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
   const rows = planWorkflows(run, o, runItems(await getDatasetItems(db, run.datasetId!), o));
   const providers = [...new Set(workers.map((w) => w.provider))];
   const started = Date.now();
-  const locals: LocalWorkers[] = [];
+  const locals = await startLocals(ctx, { ...opts, providers, log });
   try {
-    let nc = opts.localConductors;
-    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
-    if (nc > 0) {
-      if (!opts.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
-      const l = await opts.startLocalConductors({ count: nc, onEvent: log });
-      locals.push(l);
-      log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
-    }
-    let nw = opts.localWorkers;
-    if (nw === 'auto') {
-      const connected = await Promise.all(providers.map((p) => ctx.queue(providerCallQueue(p)).getWorkersCount()));
-      nw = connected.every((n) => n > 0) ? 0 : 2;
-    }
-    if (nw > 0) {
-      if (!opts.startLocalWorkers) throw new InputError('no way to start local provider workers here: start some, or give 0', { field: '--local-workers' });
-      const l = await opts.startLocalWorkers({ count: nw, providers, onEvent: log });
-      locals.push(l);
-      log(`started ${nw} local provider worker(s); logs in ${l.logDir}`);
-    }
-
     const chunk = opts.chunkSize ?? 500;
     let submitted = 0;
     const submitAll = async (): Promise<void> => {
@@ -291,5 +271,41 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     return { run: final, interrupted, elapsedS: (Date.now() - started) / 1000 };
   } finally {
     for (const l of locals.reverse()) await l.stop();
+  }
+}
+
+/**
+ * Starts the local conductor processes and provider workers asked for ('auto': 2 of a kind when
+ * none is connected to its queue); returns them, to stop in reverse order.
+ */
+export async function startLocals(
+  ctx: Context,
+  o: Pick<UltraEvalOptions, 'localConductors' | 'localWorkers' | 'startLocalConductors' | 'startLocalWorkers'> & { providers: ProviderKind[]; log: (l: string) => void },
+): Promise<LocalWorkers[]> {
+  const locals: LocalWorkers[] = [];
+  try {
+    let nc = o.localConductors;
+    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
+    if (nc > 0) {
+      if (!o.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
+      const l = await o.startLocalConductors({ count: nc, onEvent: o.log });
+      locals.push(l);
+      o.log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
+    }
+    let nw = o.localWorkers;
+    if (nw === 'auto') {
+      const connected = await Promise.all(o.providers.map((p) => ctx.queue(providerCallQueue(p)).getWorkersCount()));
+      nw = connected.every((n) => n > 0) ? 0 : 2;
+    }
+    if (nw > 0) {
+      if (!o.startLocalWorkers) throw new InputError('no way to start local provider workers here: start some, or give 0', { field: '--local-workers' });
+      const l = await o.startLocalWorkers({ count: nw, providers: o.providers, onEvent: o.log });
+      locals.push(l);
+      o.log(`started ${nw} local provider worker(s); logs in ${l.logDir}`);
+    }
+    return locals;
+  } catch (e) {
+    for (const l of locals.reverse()) await l.stop();
+    throw e;
   }
 }
