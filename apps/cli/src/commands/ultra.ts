@@ -7,7 +7,7 @@ import type { FuguConfig } from '@fugu/config';
 import { conductorRunProgress, getConductorRun, listConductorRuns, type ConductorRunRow, type Db, type WorkflowDetail } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
 import * as report from '@fugu/report';
-import { startLocalWorkers } from '@fugu/local-services';
+import * as localServices from '@fugu/local-services';
 import {
   checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, ULTRA_SPLITS, type UltraEvalOptions,
 } from '@fugu/ultra';
@@ -102,8 +102,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
 
 /** Conductor processes started here: @fugu/local-services' startLocalConductors (written with the engine). */
 async function startLocalConductors(config: FuguConfig, o: { count: number; onEvent: (msg: string) => void }): Promise<LocalWorkers> {
-  const mod = (await import('@fugu/local-services')) as Record<string, unknown>;
-  const start = mod.startLocalConductors as ((c: FuguConfig, o: { count: number; onEvent?: (m: string) => void }) => Promise<LocalWorkers>) | undefined;
+  const start = (localServices as Record<string, unknown>).startLocalConductors as ((c: FuguConfig, o: { count: number; onEvent?: (m: string) => void }) => Promise<LocalWorkers>) | undefined;
   if (typeof start !== 'function') throw new InputError('this build cannot start local conductor processes: start some, or give 0', { field: '--local-conductors' });
   return start(config, o);
 }
@@ -131,7 +130,7 @@ function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal): Ult
         stop: () => bar.stop(),
       };
     },
-    startLocalWorkers: (o) => startLocalWorkers(config, o),
+    startLocalWorkers: (o) => localServices.startLocalWorkers(config, o),
     startLocalConductors: (o) => startLocalConductors(config, o),
   };
 }
@@ -178,7 +177,7 @@ async function cmdUltraRun(config: FuguConfig, question: string | undefined, f: 
       ...(question !== undefined && { question }), ...(f.item !== undefined && { item: f.item }), ...(f.conductor !== undefined && { conductor: f.conductor }),
       pool: f.pool ?? config.gateway.pool, maxSteps: f.maxSteps, maxUsd: f.maxUsd ?? null, maxTokensPerStep: f.maxTokensPerStep ?? null, seed: f.seed,
       timeoutMs: f.timeoutS * 1000, localConductors: f.localConductors, localWorkers: f.localWorkers, signal: interruptSignal('stopping the wait'),
-      startLocalWorkers: (o) => startLocalWorkers(config, o), startLocalConductors: (o) => startLocalConductors(config, o),
+      startLocalWorkers: (o) => localServices.startLocalWorkers(config, o), startLocalConductors: (o) => startLocalConductors(config, o),
     });
     if (f.json) printJson({ workflow: w });
     else process.stdout.write(formatWorkflow(w));
