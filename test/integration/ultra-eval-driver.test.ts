@@ -150,4 +150,14 @@ describe('runUltraEval', () => {
     expect(rows).toHaveLength(5);
     expect(rows.every((r) => r.status === 'done')).toBe(true);
   });
+
+  it('an error after the run is created (no way to start local conductors) leaves it paused and resumable', async () => {
+    await expect(runUltraEval(env.ctx, { ...base(), runId: 'noproc', conductor: 'fixed:chain', split: 'all', sample: 2, repeats: 1, localConductors: 2 }))
+      .rejects.toThrow(/field --local-conductors: no way to start local conductor processes here/);
+    const run = (await getConductorRun(env.ctx.db, 'noproc'))!;
+    expect(run.status).toBe('paused');
+    expect(run.statusReason).toMatch(/stopped by an error: .*resume with `fugu ultra eval --resume noproc`/);
+    const resumed = await runUltraEval(env.ctx, { ...base(), resume: 'noproc' });
+    expect(resumed.run.status).toBe('completed');
+  });
 });

@@ -209,7 +209,12 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
   const rows = planWorkflows(run, o, runItems(await getDatasetItems(db, run.datasetId!), o));
   const providers = [...new Set(workers.map((w) => w.provider))];
   const started = Date.now();
-  const locals = await startLocals(ctx, { ...opts, providers, log });
+  // a failure from here on (no local processes, the queue away) leaves the run paused and resumable
+  const pauseOnError = async (e: unknown): Promise<never> => {
+    await setConductorRunStatus(db, run.id, 'paused', { reason: `stopped by an error: ${(e as Error).message}; resume with \`fugu ultra eval --resume ${run.id}\``, from: ['running'] }).catch(() => {});
+    throw e;
+  };
+  const locals = await startLocals(ctx, { ...opts, providers, log }).catch(pauseOnError);
   try {
     const submit = opts.submit ?? submitWorkflows;
     const chunk = opts.chunkSize ?? 500;
@@ -272,6 +277,8 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     const final = (await getConductorRun(db, run.id))!;
     if (final.status === 'paused' && final.statusReason) log(`run ${final.id} paused: ${final.statusReason}`);
     return { run: final, interrupted, elapsedS: (Date.now() - started) / 1000 };
+  } catch (e) {
+    return await pauseOnError(e);
   } finally {
     for (const l of locals.reverse()) await l.stop();
   }
