@@ -42,7 +42,7 @@ describe('fugu --help, --version and the bin', () => {
 
   it('the tree holds every command group', () => {
     const paths = commands.map(commandPath);
-    for (const p of ['fugu eval', 'fugu status', 'fugu router eval', 'fugu router study', 'fugu train es', 'fugu train compare', 'fugu keys list', 'fugu gateway', 'fugu demo']) {
+    for (const p of ['fugu eval', 'fugu status', 'fugu router eval', 'fugu router study', 'fugu train es', 'fugu train compare', 'fugu keys list', 'fugu gateway', 'fugu demo', 'fugu ultra eval', 'fugu ultra run', 'fugu ultra report']) {
       expect(paths).toContain(p);
     }
     expect(commands.length).toBeGreaterThan(25);

@@ -11,7 +11,8 @@ function fmtDuration(s: number): string {
   return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
 }
 
-export function createProgress(opts: { total: number; label: string; stream?: NodeJS.WriteStream; intervalMs?: number }): Progress {
+export function createProgress(opts: { total: number; label: string; unit?: string; stream?: NodeJS.WriteStream; intervalMs?: number }): Progress {
+  const unit = opts.unit ?? 'calls';
   const stream = opts.stream ?? process.stderr;
   const started = Date.now();
   let firstDone: number | undefined;
@@ -28,7 +29,7 @@ export function createProgress(opts: { total: number; label: string; stream?: No
   if (stream.isTTY) {
     const bar = new cliProgress.SingleBar(
       {
-        format: `${opts.label} {bar} {percentage}% | {value}/{total} calls | failed {failed} | {rate}/s | ETA {remaining} {note}`,
+        format: `${opts.label} {bar} {percentage}% | {value}/{total} ${unit} | failed {failed} | {rate}/s | ETA {remaining} {note}`,
         stream,
         hideCursor: true,
         etaBuffer: 50,
@@ -53,7 +54,7 @@ export function createProgress(opts: { total: number; label: string; stream?: No
       if (now - last.at < every && done < opts.total) return;
       last = { done, failed, at: now };
       const p = payload(done, failed, note);
-      stream.write(`${opts.label} ${done}/${opts.total} calls (${((100 * done) / Math.max(1, opts.total)).toFixed(1)}%) | failed ${failed} | ${p.rate}/s | ETA ${p.remaining}${note ? ` | ${note}` : ''}\n`);
+      stream.write(`${opts.label} ${done}/${opts.total} ${unit} (${((100 * done) / Math.max(1, opts.total)).toFixed(1)}%) | failed ${failed} | ${p.rate}/s | ETA ${p.remaining}${note ? ` | ${note}` : ''}\n`);
     },
     stop() {},
   };

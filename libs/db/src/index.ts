@@ -9,3 +9,4 @@ export * from './chat-calls.ts';
 export * from './requests.ts';
 export * from './conductor-checkpoints.ts';
 export * from './workflows.ts';
+export * from './conductor-runs.ts';

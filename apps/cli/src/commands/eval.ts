@@ -3,7 +3,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
-import { callErrors, getEsRun, listEsGenerations, listEsRuns, listRuns, type EsRunRecord } from '@fugu/db';
+import { callErrors, conductorRunProgress, getConductorRun, getEsRun, listConductorRuns, listEsGenerations, listEsRuns, listRuns, type EsRunRecord } from '@fugu/db';
 import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
 import { startLocalWorkers } from '@fugu/local-services';
 import { esEvalQueue, providerCallQueue } from '@fugu/queue';
@@ -15,6 +15,8 @@ import {
 import { createProgress } from '../progress.ts';
 import { publishCheckpoint } from './router.ts';
 import { startGateway } from './serving.ts';
+import { conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
+import { summarizeUltraRuns } from '@fugu/ultra';
 
 type EvalFlags = {
   dataset?: string; pool?: string; workers?: string[]; repetitions: number; sample?: number; seed: number; spendCap?: string; runId?: string;
@@ -43,7 +45,7 @@ export const evalCommands: CommandGroup = (program, cli) => {
 
   program
     .command('status')
-    .description("a run's progress and errors (an evaluation or an ES run; no RUN: the recent runs)")
+    .description("a run's progress and errors (an evaluation, ES or conductor run; no RUN: the recent runs)")
     .argument('[run]', 'the run id')
     .addOption(jsonOption())
     .action(action(async (run: string | undefined, f: { json?: boolean }) => cmdStatus(cli.config(), run, Boolean(f.json))));
@@ -59,7 +61,7 @@ export const evalCommands: CommandGroup = (program, cli) => {
   program
     .command('report')
     .description('HTML report of a run: per-worker/per-task table, reference figures, plots (ES run: the fitness curve)')
-    .argument('<run>', 'the evaluation or ES run')
+    .argument('<run>', 'the evaluation, ES or conductor run')
     .option('--out <file>', 'default: FUGU_HOME/reports/<run>.html')
     .addOption(numOption('--tau <t>', 'temperature of the soft labels shown', 0.1))
     .action(action(async (run: string, f: { tau: number; out?: string }) => void (await cmdReport(cli.config(), run, f))));
@@ -131,10 +133,14 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined, json: bo
   try {
     const es = runId ? await getEsRun(ctx.db, runId) : undefined;
     if (es) return await esStatus(ctx, es, json);
+    const conductorRun = runId ? await getConductorRun(ctx.db, runId) : undefined;
+    if (conductorRun) return await printConductorRun(ctx.db, conductorRun, json);
     if (!runId) {
       const esRuns = await listEsRuns(ctx.db, 10);
       const runs = await listRuns(ctx.db, 20);
-      if (json) return printJson({ esRuns, runs });
+      const conductorRuns = await Promise.all((await listConductorRuns(ctx.db, 10)).map(async (r) => ({ run: r, progress: await conductorRunProgress(ctx.db, r.id) })));
+      if (json) return printJson({ esRuns, runs, conductorRuns });
+      for (const c of conductorRuns) process.stdout.write(`${conductorRunLine(c.run, c.progress)}\n`);
       for (const r of esRuns) {
         process.stdout.write(`${r.id}  ES ${r.status.padEnd(9)}  generation ${r.generation}/${String(r.config.generations)}  from ${r.checkpointId}  ${r.createdAt.toISOString()}\n`);
       }
@@ -193,6 +199,11 @@ async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; ou
   try {
     const out = f.out ?? defaultOut(config, 'reports', `${runId}.html`);
     const es = await getEsRun(ctx.db, runId);
+    if (!es && (await getConductorRun(ctx.db, runId))) {
+      const written = await writeUltraReport(await summarizeUltraRuns(ctx.db, [runId]), out);
+      process.stdout.write(`wrote the report of conductor run ${runId} to ${written}\n`);
+      return written;
+    }
     let html: string;
     if (es) {
       html = renderEsReport({ run: es, generations: await listEsGenerations(ctx.db, runId) }, { generatedAt: new Date().toISOString() });

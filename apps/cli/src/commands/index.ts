@@ -7,9 +7,6 @@ import { routerCommands } from './router.ts';
 import { servicesCommands } from './services.ts';
 import { servingCommands } from './serving.ts';
 import { trainCommands } from './train.ts';
-import { registerUltraPolicy } from './ultra-policy.ts';
+import { ultraCommands } from './ultra.ts';
 
-// TEMP: until the ultra group (ultra.ts) calls registerUltraPolicy itself
-const ultraPolicyTemp: CommandGroup = (program, cli) => registerUltraPolicy(program.command('ultra').description('fugu-ultra: the Conductor'), cli);
-
-export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, ultraPolicyTemp];
+export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, ultraCommands];

@@ -1,0 +1,172 @@
+// `fugu ultra` as a user runs it, before any workflow executes: bad arguments are usage errors
+// (exit 2) naming the flag; a conductor run written straight into Postgres is listed, shown,
+// reported (alone and with another run as seeds) and appears in `fugu status` / `fugu report`.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createConductorRun, getDatasetItems, saveDataset, savePool } from '@fugu/db';
+import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { replayPool, syntheticItems, testRedisUrl, writeFixtures } from '../support/eval-env.ts';
+
+const main = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
+let t: TestDatabase;
+let dir: string;
+let files: { dataset: string; pool: string };
+
+type Result = { code: number; stdout: string; stderr: string };
+function fugu(args: string[]): Promise<Result> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [main, ...args],
+      {
+        env: { PATH: process.env.PATH, FUGU_HOME: dir, FUGU_REDIS_URL: testRedisUrl(), FUGU_DATABASE_URL: t.url, FUGU_QUEUE_PREFIX: `ultra-cli-${randomBytes(3).toString('hex')}` },
+        timeout: 60_000,
+      },
+      (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const items = syntheticItems(30, 3);
+const pool = replayPool();
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  dir = await mkdtemp(path.join(tmpdir(), 'fugu-ultra-cli-'));
+  files = await writeFixtures(dir, items, pool);
+}, 120_000);
+afterAll(async () => {
+  await t?.drop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('fugu ultra: bad input is exit 2 naming the flag', () => {
+  const evalArgs = (...more: string[]): string[] => ['ultra', 'eval', '--dataset', files.dataset, '--pool', files.pool, '--local-conductors', '0', '--local-workers', '0', ...more];
+
+  it('an unknown worker in a spec, an unknown topology, a bad spec list', async () => {
+    const w = await fugu(evalArgs('--conductor', 'fixed:chain,fixed:single:nobody'));
+    expect(w.code, w.stderr).toBe(2);
+    expect(w.stderr).toMatch(/field --conductor: conductor spec "fixed:single:nobody": unknown worker "nobody" \(the pool has alpha, beta, gamma\)/);
+    const l = await fugu(evalArgs('--conductor', 'llm:nobody'));
+    expect(l.code).toBe(2);
+    expect(l.stderr).toMatch(/field --conductor: .*unknown worker or endpoint "nobody"/);
+    const topo = await fugu(evalArgs('--conductor', 'fixed:star'));
+    expect(topo.code).toBe(2);
+    expect(topo.stderr).toMatch(/field --conductor: .*unknown topology "star" \(known topologies: single, router, moa, chain\)/);
+    const moa = await fugu(evalArgs('--conductor', 'fixed:moa:4'));
+    expect(moa.code).toBe(2);
+    expect(moa.stderr).toMatch(/field --conductor: .*number of proposers 4 is out of range/);
+    const twice = await fugu(evalArgs('--conductor', 'fixed:chain,fixed:chain'));
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toMatch(/field --conductor: .*fixed:chain appears twice/);
+    const missing = await fugu(evalArgs());
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/field --conductor/);
+    const ckpt = await fugu(evalArgs('--conductor', 'policy:nope'));
+    expect(ckpt.code).toBe(2);
+    expect(ckpt.stderr).toMatch(/field --conductor: .*no Conductor policy checkpoint "nope"/);
+  });
+
+  it('max steps out of range, a bad split, repeats, sample; a missing dataset; an unknown run', async () => {
+    for (const n of ['0', '11']) {
+      const r = await fugu(evalArgs('--conductor', 'fixed:chain', '--max-steps', n));
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`field --max-steps: maxSteps must be an integer from 1 to 10, got ${n}`));
+    }
+    const split = await fugu(evalArgs('--conductor', 'fixed:chain', '--split', 'dev'));
+    expect(split.code).toBe(2);
+    expect(split.stderr).toMatch(/--split/);
+    const rep = await fugu(evalArgs('--conductor', 'fixed:chain', '--repeats', '0'));
+    expect(rep.code).toBe(2);
+    expect(rep.stderr).toMatch(/field --repeats/);
+    const sample = await fugu(evalArgs('--conductor', 'fixed:chain', '--sample', 'x'));
+    expect(sample.code).toBe(2);
+    expect(sample.stderr).toMatch(/field --sample: must be a whole number/);
+    const noDs = await fugu(['ultra', 'eval', '--pool', files.pool, '--conductor', 'fixed:chain']);
+    expect(noDs.code).toBe(2);
+    expect(noDs.stderr).toMatch(/field --dataset/);
+    const resume = await fugu(['ultra', 'eval', '--resume', 'nope', '--local-conductors', '0', '--local-workers', '0']);
+    expect(resume.code).toBe(2);
+    expect(resume.stderr).toMatch(/field --resume: no conductor run "nope"/);
+    const show = await fugu(['ultra', 'show', 'nope']);
+    expect(show.code).toBe(2);
+    expect(show.stderr).toMatch(/no conductor run "nope"/);
+    const rep2 = await fugu(['ultra', 'report', 'nope']);
+    expect(rep2.code).toBe(2);
+    expect(rep2.stderr).toMatch(/no conductor run "nope"/);
+  });
+
+  it('ultra run: an empty question, an unknown worker, max steps out of range, a bad item', async () => {
+    for (const q of [[''], ['   '], []]) {
+      const r = await fugu(['ultra', 'run', ...q, '--pool', files.pool]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/field question: the question must not be empty/);
+    }
+    const w = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:single:nobody']);
+    expect(w.code).toBe(2);
+    expect(w.stderr).toMatch(/field --conductor: .*unknown worker "nobody"/);
+    const two = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:chain,fixed:moa:2']);
+    expect(two.code).toBe(2);
+    expect(two.stderr).toMatch(/field --conductor: .*one conductor spec/);
+    const steps = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:chain', '--max-steps', '42']);
+    expect(steps.code).toBe(2);
+    expect(steps.stderr).toMatch(/field --max-steps/);
+    const item = await fugu(['ultra', 'run', '--item', `${files.dataset}:no-such-item`, '--pool', files.pool, '--conductor', 'fixed:chain']);
+    expect(item.code).toBe(2);
+    expect(item.stderr).toMatch(/field --item: dataset ".*" has no item "no-such-item"/);
+  });
+});
+
+describe('a conductor run in status, list, show and report', () => {
+  it('lists, shows and reports runs written into Postgres', async () => {
+    expect(JSON.parse((await fugu(['ultra', 'list', '--json'])).stdout)).toEqual([]);
+    const ds = await saveDataset(t.db, { name: 'synthetic', source: 'test', contentHash: 'ultra-cli-ds', items });
+    const stored = await getDatasetItems(t.db, ds.id);
+    const { poolId, workers } = await savePool(t.db, pool, 'ultra-cli-pool');
+    for (const [id, reward] of [['u1', 1], ['u2', 0.5]] as const) {
+      await createConductorRun(t.db, {
+        id, datasetId: ds.id, poolId, specs: ['fixed:single:alpha'], total: 2,
+        options: { dataset: files.dataset, pool: files.pool, split: 'all', splitSeed: 0, sample: 2, seed: 0, repeats: 1, items: 2, workflow: { maxSteps: 5, ranking: ['beta', 'alpha', 'gamma'] } },
+      });
+      for (const it of stored.slice(0, 2)) {
+        const wf = await t.db.insertInto('workflows').values({
+          key: `${id}.${it.dbId}.0.0`, run_id: id, item_id: it.dbId, pool_id: poolId, question: it.prompt, conductor: 'fixed:single:alpha', options: '{}', status: 'done',
+          reward, outcome: reward === 1 ? 'correct' : 'incorrect', parse_ok: true, topology: 'single', n_steps: 1, finish_reason: 'answered', latency_ms: 10, final_answer: 'x',
+        }).returning('id').executeTakeFirstOrThrow();
+        await t.db.insertInto('workflow_steps').values({
+          workflow_id: wf.id, idx: 0, worker_id: workers[0]!.id, worker: 'alpha', subtask: 'solve', access: '"none"', sees: '[]', chat_call_id: `wf${wf.id}.s0`, status: 'ok', answer: 'x',
+        }).execute();
+      }
+    }
+    const list = await fugu(['ultra', 'list']);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(/^u1\s+ultra pending\s+2\/2 workflows\s+failed 0\s+fixed:single:alpha/m);
+    const status = await fugu(['status']);
+    expect(status.stdout).toMatch(/^u2\s+ultra pending\s+2\/2 workflows/m);
+    const statusJson = JSON.parse((await fugu(['status', '--json'])).stdout) as { conductorRuns: Array<{ run: { id: string } }> };
+    expect(statusJson.conductorRuns.map((c) => c.run.id).sort()).toEqual(['u1', 'u2']);
+    const one = JSON.parse((await fugu(['status', 'u1', '--json'])).stdout) as { conductorRun: { id: string }; progress: { counts: { done: number } }; summary: { results: Array<{ name: string; meanReward: number }> } };
+    expect(one.conductorRun.id).toBe('u1');
+    expect(one.progress.counts.done).toBe(2);
+    expect(one.summary.results.map((r) => r.name)).toEqual(['fixed:single:alpha', 'best single (beta, by train mean)', 'oracle']);
+    const show = await fugu(['ultra', 'show', 'u2']);
+    expect(show.stdout).toMatch(/fixed:single:alpha: done 2, failed 0, running 0, pending 0/);
+    expect(show.stdout).toMatch(/^fixed:single:alpha\s+2\s+0\.500\s+0\.000/m);
+
+    const rep = JSON.parse((await fugu(['ultra', 'report', 'u1,u2', '--out', path.join(dir, 'seeds.html'), '--json'])).stdout) as { report: string; summary: { results: Array<{ name: string; meanReward: number; seeds?: { count: number; meanRewardSd: number } }> } };
+    const r = rep.summary.results[0]!;
+    expect(r).toMatchObject({ name: 'fixed:single:alpha', meanReward: 0.75, seeds: { count: 2 } });
+    expect(r.seeds!.meanRewardSd).toBeCloseTo(Math.SQRT1_2 * 0.5, 12);
+    // the data is written beside the HTML (the HTML too once the renderer is in the build)
+    const data = JSON.parse(await readFile(path.join(dir, 'seeds.json'), 'utf8')) as { run: { id: string } };
+    expect(data.run.id).toBe('u1,u2');
+    const plain = await fugu(['report', 'u1', '--out', path.join(dir, 'u1.html')]);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout).toMatch(/wrote the report of conductor run u1 to .*u1\.(html|json)/);
+  });
+});
