@@ -132,11 +132,11 @@ export async function stepWorkerCounts(db: Db, runId: string): Promise<Array<{ c
 }
 
 /** The run's distinct items with task, external id and recorded outcomes (for reference rows and task counts). */
-export async function conductorRunItems(db: Db, runId: string): Promise<Array<{ itemId: number; extId: string; task: string; recorded: Record<string, { score: number; tokensIn?: number; tokensOut?: number }> | null }>> {
-  const rows = await sql<{ id: number; ext_id: string; task: string; recorded: Record<string, { score: number; tokensIn?: number; tokensOut?: number }> | null }>`
-    select i.id, i.ext_id, i.task, i.recorded from items i where i.id in (select distinct item_id from workflows where run_id = ${runId} and item_id is not null) order by i.id
+export async function conductorRunItems(db: Db, runId: string): Promise<Array<{ itemId: number; extId: string; task: string; prompt: string; recorded: Record<string, { score: number; tokensIn?: number; tokensOut?: number; answer?: string }> | null }>> {
+  const rows = await sql<{ id: number; ext_id: string; task: string; prompt: string; recorded: Record<string, { score: number; tokensIn?: number; tokensOut?: number; answer?: string }> | null }>`
+    select i.id, i.ext_id, i.task, i.prompt, i.recorded from items i where i.id in (select distinct item_id from workflows where run_id = ${runId} and item_id is not null) order by i.id
   `.execute(db);
-  return rows.rows.map((r) => ({ itemId: Number(r.id), extId: r.ext_id, task: r.task, recorded: r.recorded }));
+  return rows.rows.map((r) => ({ itemId: Number(r.id), extId: r.ext_id, task: r.task, prompt: r.prompt, recorded: r.recorded }));
 }
 
 export type WorkflowDetail = {

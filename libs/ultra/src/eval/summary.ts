@@ -3,7 +3,8 @@
 // computed from the recorded scores on the same items ('best single (<w>)' by train mean, 'oracle');
 // the worker distribution per task; a few workflows step by step. `summarizeUltraRuns` is the
 // mean and sd over several runs (seeds) in the same shape.
-import { tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
+import { estimateTokens, tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
+import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
 import { DEFAULT_REWARD_CONFIG, resolveWorkerParams, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
 import {
   conductorRunItems, exampleWorkflowIds, getConductorRun, getDataset, getPoolWorkers, stepWorkerCounts, workflowCounts, workflowDetails, workflowSpecStats,
@@ -78,7 +79,9 @@ type RunItem = Awaited<ReturnType<typeof conductorRunItems>>[number];
  * Reference rows from the recorded outcomes on the run's items (expected values, as the replay
  * environment draws a fractional score as a Bernoulli): 'best single (<w>)', the first of the
  * ranking (train mean), and 'oracle' (correct when any worker is: 1 - prod(1 - s); its cost the
- * cheapest worker with the item's best score). USD from recorded tokens x the pool's prices.
+ * cheapest worker with the item's best score). USD from recorded tokens x the pool's prices; where
+ * the dataset recorded no token counts, estimated as the replay provider does (the question's
+ * text, the recorded answer or REPLAY_DEFAULT_OUTPUT_TOKENS).
  * Items without a recorded outcome of every pool worker are left out; none: no rows.
  */
 export function referenceRows(items: readonly RunItem[], workers: readonly StoredWorker[], ranking: readonly string[], reward: RewardConfig): ConductorResult[] {
@@ -87,8 +90,8 @@ export function referenceRows(items: readonly RunItem[], workers: readonly Store
   const byName = new Map(workers.map((w) => [w.name, w]));
   const cost = (it: RunItem, w: StoredWorker): { usd: number; tokens: number } => {
     const r = it.recorded![w.name]!;
-    const ti = r.tokensIn ?? 0;
-    const to = r.tokensOut ?? 0;
+    const ti = r.tokensIn ?? estimateTokens(it.prompt);
+    const to = r.tokensOut ?? (r.answer !== undefined ? estimateTokens(r.answer) : REPLAY_DEFAULT_OUTPUT_TOKENS);
     return { usd: usd(tokenCost(ti, to, w.prices)), tokens: ti + to };
   };
   const expectedReward = (p: number): number => p * reward.correct + (1 - p) * reward.incorrect;
