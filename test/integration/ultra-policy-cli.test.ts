@@ -38,8 +38,8 @@ beforeAll(async () => {
   poolFile = path.join(dir, 'pool.yaml');
   await writeWorkerPool(poolFile, replayPool(workers));
   datasetFile = path.join(dir, 'data.jsonl');
-  // w2 best, then w0, then w1 on the train split; the test split says the opposite (ignored)
-  const score = { train: { w0: 0.5, w1: 0.2, w2: 0.9 }, test: { w0: 0.1, w1: 1, w2: 0 } } as const;
+  // w2 best, then w0, then w1 on every item (so on the train split by prompt too)
+  const score = { train: { w0: 0.5, w1: 0.2, w2: 0.9 }, test: { w0: 0.5, w1: 0.2, w2: 0.9 } } as const;
   const items: DatasetItem[] = Array.from({ length: 12 }, (_, i) => {
     const split = i < 8 ? 'train' : 'test';
     return { id: `q${i}`, task: 't', prompt: `question ${i}`, sourceSplit: split, recorded: Object.fromEntries(workers.map((w) => [w, { score: score[split][w as 'w0'] }])) } as DatasetItem;

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, rng, type DatasetItem } from '@fugu/core';
 import { conductorPool, policyFromCheckpoint } from '@fugu/conductor';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { splitItems } from './eval/run.ts';
 import { exportPolicyCheckpoint, getPolicyCheckpoint, importPolicyCheckpoint, initPolicyCheckpoint, loadPolicy, trainingRanking } from './policy-store.ts';
 
 let t: TestDatabase;
@@ -81,20 +82,15 @@ describe('trainingRanking', () => {
     recorded: Object.fromEntries(Object.entries(scores).map(([w, score]) => [w, { score }])),
   } as DatasetItem);
 
-  it('ranks by the training-split mean (test items ignored), unscored workers last in pool order', () => {
-    const items = [item('1', 'train', { a: 0, b: 1 }), item('2', 'train', { a: 1, b: 1 }), item('3', 'test', { a: 1, b: 0, c: 1 })];
-    const r = trainingRanking(items, ['c', 'a', 'b', 'd']);
-    expect(r.ranking).toEqual(['b', 'a', 'c', 'd']);
-    expect(r.means).toEqual([{ worker: 'b', mean: 1, items: 2 }, { worker: 'a', mean: 0.5, items: 2 }]);
-    expect(r.split).toBe('source');
+  it('ranks by the mean on the train part of the router\'s split by prompt (other items ignored), unscored workers last in pool order', () => {
+    // a scores 1 on every item, b only on the items outside the train split: b's train mean is 0
+    const all = Array.from({ length: 50 }, (_, i) => item(String(i), undefined, { a: 1 }));
+    const train = new Set(splitItems(all, 'train', 0).map((i) => all[i]!.id));
+    const items = all.map((it) => item(it.id, undefined, { a: 0.5, b: train.has(it.id) ? 0 : 1 }));
+    const r = trainingRanking(items, ['c', 'b', 'a', 'd']);
+    expect(r.ranking).toEqual(['a', 'b', 'c', 'd']);
+    expect(r.means).toEqual([{ worker: 'a', mean: 0.5, items: train.size }, { worker: 'b', mean: 0, items: train.size }]);
     expect(() => trainingRanking(items, ['c', 'd'], { datasetName: 'x' })).toThrow(/dataset "x" has no recorded scores/);
   });
 
-  it('without source splits uses the train part of a split by prompt', () => {
-    const items = Array.from({ length: 50 }, (_, i) => item(String(i), undefined, { a: i % 2, b: 1 }));
-    const r = trainingRanking(items, ['a', 'b']);
-    expect(r.split).toBe('by-prompt');
-    expect(r.ranking).toEqual(['b', 'a']);
-    expect(r.means[0]!.items).toBeLessThan(50);
-  });
 });

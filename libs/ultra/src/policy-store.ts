@@ -8,7 +8,7 @@ import {
   ConductorPolicy, policyCheckpoint, policyFromCheckpoint, type PolicyCheckpoint, type PolicyConfig,
 } from '@fugu/conductor';
 import { bytesToFloats, floatsToBytes, getConductorCheckpoint, saveConductorCheckpoint, type ConductorCheckpointRecord, type Db } from '@fugu/db';
-import { splitByPrompt } from '@fugu/datasets';
+import { splitItems } from './eval/run.ts';
 
 export const POLICY_FILE_FORMAT = 'fugu-conductor-policy/1';
 
@@ -46,20 +46,17 @@ export type TrainingRanking = {
   ranking: string[];
   /** the training-split mean of each ranked worker, and how many items it averages */
   means: Array<{ worker: string; mean: number; items: number }>;
-  /** how the training items were chosen */
-  split: 'source' | 'by-prompt';
 };
 
 /**
- * The pool's workers ranked by their mean recorded score on the training split: the items whose
- * source split is `train` when the dataset has source splits, else the `train` part of
- * `splitByPrompt(items, { seed: splitSeed })`. Ties keep pool order. A dataset with no recorded
- * score for any pool worker on its training items is an InputError (field `dataset`).
+ * The pool's workers ranked by their mean recorded score on the training split: the `train` part
+ * of the router's split by unique prompt (SPLIT_FRACTIONS, `splitSeed`, default 0, as `fugu router
+ * train` and `fugu ultra eval` split), so a policy, the fixed topologies and the router rank on the
+ * same items. Ties keep pool order. A dataset with no recorded score for any pool worker on its
+ * training items is an InputError (field `dataset`).
  */
 export function trainingRanking(items: readonly DatasetItem[], workers: readonly string[], opts: { splitSeed?: number; datasetName?: string } = {}): TrainingRanking {
-  const hasSource = items.some((it) => it.sourceSplit !== undefined);
-  const bySplit = hasSource ? undefined : splitByPrompt(items, { seed: opts.splitSeed ?? 0 });
-  const train = items.filter((it) => (bySplit ? bySplit.get(it.id) : it.sourceSplit) === 'train');
+  const train = splitItems(items, 'train', opts.splitSeed ?? 0).map((i) => items[i]!);
   const means = workers.flatMap((worker) => {
     let sum = 0;
     let n = 0;
@@ -81,7 +78,7 @@ export function trainingRanking(items: readonly DatasetItem[], workers: readonly
     .sort((a, b) => b.mean - a.mean || a.i - b.i)
     .map(({ i: _i, ...m }) => m);
   const seen = new Set(ranked.map((m) => m.worker));
-  return { ranking: [...ranked.map((m) => m.worker), ...workers.filter((w) => !seen.has(w))], means: ranked, split: hasSource ? 'source' : 'by-prompt' };
+  return { ranking: [...ranked.map((m) => m.worker), ...workers.filter((w) => !seen.has(w))], means: ranked };
 }
 
 export type InitPolicyOptions = {

@@ -31,7 +31,7 @@ export function registerUltraPolicy(ultra: Command, cli: Cli): void {
     .option('--dataset <D>', "rank the workers by their training-split mean recorded score on this dataset (default: pool order)")
     .addOption(intOption('--seed <n>', 'the seed of the initialisation', 0))
     .addOption(intOption('--max-steps <n>', 'the most steps a workflow of this policy has (1 to 10)', 5))
-    .addOption(intOption('--split-seed <n>', 'seed of the split by prompt when the dataset has no source splits', 0))
+    .addOption(intOption('--split-seed <n>', 'seed of the split by prompt (the router\'s: train 80%, val 10%, test 10%)', 0))
     .option('--id <id>', 'the checkpoint id (default: policy-<time>-<seed>)')
     .action(action(async (f: InitFlags) => {
       if (f.pool === undefined) throw new InputError('give the worker pool the policy chooses from: --pool llmrouter|<file>', { field: '--pool' });
@@ -49,7 +49,7 @@ export function registerUltraPolicy(ultra: Command, cli: Cli): void {
         const dataset = await resolveDataset(f.dataset, config.llmrouterDir);
         const r = trainingRanking(dataset.items, workers, { splitSeed: f.splitSeed, datasetName: dataset.name });
         ranking = r.ranking;
-        rankedBy = { by: 'training-split mean recorded score', pool: pool.name, dataset: dataset.name, datasetHash: dataset.contentHash, split: r.split, splitSeed: f.splitSeed, means: r.means };
+        rankedBy = { by: 'training-split mean recorded score', pool: pool.name, dataset: dataset.name, datasetHash: dataset.contentHash, split: 'router split by prompt (train)', splitSeed: f.splitSeed, means: r.means };
       }
       // the features the policy reads: the router backbone's (USE-lite), as `fugu router train` uses them
       const backbone = await loadUseLite();
