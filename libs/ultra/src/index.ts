@@ -14,3 +14,4 @@ export {
   type TrainingRanking,
 } from './policy-store.ts';
 export * from './engine/index.ts';
+export * from './calibrate.ts';
