@@ -15,3 +15,4 @@ export {
 } from './policy-store.ts';
 export * from './engine/index.ts';
 export * from './eval/index.ts';
+export * from './calibrate.ts';

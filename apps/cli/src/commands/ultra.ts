@@ -11,12 +11,12 @@ import * as localServices from '@fugu/local-services';
 import {
   checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, ULTRA_SPLITS, type UltraEvalOptions,
 } from '@fugu/ultra';
-import type { LocalWorkers } from '@fugu/evaluation';
 import { InputError } from '@fugu/core';
 import {
   action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
+import { registerUltraCalibrate } from './ultra-calibrate.ts';
 import { registerUltraPolicy } from './ultra-policy.ts';
 
 type EvalFlags = {
@@ -98,6 +98,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
     .action(action(async (run: string, f: { json?: boolean }) => cmdUltraShow(cli.config(), run, Boolean(f.json))));
 
   registerUltraPolicy(ultra, cli);
+  registerUltraCalibrate(ultra, cli);
 };
 
 function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal): UltraEvalOptions {

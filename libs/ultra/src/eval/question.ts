@@ -4,7 +4,6 @@ import { randomBytes } from 'node:crypto';
 import { InputError } from '@fugu/core';
 import { resolveMaxSteps } from '@fugu/conductor';
 import { getDatasetItems, saveDataset, savePool, workflowDetails, type WorkflowDetail } from '@fugu/db';
-import { conductQueue } from '@fugu/queue';
 import { poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
 import { submitWorkflows, waitForWorkflows, type NewWorkflow } from '../engine/index.ts';
 import { asFlag, checkSpecCheckpoints, checkSpecs, rankWorkers, splitItems, startLocals, type UltraEvalOptions } from './run.ts';
