@@ -19,6 +19,12 @@ export type ConductorInput = {
   pool: ConductorPool;
   /** the workflow's seed: sampling of an llm or policy writer */
   seed: number;
+  /**
+   * what makes this workflow's draws its own besides the seed (the dataset item's id, or the
+   * question): a writer that samples combines the two, so one seed gives different workflows on
+   * different items and the same workflow on the same item
+   */
+  sampleKey?: string;
   /** default 5 */
   maxSteps?: number;
   /** the backbone's features of the question (the policy writer needs them) */

@@ -98,7 +98,7 @@ export function policyConductor(policy: ConductorPolicy, spec: string | Extract<
         features,
         question: input.question,
         pool: input.pool,
-        ...(opts.argmax ? { argmax: true } : { seed: input.seed }),
+        ...(opts.argmax ? { argmax: true } : { seed: input.sampleKey !== undefined ? `${input.seed}/${input.sampleKey}` : input.seed }),
         ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }),
       });
       return { text: out.text, logprob: out.logprob, promptVersion: POLICY_TEMPLATE_VERSION, decisions: out.decisions };

@@ -25,14 +25,16 @@ describe('replay steps carried by a request', () => {
     expect(field(JSON.stringify({ ...r, params: { keep: 0.5 } }))).toMatch(/^metadata\.replayStep\.params/);
   });
 
-  it('a step that sees nothing answers the recorded outcome as the replay provider does, and says its drawn outcome', () => {
+  it('a step that sees nothing answers the worker\'s own outcome: the recorded one when 0 or 1, the per-(seed, item, worker) draw when fractional', () => {
     const a = answerReplayStep('a', item, req([], stepKeyOf('a')))!;
     expect(a.outcome).toEqual(item.recorded.a);
     expect(a.replay).toMatchObject({ rule: 'recorded', p: 1, correct: true });
-    // a fractional score: the recorded score as today, the draw reused per (seed, item, worker)
+    // a fractional score: the draw, the same one later steps see (reused per (seed, item, worker))
     const b = answerReplayStep('b', item, req([], stepKeyOf('b')))!;
-    expect(b.outcome.score).toBe(0.4);
-    expect(b.replay.correct).toBe(ownOutcome(replayItemOf(item), 'b', 5));
+    const drawn = ownOutcome(replayItemOf(item), 'b', 5);
+    expect(b.replay.correct).toBe(drawn);
+    expect(b.outcome.score).toBe(drawn ? 1 : 0);
+    expect(b.outcome.answer).toMatch(/^\[replay:b\] recorded score 0\.4 \(rule recorded, outcome [01]\)$/);
     expect(answerReplayStep('nobody', item, req([], 'nobody'))).toBeUndefined();
   });
 

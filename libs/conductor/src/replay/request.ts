@@ -2,10 +2,10 @@
 // inputs in the request metadata `replayStep` (a JSON string; metadata values are strings), and
 // the replay provider's store (apps/provider-worker) answers the step with `answerReplayStep`.
 //
-// A step that sees no earlier step answers the recorded outcome exactly as the replay provider
-// always did (its recorded score and answer); its simulated outcome (`correct`, the worker's
-// own outcome s, drawn once per (seed, item, worker) for a fractional score) is what later steps
-// see. A step that sees earlier answers gets `replayStep`'s simulated outcome: score 1 or 0 and
+// A step that sees no earlier step answers the worker's own outcome s on the item: the recorded
+// score when it is 0 or 1, a Bernoulli(score) draw (once per (seed, item, worker)) when it is
+// fractional, so the final answer's verdict and what later steps see are the same outcome; the
+// recorded answer text is kept where there is one. A step that sees earlier answers gets `replayStep`'s simulated outcome: score 1 or 0 and
 // the `replayAnswerText` marker.
 
 import { InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
@@ -67,7 +67,7 @@ export function answerReplayStep(worker: string, item: Pick<DatasetItem, 'id' | 
   const r = replayStep({ params: req.params, item: replayItemOf(item), worker, visible: req.visible, seed: req.seed, stepKey: req.key });
   const replay = { rule: r.rule, p: r.p, correct: r.correct, s: r.s, ...(r.f !== undefined && { f: r.f }), key: req.key };
   const tokens = { ...(recorded.tokensIn !== undefined && { tokensIn: recorded.tokensIn }), ...(recorded.tokensOut !== undefined && { tokensOut: recorded.tokensOut }) };
-  // nothing visible: the recorded outcome, exactly as the replay provider answers it
-  if (req.visible.length === 0) return { outcome: { ...recorded }, replay };
+  // nothing visible: the worker's own outcome (the recorded score itself when it is 0 or 1)
+  if (req.visible.length === 0) return { outcome: { ...recorded, score: r.correct ? 1 : 0, answer: recorded.answer ?? replayAnswerText(worker, r) }, replay };
   return { outcome: { score: r.correct ? 1 : 0, answer: replayAnswerText(worker, r), ...tokens }, replay };
 }

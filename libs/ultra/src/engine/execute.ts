@@ -102,7 +102,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   // ---- the conductor writes
   let out: ConductorOutput;
   try {
-    out = await write(deps, row, options, workers, pool);
+    out = await write(deps, row, options, workers, pool, item);
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
     deps.log?.warn({ workflow: row.id, conductor: row.conductor, err: e.message }, 'the conductor could not write');
@@ -266,9 +266,10 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
 
 // ---- the writers ---------------------------------------------------------------------------
 
-async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool): Promise<ConductorOutput> {
+async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
   const spec = parseConductorSpec(row.conductor);
-  const input = { question: row.question, pool, seed: row.seed, maxSteps: options.maxSteps, ranking: options.ranking ?? workers.map((w) => w.name) };
+  // the draws of a sampling writer: the seed and the item (its dataset id, stable across databases) or the question
+  const input = { question: row.question, pool, seed: row.seed, sampleKey: item ? `item:${item.id}` : `question:${row.question}`, maxSteps: options.maxSteps, ranking: options.ranking ?? workers.map((w) => w.name) };
   const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
   if (spec.kind === 'fixed') {
     let routerChoice: string | undefined;
