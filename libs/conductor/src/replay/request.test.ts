@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
 import { REPLAY_PRESETS } from './params.ts';
-import { answerReplayStep, decodeReplayStepRequest, encodeReplayStepRequest, type ReplayStepRequest } from './request.ts';
+import { answerReplayStep, REPLAY_STEP_OUTPUT_TOKENS, decodeReplayStepRequest, encodeReplayStepRequest, type ReplayStepRequest } from './request.ts';
 import { ownOutcome, parseReplayAnswer, replayItemOf, stepKeyOf } from './model.ts';
 
 const item = { id: 'test-000001', recorded: { a: { score: 1, tokensIn: 11, tokensOut: 22, answer: 'the recorded answer' }, b: { score: 0.4 }, c: { score: 0 } } };
@@ -48,5 +48,8 @@ describe('replay steps carried by a request', () => {
     const withTokens = answerReplayStep('a', item, req([{ worker: 'c', correct: false }], stepKeyOf('a', ['c'])))!;
     expect(withTokens.outcome).toMatchObject({ tokensIn: 11, tokensOut: 22 });
     expect(withTokens.replay.rule).toBe('misled');
+    // no recorded tokens or answer: the replay provider's default output length, not the marker's
+    expect(x.outcome.tokensOut).toBe(REPLAY_STEP_OUTPUT_TOKENS);
+    expect(answerReplayStep('b', item, req([], stepKeyOf('b')))!.outcome.tokensOut).toBe(REPLAY_STEP_OUTPUT_TOKENS);
   });
 });

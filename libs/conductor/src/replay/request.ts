@@ -8,9 +8,16 @@
 // recorded answer text is kept where there is one. A step that sees earlier answers gets `replayStep`'s simulated outcome: score 1 or 0 and
 // the `replayAnswerText` marker.
 
-import { InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
+import { estimateTokens, InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
 import { replayAnswerText, replayItemOf, replayStep, type ReplayRule, type VisibleAnswer } from './model.ts';
 import { validateReplayParams, type ReplayParams } from './params.ts';
+
+/**
+ * Output tokens of a replayed step whose worker recorded neither a token count nor an answer:
+ * the replay provider's default for a typical short completion (REPLAY_DEFAULT_OUTPUT_TOKENS in
+ * libs/providers), so a step's cost does not depend on the length of its marker text.
+ */
+export const REPLAY_STEP_OUTPUT_TOKENS = 256;
 
 /** The request metadata key of a replay step. */
 export const REPLAY_STEP_METADATA = 'replayStep';
@@ -66,8 +73,10 @@ export function answerReplayStep(worker: string, item: Pick<DatasetItem, 'id' | 
   if (!recorded) return undefined;
   const r = replayStep({ params: req.params, item: replayItemOf(item), worker, visible: req.visible, seed: req.seed, stepKey: req.key });
   const replay = { rule: r.rule, p: r.p, correct: r.correct, s: r.s, ...(r.f !== undefined && { f: r.f }), key: req.key };
-  const tokens = { ...(recorded.tokensIn !== undefined && { tokensIn: recorded.tokensIn }), ...(recorded.tokensOut !== undefined && { tokensOut: recorded.tokensOut }) };
+  // the worker's recorded tokens; output: as the replay provider counts it for the recorded outcome
+  const tokensOut = recorded.tokensOut ?? (recorded.answer !== undefined ? estimateTokens(recorded.answer) : REPLAY_STEP_OUTPUT_TOKENS);
+  const tokens = { ...(recorded.tokensIn !== undefined && { tokensIn: recorded.tokensIn }), tokensOut };
   // nothing visible: the worker's own outcome (the recorded score itself when it is 0 or 1)
-  if (req.visible.length === 0) return { outcome: { ...recorded, score: r.correct ? 1 : 0, answer: recorded.answer ?? replayAnswerText(worker, r) }, replay };
+  if (req.visible.length === 0) return { outcome: { ...recorded, ...tokens, score: r.correct ? 1 : 0, answer: recorded.answer ?? replayAnswerText(worker, r) }, replay };
   return { outcome: { score: r.correct ? 1 : 0, answer: replayAnswerText(worker, r), ...tokens }, replay };
 }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
+import { REPLAY_STEP_OUTPUT_TOKENS } from '@fugu/conductor';
+import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
 import { validateWorkflowOptions } from './options.ts';
 
 const fieldOf = (f: () => unknown): string | undefined => {
@@ -30,5 +32,11 @@ describe('workflow options', () => {
     expect(fieldOf(() => validateWorkflowOptions({ maxSteps: 2, replay: { presets: { large: { keep: 2 } } } }))).toMatch(/^options\.replay\./);
     expect(fieldOf(() => validateWorkflowOptions({ maxSteps: 2, workerPrompt: 'worker-v99' }))).toBe('options.workerPrompt');
     expect(fieldOf(() => validateWorkflowOptions({ maxSteps: 2, maxStep: 3 }))).toBe('options.maxStep');
+  });
+});
+
+describe('replay steps and the replay provider', () => {
+  it('count the output of an answer without recorded tokens alike', () => {
+    expect(REPLAY_STEP_OUTPUT_TOKENS).toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
   });
 });
