@@ -34,4 +34,9 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then((code) => process.exit(code));
+// stdout to a pipe is written asynchronously: exit once what was written has been flushed (a bare
+// process.exit cut `--json` output at 64 KiB)
+main(process.argv.slice(2)).then((code) => {
+  process.exitCode = code;
+  process.stdout.write('', () => process.exit(code));
+});
