@@ -286,8 +286,8 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
 }
 
 /**
- * Starts the local conductor processes and provider workers asked for ('auto': 2 of a kind when
- * none is connected to its queue); returns them, to stop in reverse order.
+ * Starts the local provider workers and conductor processes asked for ('auto': 2 of a kind when
+ * none is connected to its queue), workers first; returns them, to stop in reverse order.
  */
 export async function startLocals(
   ctx: Context,
@@ -295,14 +295,8 @@ export async function startLocals(
 ): Promise<LocalWorkers[]> {
   const locals: LocalWorkers[] = [];
   try {
-    let nc = o.localConductors;
-    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
-    if (nc > 0) {
-      if (!o.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
-      const l = await o.startLocalConductors({ count: nc, onEvent: o.log });
-      locals.push(l);
-      o.log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
-    }
+    // provider workers first: conductors wait on their answers, and the stop is in reverse order,
+    // so conductors drain their workflows while the workers still answer
     let nw = o.localWorkers;
     if (nw === 'auto') {
       const connected = await Promise.all(o.providers.map((p) => ctx.queue(providerCallQueue(p)).getWorkersCount()));
@@ -313,6 +307,14 @@ export async function startLocals(
       const l = await o.startLocalWorkers({ count: nw, providers: o.providers, onEvent: o.log });
       locals.push(l);
       o.log(`started ${nw} local provider worker(s); logs in ${l.logDir}`);
+    }
+    let nc = o.localConductors;
+    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
+    if (nc > 0) {
+      if (!o.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
+      const l = await o.startLocalConductors({ count: nc, onEvent: o.log });
+      locals.push(l);
+      o.log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
     }
     return locals;
   } catch (e) {
