@@ -50,8 +50,6 @@ export type UltraEvalOptions = {
   progress?: (run: { id: string; total: number; specs: string[] }) => UltraProgress;
   startLocalWorkers?: (opts: { count: number; providers: string[]; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
   startLocalConductors?: (opts: { count: number; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
-  /** creates the workflow rows and enqueues their conduct jobs, idempotently by key (default: the engine's submitWorkflows) */
-  submit?: typeof submitWorkflows;
 };
 
 export type UltraProgress = { update(p: ConductorRunProgress, note?: string): void; stop(): void };
@@ -216,13 +214,12 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
   };
   const locals = await startLocals(ctx, { ...opts, providers, log }).catch(pauseOnError);
   try {
-    const submit = opts.submit ?? submitWorkflows;
     const submitDeps = { db, queue: (n: string) => ctx.queue(n), endpoints: config.conductor.endpoints.map((e) => e.name) };
     const chunk = opts.chunkSize ?? 500;
     let submitted = 0;
     const submitAll = async (): Promise<void> => {
       for (let i = 0; i < rows.length && !opts.signal?.aborted; i += chunk) {
-        await submit(submitDeps, rows.slice(i, i + chunk));
+        await submitWorkflows(submitDeps, rows.slice(i, i + chunk));
         submitted = Math.min(rows.length, i + chunk);
       }
     };
@@ -264,7 +261,7 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
           // workflows again; their keys keep this harmless
           const counts = await ctx.queue(conductQueue).getJobCounts('waiting', 'active', 'delayed', 'prioritized').catch(() => undefined);
           if (counts && Object.values(counts).every((n) => n === 0)) {
-            const again = await submit(submitDeps, rows);
+            const again = await submitWorkflows(submitDeps, rows);
             log(`no progress for ${stallS}s and nothing queued: submitted again, ${again.enqueued} conduct job(s) enqueued`);
           }
           lastChange = Date.now();
