@@ -1,5 +1,6 @@
 // `fugu ultra` as a user runs it, before any workflow executes: bad arguments are usage errors
-// (exit 2) naming the flag; a conductor run written straight into Postgres is listed, shown,
+// (exit 2) naming the flag, a policy checkpoint of another pool among them (the unreachable
+// conductor endpoint is in ultra-live.test.ts: it needs a workflow to run); a conductor run written straight into Postgres is listed, shown,
 // reported (alone and with another run as seeds) and appears in `fugu status` / `fugu report`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
@@ -10,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createConductorRun, getDatasetItems, saveDataset, savePool } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { writeWorkerPool } from '@fugu/datasets';
 import { replayPool, syntheticItems, testRedisUrl, writeFixtures } from '../support/eval-env.ts';
 
 const main = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
@@ -113,12 +115,36 @@ describe('fugu ultra: bad input is exit 2 naming the flag', () => {
     const two = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:chain,fixed:moa:2']);
     expect(two.code).toBe(2);
     expect(two.stderr).toMatch(/field --conductor: .*one conductor spec/);
-    const steps = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:chain', '--max-steps', '42']);
-    expect(steps.code).toBe(2);
-    expect(steps.stderr).toMatch(/field --max-steps/);
+    for (const n of ['0', '11', '42']) {
+      const steps = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:chain', '--max-steps', n]);
+      expect(steps.code).toBe(2);
+      expect(steps.stderr).toMatch(new RegExp(`field --max-steps: maxSteps must be an integer from 1 to 10, got ${n}`));
+    }
+    const topo = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'fixed:star']);
+    expect(topo.code).toBe(2);
+    expect(topo.stderr).toMatch(/field --conductor: .*unknown topology "star"/);
     const item = await fugu(['ultra', 'run', '--item', `${files.dataset}:no-such-item`, '--pool', files.pool, '--conductor', 'fixed:chain']);
     expect(item.code).toBe(2);
     expect(item.stderr).toMatch(/field --item: dataset ".*" has no item "no-such-item"/);
+  });
+});
+
+describe('a policy checkpoint of another pool', () => {
+  it('`ultra eval` and `ultra run` refuse it, naming both worker lists (exit 2, one line)', async () => {
+    const other = path.join(dir, 'other-pool.yaml');
+    await writeWorkerPool(other, replayPool(['alpha', 'beta']));
+    const init = await fugu(['ultra', 'policy', 'init', '--pool', other, '--id', 'pol-other']);
+    expect(init.code, init.stderr).toBe(0);
+    const msg = /field --conductor: conductor spec "policy:pol-other": checkpoint pol-other chooses from \[alpha, beta\] but the pool has \[alpha, beta, gamma\]/;
+    const ev = await fugu(['ultra', 'eval', '--dataset', files.dataset, '--pool', files.pool, '--conductor', 'policy:pol-other', '--local-conductors', '0', '--local-workers', '0']);
+    expect(ev.code, ev.stderr).toBe(2);
+    expect(ev.stderr.trim().split('\n')).toHaveLength(1);
+    expect(ev.stderr).toMatch(msg);
+    const run = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'policy:pol-other', '--local-conductors', '0', '--local-workers', '0']);
+    expect(run.code, run.stderr).toBe(2);
+    expect(run.stderr).toMatch(msg);
+    // nothing was stored for the refused eval
+    expect(JSON.parse((await fugu(['ultra', 'list', '--json'])).stdout)).toEqual([]);
   });
 });
 

@@ -1,71 +1,39 @@
-// The `fugu ultra eval` driver against real Postgres, Redis and BullMQ, with a stand-in for the
-// engine (until it merges): `submit` writes the workflow rows (idempotent by key) and enqueues
-// conduct jobs; a BullMQ worker on the conduct queue finishes each workflow with a reward. What is
-// tested is the driver: the split and sample, keys and seeds, the ranking, completion, Ctrl-C
-// pausing mid-submission and `--resume` finishing with one row per key.
+// The `fugu ultra eval` driver against the real engine: real Postgres, Redis and BullMQ, a
+// provider-worker process and a conductor process (their containers' commands) executing the
+// workflows on a replay pool of synthetic items with recorded scores. What is tested is the
+// driver: the split and sample, keys and seeds, the ranking, completion, an abort (Ctrl-C)
+// pausing mid-submission and `resume` finishing with one row per key, re-submission after the
+// conduct jobs are lost, and an error leaving the run paused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Worker } from 'bullmq';
-import { Redis } from 'ioredis';
-import { sql } from 'kysely';
 import { getDatasetItems, getConductorRun } from '@fugu/db';
-import { conductQueue, conductJobId, CONDUCT_JOB } from '@fugu/queue';
-import { rankWorkers, runUltraEval, splitItems, summarizeUltraRun, type NewWorkflow, type UltraEvalOptions } from '@fugu/ultra';
-import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
+import { conductQueue } from '@fugu/queue';
+import { rankWorkers, runUltraEval, splitItems, summarizeUltraRun, type UltraEvalOptions } from '@fugu/ultra';
+import { createEvalEnv, replayPool, startWorkerProcess, syntheticItems, writeFixtures, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
+import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
 let env: EvalEnv;
 let files: { dataset: string; pool: string };
-let worker: Worker | undefined;
-let workerRedis: Redis | undefined;
+let worker: WorkerProcess | undefined;
+let conductor: ConductorProcess | undefined;
 const items = syntheticItems(60, 5);
-
-/** The stand-in engine's submit: rows by key (never twice), a conduct job for each unfinished one. */
-const submit: NonNullable<UltraEvalOptions['submit']> = async ({ db, queue }, rows: readonly NewWorkflow[]) => {
-  if (rows.length === 0) return { ids: [], enqueued: 0, done: 0 };
-  await db
-    .insertInto('workflows')
-    .values(rows.map((r) => ({
-      key: r.key, run_id: r.runId ?? null, item_id: r.itemId ?? null, pool_id: r.poolId, question: r.question, conductor: r.conductor,
-      seed: r.seed, repeat: r.repeat ?? 0, options: JSON.stringify(r.options),
-    })))
-    .onConflict((oc) => oc.column('key').doNothing())
-    .execute();
-  const got = await db.selectFrom('workflows').select(['id', 'key', 'status']).where('key', 'in', rows.map((r) => r.key)).execute();
-  const open = got.filter((g) => g.status === 'pending' || g.status === 'running');
-  await queue(conductQueue).addBulk(open.map((g) => ({ name: CONDUCT_JOB, data: { v: 1, workflowId: Number(g.id) }, opts: { jobId: conductJobId(Number(g.id)), removeOnComplete: true } })));
-  return { ids: got.map((g) => Number(g.id)), enqueued: open.length, done: got.length - open.length };
+const startConductor = async (): Promise<void> => {
+  conductor = await startConductorProcess(env.config, { FUGU_CONDUCTOR_POLL_MS: '20' });
 };
 
-async function startExecutor(): Promise<void> {
-  workerRedis = new Redis(env.config.redisUrl, { maxRetriesPerRequest: null });
-  worker = new Worker(
-    conductQueue,
-    async (job) => {
-      const id = (job.data as { workflowId: number }).workflowId;
-      // a deterministic stand-in outcome: correct on even ids
-      const correct = id % 2 === 0;
-      await env.ctx.db.updateTable('workflows').set({
-        status: 'done', reward: correct ? 1 : 0.5, outcome: correct ? 'correct' : 'incorrect', parse_ok: true, topology: 'single', n_steps: 1,
-        finish_reason: 'answered', latency_ms: 5, final_answer: 'x', attempts: sql<number>`attempts + 1`,
-      }).where('id', '=', id).where('status', 'in', ['pending', 'running']).execute();
-    },
-    { connection: workerRedis, prefix: env.config.queuePrefix, concurrency: 8 },
-  );
-  await worker.waitUntilReady();
-}
-
 beforeAll(async () => {
-  env = await createEvalEnv();
+  env = await createEvalEnv({ overrides: { 'worker.concurrency': 16, 'conductor.pollMs': 20 } });
   files = await writeFixtures(env.dir, items, replayPool());
+  [worker] = await Promise.all([startWorkerProcess(env.config), startConductor()]);
 }, 120_000);
 afterAll(async () => {
-  await worker?.close();
-  workerRedis?.disconnect();
+  await conductor?.term();
+  await worker?.term();
   await env?.cleanup();
 });
 
 const base = (): UltraEvalOptions => ({
   dataset: files.dataset, pool: files.pool, split: 'test', splitSeed: 0, sample: null, seed: 3, repeats: 2, maxSteps: 5, maxUsd: null, maxTokensPerStep: null,
-  localConductors: 0, localWorkers: 0, keyCheck: false, wait: true, stallSeconds: 30, submit, log: () => {},
+  localConductors: 0, localWorkers: 0, keyCheck: false, wait: true, stallSeconds: 30, log: () => {},
 });
 
 describe('runUltraEval', () => {
@@ -74,17 +42,19 @@ describe('runUltraEval', () => {
     let updates = 0;
     const first = await runUltraEval(env.ctx, {
       ...base(), runId: 'pause', conductor: 'fixed:chain,fixed:single:beta', chunkSize: 4, signal: ac.signal,
-      // a slow submitter, so that the abort lands while chunks are still to go
-      submit: async (d, r) => { await new Promise((ok) => setTimeout(ok, 200)); return submit(d, r); },
-      progress: () => ({ update: () => { if (++updates === 1) ac.abort(); }, stop() {} }),
+      // the abort lands while the first chunk is being submitted (the bar is made once submission has begun)
+      progress: () => {
+        ac.abort();
+        return { update: () => { updates++; }, stop() {} };
+      },
     });
     expect(first.interrupted).toBe(true);
     expect(first.run.status).toBe('paused');
     expect(first.run.statusReason).toMatch(/fugu ultra eval --resume pause/);
     const submittedBefore = (await env.ctx.db.selectFrom('workflows').select((e) => e.fn.countAll<number>().as('n')).where('run_id', '=', 'pause').executeTakeFirstOrThrow()).n;
-    expect(Number(submittedBefore)).toBeLessThan(first.run.total);
+    expect(Number(submittedBefore)).toBe(4); // the chunk in flight, no more
+    expect(updates).toBe(0);
 
-    await startExecutor();
     const again = await runUltraEval(env.ctx, { ...base(), resume: 'pause' });
     expect(again.interrupted).toBe(false);
     expect(again.run.status).toBe('completed');
@@ -92,6 +62,12 @@ describe('runUltraEval', () => {
     expect(rows).toHaveLength(again.run.total);
     expect(new Set(rows.map((r) => r.key)).size).toBe(rows.length);
     expect(rows.every((r) => r.status === 'done')).toBe(true);
+    // the engine ran them: every workflow answered with its steps and a reward from the replayed outcome
+    const wf = await env.ctx.db.selectFrom('workflows').select(['conductor', 'finish_reason', 'n_steps', 'reward', 'topology']).where('run_id', '=', 'pause').execute();
+    for (const w of wf) {
+      expect(w).toMatchObject(w.conductor === 'fixed:chain' ? { finish_reason: 'answered', n_steps: 2, topology: 'chain' } : { finish_reason: 'answered', n_steps: 1, topology: 'single' });
+      expect([0.5, 1]).toContain(w.reward);
+    }
 
     // the items are the router's test split by unique prompt; every spec on every item, seeds = seed + repeat
     const stored = await getDatasetItems(env.ctx.db, (await getConductorRun(env.ctx.db, 'pause'))!.datasetId!);
@@ -120,15 +96,14 @@ describe('runUltraEval', () => {
     expect(await itemsOf('sa')).toHaveLength(7);
     expect(await itemsOf('sa')).toEqual(await itemsOf('sb'));
     const s = await summarizeUltraRun(env.ctx.db, 'sa');
-    expect(s.results[0]).toMatchObject({ name: 'fixed:moa:2', workflows: 7, parseFailureRate: 0, stepsPerWorkflow: 1 });
+    expect(s.results[0]).toMatchObject({ name: 'fixed:moa:2', workflows: 7, parseFailureRate: 0, stepsPerWorkflow: 3 });
     expect(s.run).toMatchObject({ split: 'all', sample: 7, environment: 'replay' });
     expect(s.results.map((r) => r.kind)).toEqual(['conductor', 'reference', 'reference']);
   });
 
   it('no progress with the conduct queue empty (jobs lost): the unfinished workflows are submitted again', async () => {
-    // no executor until the jobs are lost (a paused BullMQ worker may still take a job it was already fetching)
-    await worker?.close();
-    workerRedis?.disconnect();
+    // no conductor until the jobs are lost (a paused BullMQ worker may still take a job it was already fetching)
+    await conductor?.term();
     let drained = false;
     const logs: string[] = [];
     const out = await runUltraEval(env.ctx, {
@@ -138,7 +113,7 @@ describe('runUltraEval', () => {
           if (drained || p.submitted < total) return;
           drained = true;
           // the jobs vanish (a flushed Redis) while nothing has run
-          void env.ctx.queue(conductQueue).drain().then(startExecutor);
+          void env.ctx.queue(conductQueue).drain().then(startConductor);
         },
         stop() {},
       }),

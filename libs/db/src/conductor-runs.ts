@@ -196,6 +196,24 @@ export async function exampleWorkflowIds(db: Db, runId: string, perSpec = 3): Pr
   return rows.rows.map((r) => Number(r.id));
 }
 
+export type ParseFailure = { workflowId: number; key: string; conductor: string; item: string | null; list: string; step?: number; message: string };
+
+/** The finished workflows of a run whose completion did not parse, with the list and step the error names (by id). */
+export async function conductorRunParseFailures(db: Db, runId: string): Promise<ParseFailure[]> {
+  const rows = await db
+    .selectFrom('workflows as w')
+    .leftJoin('items as i', 'i.id', 'w.item_id')
+    .select(['w.id', 'w.key', 'w.conductor', 'i.ext_id', 'w.parse_error'])
+    .where('w.run_id', '=', runId)
+    .where('w.parse_ok', '=', false)
+    .orderBy('w.id')
+    .execute();
+  return rows.map((r) => ({
+    workflowId: Number(r.id), key: r.key, conductor: r.conductor, item: r.ext_id, list: r.parse_error?.list ?? 'model id',
+    ...(r.parse_error?.step !== undefined && { step: r.parse_error.step }), message: r.parse_error?.message ?? '(no parse error stored)',
+  }));
+}
+
 /** The worker names (in ordinal-id order) of a stored Conductor policy checkpoint; undefined when there is none. */
 export async function conductorCheckpointWorkers(db: Db, id: string): Promise<string[] | undefined> {
   const r = await db.selectFrom('conductor_checkpoints').select('workers').where('id', '=', id).executeTakeFirst();

@@ -4,7 +4,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
-import { conductorRunProgress, getConductorRun, listConductorRuns, type ConductorRunRow, type Db, type WorkflowDetail } from '@fugu/db';
+import { conductorRunParseFailures, conductorRunProgress, getConductorRun, listConductorRuns, type ConductorRunRow, type Db, type WorkflowDetail } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
 import { renderConductorReport, type ConductorReportData } from '@fugu/report';
 import * as localServices from '@fugu/local-services';
@@ -169,7 +169,9 @@ async function cmdUltraRun(config: FuguConfig, question: string | undefined, f: 
     });
     if (f.json) printJson({ workflow: w });
     else process.stdout.write(formatWorkflow(w));
-    return w.status === 'done' ? EXIT.ok : EXIT.failure;
+    if (w.error && typeof w.error.message === 'string') process.stderr.write(`fugu: workflow ${w.id} ended ${w.finishReason ?? w.status}: ${w.error.message.split('\n')[0]}\n`);
+    // answered: 0; a workflow that ended without its answer (conductor error, parse error, a budget, failed): 1
+    return w.status === 'done' && w.finishReason === 'answered' ? EXIT.ok : EXIT.failure;
   } finally {
     await ctx.close();
   }
@@ -179,6 +181,7 @@ async function cmdUltraRun(config: FuguConfig, question: string | undefined, f: 
 export function formatWorkflow(w: WorkflowDetail): string {
   const lines = [`workflow ${w.id} (${w.key}) by ${w.conductor}: ${w.status}${w.finishReason ? `, ${w.finishReason}` : ''}${w.topology ? `, ${w.topology}` : ''}`];
   lines.push(`question: ${w.question}`);
+  if (w.error && typeof w.error.message === 'string') lines.push(`error: ${w.error.message}`);
   if (w.parseError) lines.push(`parse error: ${w.parseError.list}${w.parseError.step !== undefined ? ` step ${w.parseError.step}` : ''}: ${w.parseError.message}`);
   for (const s of w.steps) {
     lines.push(`step ${s.idx} [${s.worker}] sees ${s.sees.length ? s.sees.join(', ') : 'nothing'}: ${s.subtask}`);
@@ -233,14 +236,21 @@ async function cmdUltraList(config: FuguConfig, f: { limit: number; json?: boole
 export async function printConductorRun(db: Db, run: ConductorRunRow, json: boolean): Promise<void> {
   const progress = await conductorRunProgress(db, run.id);
   const summary = await summarizeUltraRuns(db, [run.id]);
-  if (json) return printJson({ conductorRun: run, progress, summary });
+  const parseFailures = await conductorRunParseFailures(db, run.id);
+  if (json) return printJson({ conductorRun: run, progress, parseFailures, summary });
   process.stdout.write(`conductor run ${run.id}: ${run.status}${run.statusReason ? ` (${run.statusReason})` : ''}\n`);
   process.stdout.write(`options: ${JSON.stringify(run.options)}\n`);
   for (const s of run.specs) {
     const c = progress.bySpec[s] ?? { pending: 0, running: 0, done: 0, failed: 0 };
     process.stdout.write(`  ${s}: done ${c.done}, failed ${c.failed}, running ${c.running}, pending ${c.pending}\n`);
   }
-  process.stdout.write(`workflows: ${progress.counts.done + progress.counts.failed} of ${run.total} finished\n\n${formatUltraSummary(summary)}`);
+  process.stdout.write(`workflows: ${progress.counts.done + progress.counts.failed} of ${run.total} finished\n`);
+  if (parseFailures.length > 0) {
+    process.stdout.write(`parse failures: ${parseFailures.length}\n`);
+    for (const f of parseFailures.slice(0, 10)) process.stdout.write(`  ${f.conductor} ${f.item ?? f.key}: ${f.list}${f.step !== undefined ? ` step ${f.step}` : ''}: ${f.message}\n`);
+    if (parseFailures.length > 10) process.stdout.write(`  ... (${parseFailures.length - 10} more; --json has all)\n`);
+  }
+  process.stdout.write(`\n${formatUltraSummary(summary)}`);
 }
 
 async function cmdUltraShow(config: FuguConfig, runId: string, json: boolean): Promise<void> {

@@ -50,8 +50,6 @@ export type UltraEvalOptions = {
   progress?: (run: { id: string; total: number; specs: string[] }) => UltraProgress;
   startLocalWorkers?: (opts: { count: number; providers: string[]; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
   startLocalConductors?: (opts: { count: number; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
-  /** creates the workflow rows and enqueues their conduct jobs, idempotently by key (default: the engine's submitWorkflows) */
-  submit?: typeof submitWorkflows;
 };
 
 export type UltraProgress = { update(p: ConductorRunProgress, note?: string): void; stop(): void };
@@ -216,13 +214,12 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
   };
   const locals = await startLocals(ctx, { ...opts, providers, log }).catch(pauseOnError);
   try {
-    const submit = opts.submit ?? submitWorkflows;
     const submitDeps = { db, queue: (n: string) => ctx.queue(n), endpoints: config.conductor.endpoints.map((e) => e.name) };
     const chunk = opts.chunkSize ?? 500;
     let submitted = 0;
     const submitAll = async (): Promise<void> => {
       for (let i = 0; i < rows.length && !opts.signal?.aborted; i += chunk) {
-        await submit(submitDeps, rows.slice(i, i + chunk));
+        await submitWorkflows(submitDeps, rows.slice(i, i + chunk));
         submitted = Math.min(rows.length, i + chunk);
       }
     };
@@ -264,7 +261,7 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
           // workflows again; their keys keep this harmless
           const counts = await ctx.queue(conductQueue).getJobCounts('waiting', 'active', 'delayed', 'prioritized').catch(() => undefined);
           if (counts && Object.values(counts).every((n) => n === 0)) {
-            const again = await submit(submitDeps, rows);
+            const again = await submitWorkflows(submitDeps, rows);
             log(`no progress for ${stallS}s and nothing queued: submitted again, ${again.enqueued} conduct job(s) enqueued`);
           }
           lastChange = Date.now();
@@ -286,8 +283,8 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
 }
 
 /**
- * Starts the local conductor processes and provider workers asked for ('auto': 2 of a kind when
- * none is connected to its queue); returns them, to stop in reverse order.
+ * Starts the local provider workers and conductor processes asked for ('auto': 2 of a kind when
+ * none is connected to its queue), workers first; returns them, to stop in reverse order.
  */
 export async function startLocals(
   ctx: Context,
@@ -295,14 +292,8 @@ export async function startLocals(
 ): Promise<LocalWorkers[]> {
   const locals: LocalWorkers[] = [];
   try {
-    let nc = o.localConductors;
-    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
-    if (nc > 0) {
-      if (!o.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
-      const l = await o.startLocalConductors({ count: nc, onEvent: o.log });
-      locals.push(l);
-      o.log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
-    }
+    // provider workers first: conductors wait on their answers, and the stop is in reverse order,
+    // so conductors drain their workflows while the workers still answer
     let nw = o.localWorkers;
     if (nw === 'auto') {
       const connected = await Promise.all(o.providers.map((p) => ctx.queue(providerCallQueue(p)).getWorkersCount()));
@@ -313,6 +304,14 @@ export async function startLocals(
       const l = await o.startLocalWorkers({ count: nw, providers: o.providers, onEvent: o.log });
       locals.push(l);
       o.log(`started ${nw} local provider worker(s); logs in ${l.logDir}`);
+    }
+    let nc = o.localConductors;
+    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
+    if (nc > 0) {
+      if (!o.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
+      const l = await o.startLocalConductors({ count: nc, onEvent: o.log });
+      locals.push(l);
+      o.log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
     }
     return locals;
   } catch (e) {
