@@ -1,16 +1,19 @@
 // test:cluster — fugu across hosts (network namespaces on one machine, see netns.ts):
 //   db       Redis and Postgres
-//   w1, w2   a provider worker and an ES evaluator each
+//   w1, w2   a provider worker, a conductor (case 2 only) and an ES evaluator each
 //   c1, c2   the ES coordinator (c2 takes over when c1's process is killed)
-//   op       the operator's `fugu` commands (eval, router train, train es --no-wait, router publish)
+//   op       the operator's `fugu` commands (eval, ultra eval, router train, train es --no-wait, router publish)
 //   gw       the gateway in pool mode (its router workers: w2)
 // 1. an evaluation batch spread over w1 and w2 completes with every result exactly once; and
 //    again with w1 cut off mid-batch and restored after the run completed (its late results
 //    neither duplicate a row nor count twice);
-// 2. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
+// 2. a conductor batch (`fugu ultra eval`, fixed:moa:3 and fixed:chain on replay workers) with w1
+//    cut off mid-batch: the workflows w1's conductor held are finished by w2's; every workflow,
+//    step row and step call exactly once, and w1's late work, once restored, changes no row;
+// 3. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
 //    completes with the final state of an uninterrupted run with the same seed;
-// 3. the coordinator's process killed on c1 and started again on c2 resumes the run;
-// 4. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
+// 4. the coordinator's process killed on c1 and started again on c2 resumes the run;
+// 5. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
 //    job (the depth KEDA scales a router pool up from zero on); a router worker started on w2
 //    takes it, and the gateway's requests are then routed over the network.
 // Timings (detection of the lost host, re-dispatch, total delay) are printed as a table and,
