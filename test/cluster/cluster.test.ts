@@ -1,16 +1,19 @@
 // test:cluster — fugu across hosts (network namespaces on one machine, see netns.ts):
 //   db       Redis and Postgres
-//   w1, w2   a provider worker and an ES evaluator each
+//   w1, w2   a provider worker, a conductor (case 2 only) and an ES evaluator each
 //   c1, c2   the ES coordinator (c2 takes over when c1's process is killed)
-//   op       the operator's `fugu` commands (eval, router train, train es --no-wait, router publish)
+//   op       the operator's `fugu` commands (eval, ultra eval, router train, train es --no-wait, router publish)
 //   gw       the gateway in pool mode (its router workers: w2)
 // 1. an evaluation batch spread over w1 and w2 completes with every result exactly once; and
 //    again with w1 cut off mid-batch and restored after the run completed (its late results
 //    neither duplicate a row nor count twice);
-// 2. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
+// 2. a conductor batch (`fugu ultra eval`, fixed:moa:3 and fixed:chain on replay workers) with w1
+//    cut off mid-batch: the workflows w1's conductor held are finished by w2's; every workflow,
+//    step row and step call exactly once, and w1's late work, once restored, changes no row;
+// 3. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
 //    completes with the final state of an uninterrupted run with the same seed;
-// 3. the coordinator's process killed on c1 and started again on c2 resumes the run;
-// 4. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
+// 4. the coordinator's process killed on c1 and started again on c2 resumes the run;
+// 5. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
 //    job (the depth KEDA scales a router pool up from zero on); a router worker started on w2
 //    takes it, and the gateway's requests are then routed over the network.
 // Timings (detection of the lost host, re-dispatch, total delay) are printed as a table and,
@@ -20,8 +23,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
-import { getCheckpoint, getEsRun, getEsState, getRun, listCheckpoints, listEsGenerations } from '@fugu/db';
-import { esEvalQueue } from '@fugu/queue';
+import { getCheckpoint, getConductorRun, getEsRun, getEsState, getRun, listCheckpoints, listEsGenerations } from '@fugu/db';
+import { conductQueue, esEvalQueue } from '@fugu/queue';
 import { waitFor } from '../support/eval-env.ts';
 import { TestCluster, type FuguProcess } from './cluster.ts';
 import { netnsUnavailable } from './netns.ts';
@@ -124,6 +127,111 @@ describe('an evaluation batch over two worker hosts', () => {
     const made = (await callsMade('w1')) - before.w1 + (await callsMade('w2')) - before.w2;
     expect(made).toBeGreaterThanOrEqual(SAMPLE * 9);
     timings['batch with w1 cut: calls made twice (held by w1 at the cut)'] = String(made - SAMPLE * 9);
+  });
+});
+
+const CONDUCTOR_SAMPLE = 300; // LLMRouter test-split questions, x 2 specs = the batch's workflows
+const CONDUCTOR_SPECS = 'fixed:moa:3,fixed:chain'; // 4 steps and 2 steps
+const CONDUCTOR = { FUGU_CONDUCTOR_LOCK_MS: '3000' };
+
+/** Workflows a conductor host has finished so far (its own counter, over the network). */
+const workflowsDone = async (host: string): Promise<number> => counter(await cluster.httpGet(host, 9472, '/metrics'), 'fugu_conductor_workflows_total');
+
+/** What a conductor run stored: its workflows, their steps, and the chat calls of those steps. */
+async function conductorRows(runId: string) {
+  const wf = await sql<{ n: number; keys: number; items: number; done: number; answered: number; steps: number; retried: number }>`
+    select count(*)::int as n, count(distinct key)::int as keys, count(distinct (item_id, conductor, repeat))::int as items,
+           count(*) filter (where status = 'done')::int as done, count(*) filter (where finish_reason = 'answered')::int as answered,
+           coalesce(sum(n_steps), 0)::int as steps, count(*) filter (where attempts > 1)::int as retried
+    from workflows where run_id = ${runId}`.execute(cluster.db);
+  const st = await sql<{ n: number; distinct: number; ok: number; calls: number; callKeys: number; extra: number }>`
+    select count(*)::int as n, count(distinct (s.workflow_id, s.idx))::int as distinct, count(*) filter (where s.status = 'ok')::int as ok,
+           (select count(*)::int from chat_calls c join workflow_steps s2 on c.key = s2.chat_call_id join workflows w2 on w2.id = s2.workflow_id where w2.run_id = ${runId}) as calls,
+           (select count(distinct c.key)::int from chat_calls c join workflow_steps s2 on c.key = s2.chat_call_id join workflows w2 on w2.id = s2.workflow_id where w2.run_id = ${runId}) as "callKeys",
+           (select count(*)::int from chat_calls c join workflows w3 on c.key like 'wf' || w3.id || '.%' where w3.run_id = ${runId}
+              and not exists (select 1 from workflow_steps s3 where s3.chat_call_id = c.key)) as extra
+    from workflow_steps s join workflows w on w.id = s.workflow_id where w.run_id = ${runId}`.execute(cluster.db);
+  return { workflows: wf.rows[0]!, steps: st.rows[0]! };
+}
+
+/** The finished rows of a run as they stand (what a late writer must not change). */
+const workflowSnapshot = async (runId: string) =>
+  (await sql<Record<string, unknown>>`select id, key, status, attempts, finish_reason, final_answer, outcome, reward, worker_cost, finished_at from workflows where run_id = ${runId} order by id`.execute(cluster.db)).rows;
+
+describe('a conductor batch over two worker hosts', () => {
+  const conductors: FuguProcess[] = [];
+  beforeAll(async () => {
+    for (const host of ['w1', 'w2']) conductors.push(await cluster.startApp(host, 'conductor', CONDUCTOR));
+  }, 120_000);
+  afterAll(async () => {
+    // the later cases do not need them: give the two cores back
+    for (const p of conductors) await p.kill9().catch(() => undefined);
+  });
+
+  it('a worker host cut off mid-batch and restored: every workflow, step and call exactly once, finished on the other host', async () => {
+    const total = CONDUCTOR_SAMPLE * 2;
+    const stepsTotal = CONDUCTOR_SAMPLE * (4 + 2);
+    const before = { w1: await callsMade('w1'), w2: await callsMade('w2') };
+    const redis = new Redis(cluster.redisUrl, { maxRetriesPerRequest: null });
+    const eventsConnection = redis.duplicate();
+    const events = new QueueEvents(conductQueue, { connection: eventsConnection, prefix: 'fugu' });
+    try {
+      await events.waitUntilReady();
+      const stalled: number[] = [];
+      events.on('stalled', () => stalled.push(Date.now()));
+      const t0 = Date.now();
+      // the operator's batch, followed to the end (the CLI marks the run completed)
+      const batch = cluster.cli('op', ['ultra', 'eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--conductor', CONDUCTOR_SPECS, '--sample', String(CONDUCTOR_SAMPLE), '--seed', '0',
+        '--run-id', 'ucut', '--local-conductors', '0', '--local-workers', '0']);
+      // both conductor hosts at work; w1 with workflows in hand: cut it off
+      await waitFor('both conductors at work on the batch', async () => Math.min(await workflowsDone('w1'), await workflowsDone('w2')) >= 40, 120_000, 10);
+      const w1Done = await workflowsDone('w1');
+      const cutAt = Date.now();
+      cluster.net.linkDown('w1');
+      const r = await batch;
+      const completedAt = Date.now();
+      expect(r.code, `fugu ultra eval\n${r.stderr}`).toBe(0);
+      const run = (await getConductorRun(cluster.db, 'ucut'))!;
+      expect([run.status, run.total]).toEqual(['completed', total]);
+      timings['conductor batch: workflows / steps'] = `${total} / ${stepsTotal}`;
+      timings['conductor batch: wall time (CLI start to completed)'] = completedAt - t0;
+      timings['conductor batch, w1 cut: detection (cut -> first stalled job taken back)'] = stalled.length ? stalled[0]! - cutAt : 'none';
+      timings['conductor batch, w1 cut: cut -> completed by w2'] = completedAt - cutAt;
+      const atCompletion = await workflowSnapshot('ucut');
+
+      // every workflow once, all done; every step row once and answered; one chat_calls row per step key, none besides
+      const rows = await conductorRows('ucut');
+      expect(rows.workflows).toEqual({ n: total, keys: total, items: total, done: total, answered: total, steps: stepsTotal, retried: rows.workflows.retried });
+      expect(rows.steps).toEqual({ n: stepsTotal, distinct: stepsTotal, ok: stepsTotal, calls: stepsTotal, callKeys: stepsTotal, extra: 0 });
+      // workflows w1's conductor held at the cut came back (stalled) and were finished by w2's, after the cut
+      expect(stalled.length, 'conduct jobs held by the cut-off host came back through the stalled-job check').toBeGreaterThan(0);
+      const moved = await sql<{ n: number; late: number }>`select count(*)::int as n, count(*) filter (where finished_at < to_timestamp(${cutAt / 1000}))::int as late
+        from workflows where run_id = 'ucut' and attempts > 1`.execute(cluster.db);
+      expect(moved.rows[0]!.n).toBeGreaterThan(0);
+      expect(moved.rows[0]!.late).toBe(0);
+      timings['conductor batch, w1 cut: workflows taken over by w2'] = String(moved.rows[0]!.n);
+
+      // w1 comes back, with its conductor's and provider worker's late work
+      cluster.net.linkUp('w1');
+      await waitFor('w1 reachable again', async () => (await cluster.httpGet('w1', 9472, '/healthz').catch(() => '')).includes('ok'), 60_000, 200);
+      await new Promise((res) => setTimeout(res, 3_000));
+      expect(await workflowSnapshot('ucut'), 'the late host changed no workflow row').toEqual(atCompletion);
+      expect(await conductorRows('ucut')).toEqual(rows);
+      // both hosts took part: conductors and provider workers
+      const [w1After, w2Done] = [await workflowsDone('w1'), await workflowsDone('w2')];
+      timings['conductor batch: workflows finished by w1 (before the cut) / w2'] = `${w1Done} / ${w2Done}`;
+      expect(Math.min(w1Done, w2Done)).toBeGreaterThan(0);
+      // each workflow was finished by one of them (w1's late finishes count there, and were refused)
+      expect(w1After + w2Done).toBeGreaterThanOrEqual(total);
+      const made = [(await callsMade('w1')) - before.w1, (await callsMade('w2')) - before.w2];
+      timings['conductor batch: step calls made by w1 / w2'] = made.join(' / ');
+      expect(Math.min(...made)).toBeGreaterThan(0);
+      expect(made[0]! + made[1]!).toBeGreaterThanOrEqual(stepsTotal);
+    } finally {
+      await events.close();
+      eventsConnection.disconnect();
+      redis.disconnect();
+    }
   });
 });
 

@@ -10,19 +10,20 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { loadConfig } from '@fugu/config';
 import { connectDb, type Db } from '@fugu/db';
-import { coordinatorMain, evaluatorMain, findPostgresBinaries, isReachable, providerWorkerMain } from '@fugu/local-services';
+import { conductorMain, coordinatorMain, evaluatorMain, findPostgresBinaries, isReachable, providerWorkerMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from '../support/app-process.ts';
 import { routerWorkerMain } from '../support/router-workers.ts';
 import { waitFor } from '../support/eval-env.ts';
 import { SYSTEM_PATH, VirtualNetwork } from './netns.ts';
 
-export type App = 'provider-worker' | 'evaluator' | 'coordinator' | 'gateway' | 'router-worker';
+export type App = 'provider-worker' | 'evaluator' | 'coordinator' | 'gateway' | 'router-worker' | 'conductor';
 const MAINS: Record<App, string> = {
   'provider-worker': providerWorkerMain,
   evaluator: evaluatorMain,
   coordinator: coordinatorMain,
   gateway: fileURLToPath(new URL('../../apps/gateway/src/main.ts', import.meta.url)),
   'router-worker': routerWorkerMain,
+  conductor: conductorMain,
 };
 const cliMain = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
 
