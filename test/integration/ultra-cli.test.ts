@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -101,6 +101,18 @@ describe('fugu ultra: bad input is exit 2 naming the flag', () => {
     const rep2 = await fugu(['ultra', 'report', 'nope']);
     expect(rep2.code).toBe(2);
     expect(rep2.stderr).toMatch(/no conductor run "nope"/);
+    // --replay: a missing file, a file that is not JSON, parameters out of range
+    const noFile = await fugu(evalArgs('--conductor', 'fixed:chain', '--replay', path.join(dir, 'none.json')));
+    expect(noFile.code).toBe(2);
+    expect(noFile.stderr).toMatch(/field --replay: cannot read/);
+    await writeFile(path.join(dir, 'bad.json'), '{ not json');
+    const notJson = await fugu(evalArgs('--conductor', 'fixed:chain', '--replay', path.join(dir, 'bad.json')));
+    expect(notJson.code).toBe(2);
+    expect(notJson.stderr).toMatch(/field --replay: .*is not JSON/);
+    await writeFile(path.join(dir, 'range.json'), JSON.stringify({ presets: { large: { keep: 2 } } }));
+    const range = await fugu(evalArgs('--conductor', 'fixed:chain', '--replay', path.join(dir, 'range.json')));
+    expect(range.code).toBe(2);
+    expect(range.stderr).toMatch(/field --replay: .*keep must be in \[0, 1\], got 2/);
   });
 
   it('ultra run: an empty question, an unknown worker, max steps out of range, a bad item', async () => {

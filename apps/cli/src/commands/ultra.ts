@@ -1,7 +1,8 @@
 // `fugu ultra eval | run | report | list | show` (+ `ultra policy ...` from ./ultra-policy.ts):
 // the Conductor (@fugu/ultra). Batches of workflows through the conduct queue, one free question,
 // the Conductor report of one run or several (seeds), and the runs.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import type { ReplayConfig } from '@fugu/conductor';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
 import { conductorRunParseFailures, conductorRunProgress, getConductorRun, listConductorRuns, type ConductorRunRow, type Db, type WorkflowDetail } from '@fugu/db';
@@ -21,7 +22,7 @@ import { registerUltraPolicy } from './ultra-policy.ts';
 
 type EvalFlags = {
   dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; repeats: number;
-  maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; runId?: string; resume?: string; localConductors: number | 'auto'; localWorkers: number | 'auto';
+  maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; replay?: string; runId?: string; resume?: string; localConductors: number | 'auto'; localWorkers: number | 'auto';
   keyCheck: boolean; wait: boolean; stallSeconds: number; out?: string; json?: boolean;
 };
 
@@ -47,6 +48,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
     .addOption(intOption('--max-steps <n>', 'most steps of a workflow', 5))
     .addOption(usdOption('--max-usd <usd>', 'budget of one workflow in USD'))
     .addOption(intOption('--max-tokens-per-step <n>', 'most output tokens of a step'))
+    .option('--replay <file>', 'replay step model parameters (a ReplayConfig JSON file, e.g. from `fugu ultra calibrate`)')
     .option('--run-id <id>', 'the new run\'s id (default: ultra_<time>_<random>)')
     .option('--resume <run>', 'go on with a paused or interrupted conductor run')
     .addOption(countOption('--local-conductors <n|auto>', 'conductor processes to start here (auto: 2 when none is connected)'))
@@ -101,8 +103,24 @@ export const ultraCommands: CommandGroup = (program, cli) => {
   registerUltraCalibrate(ultra, cli);
 };
 
-function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal): UltraEvalOptions {
+/** A ReplayConfig JSON file (`--replay`); its content is validated by the driver. */
+async function readReplayFile(file: string): Promise<ReplayConfig> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    throw new InputError(`cannot read ${file}: ${(e as Error).message}`, { field: '--replay' });
+  }
+  try {
+    return JSON.parse(text) as ReplayConfig;
+  } catch (e) {
+    throw new InputError(`${file} is not JSON: ${(e as Error).message}`, { field: '--replay' });
+  }
+}
+
+function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal, replay: ReplayConfig | undefined): UltraEvalOptions {
   return {
+    ...(replay !== undefined && { replay }),
     ...(f.dataset !== undefined && { dataset: f.dataset }),
     ...(f.pool !== undefined && { pool: f.pool }),
     ...(f.conductor !== undefined && { conductor: f.conductor }),
@@ -132,7 +150,8 @@ function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal): Ult
 async function cmdUltraEval(config: FuguConfig, f: EvalFlags, signal: AbortSignal): Promise<number> {
   const ctx = await openContext({ redis: true, config });
   try {
-    const outcome = await runUltraEval(ctx, evalOptions(config, f, signal));
+    const replay = f.replay !== undefined ? await readReplayFile(f.replay) : undefined;
+    const outcome = await runUltraEval(ctx, evalOptions(config, f, signal, replay));
     if (outcome.interrupted) return EXIT.interrupted; // runUltraEval said how to resume
     if (!f.wait) {
       if (f.json) printJson({ run: outcome.run });
