@@ -7,3 +7,4 @@ export * from './summary.ts';
 export * from './replay.ts';
 export { normalizePrompt } from './normalize.ts';
 export { parsePythonLiteral, tryParsePythonLiteral, parseChoices, type PyValue, type Choices } from './pylit.ts';
+export { readJsonFile } from './json-file.ts';

@@ -1,14 +1,15 @@
 // The embedded Conductor policy's checkpoints: made (the documented initialisation), stored in
 // Postgres (`conductor_checkpoints`), loaded for a pool, and moved as one JSON file (theta as
 // base64 float32 LE), the way `fugu router export/import` moves router checkpoints.
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { InputError, type DatasetItem } from '@fugu/core';
+import { readJsonFile } from '@fugu/datasets';
 import {
   ConductorPolicy, policyCheckpoint, policyFromCheckpoint, type PolicyCheckpoint, type PolicyConfig,
 } from '@fugu/conductor';
 import { bytesToFloats, floatsToBytes, getConductorCheckpoint, saveConductorCheckpoint, type ConductorCheckpointRecord, type Db } from '@fugu/db';
-import { splitItems } from './eval/run.ts';
+import { rankWorkers, splitItems, workerMeans } from './eval/run.ts';
 
 export const POLICY_FILE_FORMAT = 'fugu-conductor-policy/1';
 
@@ -57,28 +58,14 @@ export type TrainingRanking = {
  */
 export function trainingRanking(items: readonly DatasetItem[], workers: readonly string[], opts: { splitSeed?: number; datasetName?: string } = {}): TrainingRanking {
   const train = splitItems(items, 'train', opts.splitSeed ?? 0).map((i) => items[i]!);
-  const means = workers.flatMap((worker) => {
-    let sum = 0;
-    let n = 0;
-    for (const it of train) {
-      const o = it.recorded?.[worker];
-      if (o && Number.isFinite(o.score)) {
-        sum += o.score;
-        n++;
-      }
-    }
-    return n > 0 ? [{ worker, mean: sum / n, items: n }] : [];
-  });
+  const means = workerMeans(workers, train).filter((m) => m.items > 0);
   if (means.length === 0) {
     const name = opts.datasetName ? `dataset "${opts.datasetName}"` : 'the dataset';
     throw new InputError(`${name} has no recorded scores for the pool's workers (${workers.join(', ')}) on its ${train.length} training items: nothing to rank them by`, { field: 'dataset' });
   }
-  const ranked = means
-    .map((m, i) => ({ ...m, i }))
-    .sort((a, b) => b.mean - a.mean || a.i - b.i)
-    .map(({ i: _i, ...m }) => m);
-  const seen = new Set(ranked.map((m) => m.worker));
-  return { ranking: [...ranked.map((m) => m.worker), ...workers.filter((w) => !seen.has(w))], means: ranked };
+  const ranking = rankWorkers(workers, train);
+  const ranked = ranking.flatMap((w) => means.filter((m) => m.worker === w));
+  return { ranking, means: ranked };
 }
 
 export type InitPolicyOptions = {
@@ -143,18 +130,7 @@ export async function exportPolicyCheckpoint(db: Db, id: string, out: string): P
  * an InputError naming the file and the field, and stores nothing.
  */
 export async function importPolicyCheckpoint(db: Db, file: string, opts: { now?: Date } = {}): Promise<string> {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(await readFile(file, 'utf8'));
-  } catch (e) {
-    throw new InputError(`not a readable JSON file (${(e as Error).message})`, { file });
-  }
-  const r = fileSchema.safeParse(raw);
-  if (!r.success) {
-    const issue = r.error.issues[0]!;
-    throw new InputError(issue.message, { file, field: issue.path.join('.') || 'format' });
-  }
-  const { format: _format, ...f } = r.data;
+  const { format: _format, ...f } = await readJsonFile(file, fileSchema);
   const checkpoint: PolicyCheckpoint = { ...f, config: f.config as unknown as PolicyConfig, theta: bytesToFloats(Buffer.from(f.theta, 'base64')) };
   try {
     policyFromCheckpoint(checkpoint, { workers: checkpoint.workers });

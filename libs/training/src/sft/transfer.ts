@@ -1,8 +1,9 @@
 // `fugu router export/import`: a checkpoint as one JSON file (theta as base64 float32 LE), so a
 // trained router moves between databases and machines. Import checks the file before storing.
-import { readFile, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { InputError } from '@fugu/core';
+import { readJsonFile } from '@fugu/datasets';
 import { bytesToFloats, floatsToBytes, getCheckpoint, saveCheckpoint, type Db } from '@fugu/db';
 
 const FORMAT = 'fugu-router-checkpoint/1';
@@ -31,18 +32,7 @@ export async function exportCheckpoint(db: Db, id: string, out: string): Promise
 
 /** Stores the file's checkpoint (under a new id when `id` is taken) and returns its id. */
 export async function importCheckpoint(db: Db, file: string): Promise<string> {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(await readFile(file, 'utf8'));
-  } catch (e) {
-    throw new InputError(`not a readable JSON file (${(e as Error).message})`, { file });
-  }
-  const r = fileSchema.safeParse(raw);
-  if (!r.success) {
-    const issue = r.error.issues[0]!;
-    throw new InputError(issue.message, { file, field: issue.path.join('.') || 'format' });
-  }
-  const f = r.data;
+  const f = await readJsonFile(file, fileSchema);
   const theta = bytesToFloats(Buffer.from(f.theta, 'base64'));
   const size = f.thetaLayout.reduce((s, b) => Math.max(s, b.offset + b.shape.reduce((a, x) => a * x, 1)), 0);
   if (theta.length !== size) throw new InputError(`theta has ${theta.length} values, its layout needs ${size}`, { file, field: 'theta' });

@@ -112,22 +112,25 @@ export function splitItems(items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt
   return items.flatMap((it, i) => (by.get(it.id) === split ? [i] : []));
 }
 
-/** Workers by mean recorded score over the given items, best first (ties and workers without records: pool order). */
-export function rankWorkers(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): string[] {
-  const mean = new Map<string, number>();
-  for (const w of workers) {
-    let s = 0;
+/** Each worker's mean recorded score over the given items and how many it averages (0 items: no record). */
+export function workerMeans(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): Array<{ worker: string; mean: number; items: number }> {
+  return workers.map((worker) => {
+    let sum = 0;
     let n = 0;
     for (const it of items) {
-      const r = it.recorded?.[w];
+      const r = it.recorded?.[worker];
       if (r && Number.isFinite(r.score)) {
-        s += r.score;
+        sum += r.score;
         n++;
       }
     }
-    mean.set(w, n > 0 ? s / n : Number.NEGATIVE_INFINITY);
-  }
-  return workers.map((w, i) => ({ w, i, m: mean.get(w)! })).sort((a, b) => b.m - a.m || a.i - b.i).map((x) => x.w);
+    return { worker, mean: n > 0 ? sum / n : Number.NEGATIVE_INFINITY, items: n };
+  });
+}
+
+/** Workers by mean recorded score over the given items, best first (ties and workers without records: pool order). */
+export function rankWorkers(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): string[] {
+  return workerMeans(workers, items).map((m, i) => ({ ...m, i })).sort((a, b) => b.mean - a.mean || a.i - b.i).map((x) => x.worker);
 }
 
 /** The run's items: the split, then a seeded sample of it (stable for a seed). */
