@@ -7,7 +7,8 @@
 // - an llm: Conductor (an OpenAI-compatible endpoint on the OpenAI stub) writing scripted
 //   workflows over stub OpenAI, Anthropic and Google workers; a malformed one gets reward 0 with
 //   its parse error; budgets end with their finish reasons; an unreachable endpoint ends
-//   conductor-error naming it; bad input to submitWorkflows is an InputError naming the field.
+//   conductor-error naming it; bad input to submitWorkflows is an InputError naming the field;
+// - fixed:router on an anchor router checkpoint, and policy: on an initial policy checkpoint.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { InputError, type DatasetItem, type WorkerSpec } from '@fugu/core';
@@ -18,6 +19,7 @@ import { providerCallCounterKey } from '@fugu/calls';
 import { startAnthropicStub, startGoogleStub, startOpenAIStub, type AnthropicStub, type GoogleStub, type OpenAIStub, type RecordedRequest } from '@fugu/providers/testing';
 import { initPolicyCheckpoint, submitWorkflows, waitForWorkflows, type NewWorkflow, type SubmitDeps } from '@fugu/ultra';
 import { loadUseLite, useLiteHeadDims } from '@fugu/router-model';
+import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
@@ -212,6 +214,24 @@ describe('an llm: Conductor over live (stub) workers', () => {
     expect(dead).toMatchObject({ status: 'done', finishReason: 'conductor-error' });
     expect(dead!.error!.message).toContain('llm:dead');
     expect(dead!.error!.message).toContain('http://127.0.0.1:9/v1');
+  });
+});
+
+describe('the fugu router as a one-step workflow (fixed:router:<checkpoint>)', () => {
+  it('runs the worker the router checkpoint picks for each question; a checkpoint of another pool, or none, ends conductor-error naming it', async () => {
+    // an anchor router: item i's own question is the anchor of worker i, so it routes item i to REPLAY[i]
+    const anchors = Object.fromEntries(REPLAY.map((w, i) => [w, items[i]!.item.prompt]));
+    const ckpt = await saveAnchorCheckpoint(env.ctx.db, { home: env.config.home, anchors, id: 'anchor-replay-3' });
+    const rows = await run(replayRows('router', `fixed:router:${ckpt.id}`, 3).slice(0, REPLAY.length));
+    for (const [i, r] of rows.entries()) {
+      expect(r).toMatchObject({ status: 'done', finishReason: 'answered', nSteps: 1 });
+      expect((await getWorkflowSteps(env.ctx.db, r.id)).map((s) => s.worker)).toEqual([REPLAY[i]]);
+    }
+    const [other, missing] = await run([live('router-other-pool', 'anything', `fixed:router:${ckpt.id}`), live('router-missing', 'anything', 'fixed:router:no-such-router')]);
+    expect(other).toMatchObject({ finishReason: 'conductor-error' });
+    expect(other!.error!.message).toMatch(/routes over \[qwen2\.5-7b-instruct, .*\], not the pool's \[gpt, claude, gem\]/);
+    expect(missing).toMatchObject({ finishReason: 'conductor-error' });
+    expect(missing!.error!.message).toMatch(/no router checkpoint "no-such-router"/);
   });
 });
 
