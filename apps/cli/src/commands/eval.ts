@@ -15,7 +15,7 @@ import {
 import { createProgress } from '../progress.ts';
 import { publishCheckpoint } from './router.ts';
 import { startGateway } from './serving.ts';
-import { conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
+import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
 import { summarizeUltraRuns } from '@fugu/ultra';
 
 type EvalFlags = {
@@ -70,7 +70,7 @@ export const evalCommands: CommandGroup = (program, cli) => {
     .command('demo')
     .description(
       'the embedded default: the full LLMRouter batch through replay workers, the summary, soft labels and the HTML report; ' +
-        'then trains the router, publishes it and starts the gateway (not with --no-serve)',
+        'then trains the router, publishes it, runs the Conductor on 100 test questions against it and starts the gateway (not with --no-serve)',
     )
     .addOption(intOption('--repetitions <n>', 'calls per (item, worker)', 4))
     .addOption(intOption('--sample <n>', 'a seeded sample of n items (default: all)'))
@@ -224,6 +224,9 @@ async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; ou
   }
 }
 
+/** Test questions the demo's Conductor batch runs (3 conductors each: about 10 s here). */
+const DEMO_CONDUCTOR_SAMPLE = 100;
+
 async function cmdDemo(
   config: FuguConfig,
   f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean },
@@ -253,12 +256,21 @@ async function cmdDemo(
   // the router: SFT on the run's rewards, published as the deployment the gateway serves
   process.stderr.write(`\ndemo: training the router on run ${runId} (SFT, about 30 s)\n`);
   const routerCtx = await openContext({ redis: false, config });
+  let checkpointId: string;
   try {
-    const { checkpointId } = await trainRouter(routerCtx.db, { ...TRAIN_DEFAULTS, run: runId, home: config.home });
+    ({ checkpointId } = await trainRouter(routerCtx.db, { ...TRAIN_DEFAULTS, run: runId, home: config.home }));
     process.stderr.write(`demo: ${await publishCheckpoint(config, routerCtx.db, config.router.deployment, checkpointId)}\n`);
   } finally {
     await routerCtx.close();
   }
+  // the Conductor (fugu-ultra): workflows over the same replay workers, against the router
+  const conductors = `fixed:router:${checkpointId},fixed:moa:3,fixed:chain`;
+  process.stderr.write(`\ndemo: the Conductor on ${DEMO_CONDUCTOR_SAMPLE} test questions (${conductors}; replay: a simulation from the recorded outcomes)\n`);
+  const ultra = await cmdUltraEval(config, {
+    dataset: 'llmrouter', pool: 'llmrouter', conductor: conductors, split: 'test', splitSeed: 0, sample: DEMO_CONDUCTOR_SAMPLE, seed: f.seed, repeats: 1, maxSteps: 5,
+    localConductors: 'auto', localWorkers: f.localWorkers, keyCheck: true, wait: true, stallSeconds: 15,
+  }, signal);
+  if (ultra !== EXIT.ok) return ultra;
   // the gateway on this machine only, without keys; the replay workers answer the dataset's questions
   process.stderr.write('demo: starting the gateway (Ctrl-C stops it; `fugu gateway` starts it again)\n');
   process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run

@@ -20,7 +20,7 @@ import { createProgress } from '../progress.ts';
 import { registerUltraCalibrate } from './ultra-calibrate.ts';
 import { registerUltraPolicy } from './ultra-policy.ts';
 
-type EvalFlags = {
+export type UltraEvalFlags = {
   dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; repeats: number;
   maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; replay?: string; runId?: string; resume?: string; localConductors: number | 'auto'; localWorkers: number | 'auto';
   keyCheck: boolean; wait: boolean; stallSeconds: number; out?: string; json?: boolean;
@@ -58,7 +58,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
     .addOption(intOption('--stall-seconds <n>', 'seconds without progress, with nothing queued, before unfinished workflows are submitted again', 15))
     .option('--out <file>', 'the report (default: FUGU_HOME/reports/<run>.html)')
     .addOption(jsonOption())
-    .action(action(async (f: EvalFlags) => cmdUltraEval(cli.config(), f, interruptSignal())));
+    .action(action(async (f: UltraEvalFlags) => cmdUltraEval(cli.config(), f, interruptSignal())));
 
   ultra
     .command('run')
@@ -118,7 +118,7 @@ async function readReplayFile(file: string): Promise<ReplayConfig> {
   }
 }
 
-function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal, replay: ReplayConfig | undefined): UltraEvalOptions {
+function evalOptions(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal, replay: ReplayConfig | undefined): UltraEvalOptions {
   return {
     ...(replay !== undefined && { replay }),
     ...(f.dataset !== undefined && { dataset: f.dataset }),
@@ -147,7 +147,7 @@ function evalOptions(config: FuguConfig, f: EvalFlags, signal: AbortSignal, repl
   };
 }
 
-async function cmdUltraEval(config: FuguConfig, f: EvalFlags, signal: AbortSignal): Promise<number> {
+export async function cmdUltraEval(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal): Promise<number> {
   const ctx = await openContext({ redis: true, config });
   try {
     const replay = f.replay !== undefined ? await readReplayFile(f.replay) : undefined;
