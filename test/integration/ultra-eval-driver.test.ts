@@ -112,8 +112,15 @@ describe('runUltraEval', () => {
         update: (p) => {
           if (drained || p.submitted < total) return;
           drained = true;
-          // the jobs vanish (a flushed Redis) while nothing has run
-          void env.ctx.queue(conductQueue).drain().then(startConductor);
+          // the jobs vanish (a flushed Redis) while nothing has run: once all of them are in the
+          // queue (submitted is counted when the submit call returns; on a loaded machine the
+          // jobs may land a moment later), drain it, then start a conductor
+          void (async () => {
+            const q = env.ctx.queue(conductQueue);
+            while ((await q.getWaitingCount()) < total) await new Promise((r) => setTimeout(r, 20));
+            await q.drain();
+            await startConductor();
+          })();
         },
         stop() {},
       }),
