@@ -13,7 +13,7 @@ import { formatUsd, InputError, parseUsd, toWireError, type ChatRequest, type Ch
 import { isProviderError } from '@fugu/providers';
 import {
   conductorPool, encodeReplayStepRequest, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, REPLAY_STEP_METADATA, renderWorkerPrompt,
-  resolveWorkerParams, rewardConfig, rewardOf, scheduleOf, readySteps, scoreWorkflow, stepKeyOf, visibleSteps,
+  rewardConfig, rewardOf, scheduleOf, readySteps, scoreWorkflow, stepKeyOf, visibleSteps,
   type Conductor, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
 } from '@fugu/conductor';
 import {
@@ -25,7 +25,7 @@ import { verify } from '@fugu/datasets';
 import type { ConductJobResult } from '@fugu/queue';
 import type { FuguConfig } from '@fugu/config';
 import type { Logger } from '@fugu/telemetry';
-import { validateWorkflowOptions, type WorkflowOptions } from './options.ts';
+import { validateWorkflowOptions, workerReplayParams, type WorkflowOptions } from './options.ts';
 
 /** The fugu router's pick for a question (fixed:router): a pool worker's name. */
 export type RouterPick = (input: { checkpoint: string; question: string; workers: readonly string[] }) => Promise<string>;
@@ -144,6 +144,11 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
     const worker = byName.get(pool.workers[s.worker]!.name)!;
     states.push({ idx: i, worker, sees, key: stepKeyOf(worker.name, sees.map((j) => states[j]!.key)) });
   });
+  // what a step's row says about the step itself, whatever became of it
+  const stepBase = (st: StepState) => ({
+    workflowId: row.id, idx: st.idx, workerId: st.worker.id, worker: st.worker.name, subtask: workflow.steps[st.idx]!.subtask,
+    access: stepSpecs[st.idx]!.access, sees: st.sees, chatCallId: chatId(row.id, st.idx),
+  });
   const client: ChatCallClientOptions = { db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
   const answers = new Map<number, string>();
   let workerCost = 0n;
@@ -171,11 +176,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
       const st = states[i]!;
       const r = results.get(chatId(row.id, i))!;
       st.result = r;
-      const step = workflow.steps[i]!;
-      const common = {
-        workflowId: row.id, idx: i, workerId: st.worker.id, worker: st.worker.name, subtask: step.subtask,
-        access: stepSpecs[i]!.access, sees: st.sees, chatCallId: chatId(row.id, i), latencyMs: r.latencyMs,
-      };
+      const common = { ...stepBase(st), latencyMs: r.latencyMs };
       if (r.status === 'ok') {
         const cost = parseUsd(r.cost);
         workerCost += cost;
@@ -198,11 +199,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   // steps a budget or a failure left unrun
   for (const st of states) {
     if (st.result) continue;
-    const step = workflow.steps[st.idx]!;
-    await saveWorkflowStep(db, {
-      workflowId: row.id, idx: st.idx, workerId: st.worker.id, worker: st.worker.name, subtask: step.subtask, access: stepSpecs[st.idx]!.access, sees: st.sees,
-      chatCallId: chatId(row.id, st.idx), status: 'skipped', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, cached: false, replay: null, error: null,
-    });
+    await saveWorkflowStep(db, { ...stepBase(st), latencyMs: 0, status: 'skipped', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: null });
   }
 
   // ---- the final answer and the reward
@@ -246,11 +243,7 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
   const st = states[i]!;
   const req: ChatRequest = { messages: prompt.messages, ...(options.maxTokensPerStep !== undefined && { maxTokens: options.maxTokensPerStep }) };
   if (st.worker.provider === 'replay' && item) {
-    const params = resolveWorkerParams(options.replay ?? {}, st.worker.name, {
-      ...(st.worker.description !== undefined && { description: st.worker.description }),
-      ...(st.worker.size !== undefined && { size: st.worker.size }),
-    });
-    const { sizeClass: _sizeClass, ...p } = params;
+    const { sizeClass: _sizeClass, ...p } = workerReplayParams(options.replay, st.worker);
     req.metadata = {
       itemId: String(item.dbId),
       [REPLAY_STEP_METADATA]: encodeReplayStepRequest({

@@ -1,8 +1,8 @@
 // A workflow's options (the `options` column of `workflows`): budgets, reward and replay
 // configuration, prompt templates. Validated once at submission and again at execution (a row
 // written by another tool is checked the same way); an error names the field.
-import { InputError, parseUsd } from '@fugu/core';
-import { loadPromptTemplate, resolveMaxSteps, rewardConfig, validateReplayConfig, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+import { InputError, parseUsd, type WorkerSpec } from '@fugu/core';
+import { loadPromptTemplate, resolveMaxSteps, resolveWorkerParams, rewardConfig, validateReplayConfig, type ReplayConfig, type ReplayParams, type RewardConfig, type SizeClass } from '@fugu/conductor';
 
 export type WorkflowOptions = {
   /** the most steps a workflow may have (1..10); a longer one ends `budget-steps` */
@@ -94,4 +94,17 @@ export function validateWorkflowOptions(raw: unknown, field = 'options'): Workfl
     out[k] = v as string;
   }
   return out;
+}
+
+/**
+ * A replay worker's step-model parameters under a workflow's replay config: its size class from
+ * the pool's `size`, else a parameter count in its name, model id or description, then the
+ * presets and per-worker overrides.
+ * The executor and the run summary both read them here, so a report shows what the steps used.
+ */
+export function workerReplayParams(config: ReplayConfig | undefined, worker: Pick<WorkerSpec, 'name' | 'model' | 'description' | 'size'>): ReplayParams & { sizeClass: SizeClass } {
+  return resolveWorkerParams(config ?? {}, worker.name, {
+    description: [worker.model, worker.description].filter((t) => t !== undefined && t !== '').join('; '),
+    ...(worker.size !== undefined && { size: worker.size }),
+  });
 }

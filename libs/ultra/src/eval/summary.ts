@@ -5,7 +5,8 @@
 // mean and sd over several runs (seeds) in the same shape.
 import { estimateTokens, tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
 import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
-import { DEFAULT_REWARD_CONFIG, resolveWorkerParams, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+import { DEFAULT_REWARD_CONFIG, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+import { workerReplayParams } from '../engine/options.ts';
 import {
   conductorRunItems, exampleWorkflowIds, getConductorRun, getDataset, getPoolWorkers, stepWorkerCounts, workflowCounts, workflowDetails, workflowSpecStats,
   type Db, type StoredWorker, type WorkflowDetail,
@@ -64,7 +65,7 @@ export async function summarizeUltraRun(db: Db, runId: string, opts: { examplesP
       createdAt: run.createdAt.toISOString(), finishedAt: run.finishedAt?.toISOString() ?? null, environment,
       ...(environment !== 'live' && {
         replay: Object.fromEntries(workers.filter((w) => w.provider === 'replay').map((w) => {
-          const p = resolveWorkerParams(replayCfg, w.name, { description: w.model });
+          const p = workerReplayParams(replayCfg, w);
           return [w.name, { keep: p.keep, misled: p.misled, adopt: p.adopt, fix: p.fix, herd: p.herd, sizeClass: p.sizeClass }];
         })),
       }),
