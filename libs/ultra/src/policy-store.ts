@@ -9,7 +9,7 @@ import {
   ConductorPolicy, policyCheckpoint, policyFromCheckpoint, type PolicyCheckpoint, type PolicyConfig,
 } from '@fugu/conductor';
 import { bytesToFloats, floatsToBytes, getConductorCheckpoint, saveConductorCheckpoint, type ConductorCheckpointRecord, type Db } from '@fugu/db';
-import { rankWorkers, splitItems, workerMeans } from './eval/run.ts';
+import { splitItems, trainSplitRanking, workerMeans } from './eval/run.ts';
 
 export const POLICY_FILE_FORMAT = 'fugu-conductor-policy/1';
 
@@ -63,7 +63,7 @@ export function trainingRanking(items: readonly DatasetItem[], workers: readonly
     const name = opts.datasetName ? `dataset "${opts.datasetName}"` : 'the dataset';
     throw new InputError(`${name} has no recorded scores for the pool's workers (${workers.join(', ')}) on its ${train.length} training items: nothing to rank them by`, { field: 'dataset' });
   }
-  const ranking = rankWorkers(workers, train);
+  const ranking = trainSplitRanking(workers, items, opts.splitSeed ?? 0);
   const ranked = ranking.flatMap((w) => means.filter((m) => m.worker === w));
   return { ranking, means: ranked };
 }

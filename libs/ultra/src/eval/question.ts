@@ -6,7 +6,7 @@ import { resolveMaxSteps } from '@fugu/conductor';
 import { getDatasetItems, saveDataset, savePool, workflowDetails, type WorkflowDetail } from '@fugu/db';
 import { poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
 import { submitWorkflows, waitForWorkflows, type NewWorkflow } from '../engine/index.ts';
-import { asFlag, checkSpecCheckpoints, checkSpecs, rankWorkers, splitItems, startLocals, type UltraEvalOptions } from './run.ts';
+import { asFlag, checkSpecCheckpoints, checkSpecs, startLocals, trainSplitRanking, type UltraEvalOptions } from './run.ts';
 
 export type UltraQuestionOptions = Pick<UltraEvalOptions, 'localConductors' | 'localWorkers' | 'startLocalConductors' | 'startLocalWorkers' | 'log' | 'signal'> & {
   question?: string;
@@ -55,7 +55,7 @@ export async function runUltraQuestion(ctx: Context, o: UltraQuestionOptions): P
     if (!it) throw new InputError(`dataset "${dataset.name}" has no item "${ext}"`, { field: '--item' });
     itemId = it.dbId;
     if (question === '') question = it.prompt;
-    ranking = rankWorkers(names, splitItems(stored, 'train', 0).map((i) => stored[i]!));
+    ranking = trainSplitRanking(names, stored, 0);
   }
 
   const key = `q_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(4).toString('hex')}`;

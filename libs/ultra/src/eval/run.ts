@@ -133,6 +133,11 @@ export function rankWorkers(workers: readonly string[], items: ReadonlyArray<Pic
   return workerMeans(workers, items).map((m, i) => ({ ...m, i })).sort((a, b) => b.mean - a.mean || a.i - b.i).map((x) => x.worker);
 }
 
+/** Workers by mean recorded score on the train part of the router's split (what the fixed topologies and a policy's initialisation rank by). */
+export function trainSplitRanking(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt' | 'recorded'>>, splitSeed: number): string[] {
+  return rankWorkers(workers, splitItems(items, 'train', splitSeed).map((i) => items[i]!));
+}
+
 /** The run's items: the split, then a seeded sample of it (stable for a seed). */
 export function runItems(items: readonly StoredItem[], o: Pick<UltraRunOptions, 'split' | 'splitSeed' | 'sample' | 'seed'>): StoredItem[] {
   const idx = splitItems(items, o.split, o.splitSeed);
@@ -187,7 +192,7 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     const saved = await savePool(db, pool, poolContentHash(pool));
     workers = saved.workers;
     const stored = await getDatasetItems(db, ds.id);
-    const ranking = rankWorkers(names, splitItems(stored, 'train', opts.splitSeed).map((i) => stored[i]!));
+    const ranking = trainSplitRanking(names, stored, opts.splitSeed);
     const base = { split: opts.split, splitSeed: opts.splitSeed, sample: opts.sample, seed: opts.seed };
     const items = runItems(stored, base);
     if (items.length === 0) throw new InputError(`the ${opts.split} split of dataset "${dataset.name}" has no items`, { field: '--split' });
