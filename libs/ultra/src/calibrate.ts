@@ -14,7 +14,6 @@
 //
 // Workflows go through the engine (submitWorkflows/waitForWorkflows, conduct jobs, chat calls), so
 // a re-run with the same id submits the same keys and pays for nothing already answered.
-import { startLocals } from './eval/run.ts';
 import { createHash } from 'node:crypto';
 import { InputError, type DatasetItem, type ProviderKind } from '@fugu/core';
 import {
@@ -28,6 +27,7 @@ import {
   checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, sampleIndices, selectWorkers, type Context, type LocalWorkers,
 } from '@fugu/evaluation';
 import { submitWorkflows, waitForWorkflows, type NewWorkflow, type WorkflowOptions } from './engine/index.ts';
+import { startLocals } from './locals.ts';
 
 export type CalibrationOptions = {
   /** llmrouter | llmrouter:<dir> | <file.jsonl>: items with a verifier that grades live answers */

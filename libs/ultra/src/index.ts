@@ -1,6 +1,8 @@
 // @fugu/ultra: the Conductor (fugu-ultra) on the cluster: executing workflows (conduct jobs ->
 // the conductor writes -> parse -> every ready step a chat-call job -> final answer -> reward ->
-// rows), the writers (llm, policy, fixed), and the evaluation batches (`fugu ultra eval`).
+// rows), the writers (llm, policy, fixed), and the evaluation batches (`fugu ultra eval`). What
+// any driver shares (the split and rankings, the flag checks, the local processes) is in leaf
+// modules beside the drivers.
 export {
   POLICY_FILE_FORMAT,
   exportPolicyCheckpoint,
@@ -13,6 +15,9 @@ export {
   type InitPolicyOptions,
   type TrainingRanking,
 } from './policy-store.ts';
+export * from './split.ts';
+export * from './flags.ts';
+export * from './locals.ts';
 export * from './engine/index.ts';
 export * from './eval/index.ts';
 export * from './calibrate.ts';

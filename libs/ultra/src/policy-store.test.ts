@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, rng, type DatasetItem } from '@fugu/core';
 import { conductorPool, policyFromCheckpoint } from '@fugu/conductor';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
-import { splitItems } from './eval/run.ts';
+import { splitItems } from './split.ts';
 import { exportPolicyCheckpoint, getPolicyCheckpoint, importPolicyCheckpoint, initPolicyCheckpoint, loadPolicy, trainingRanking } from './policy-store.ts';
 
 let t: TestDatabase;

@@ -9,7 +9,7 @@ import {
   ConductorPolicy, policyCheckpoint, policyFromCheckpoint, type PolicyCheckpoint, type PolicyConfig,
 } from '@fugu/conductor';
 import { bytesToFloats, floatsToBytes, getConductorCheckpoint, saveConductorCheckpoint, type ConductorCheckpointRecord, type Db } from '@fugu/db';
-import { splitItems, trainSplitRanking, workerMeans } from './eval/run.ts';
+import { splitItems, trainSplitRanking, workerMeans } from './split.ts';
 
 export const POLICY_FILE_FORMAT = 'fugu-conductor-policy/1';
 

@@ -2,148 +2,25 @@
 // dataset and pool, check the conductor specs, pick the items (the router's split by unique
 // prompt, then a seeded sample), create (or resume) a `conductor_runs` row, submit one workflow
 // per (item, spec, repeat) in chunks, and follow the run to the end. An abort (Ctrl-C) pauses it;
-// `resume` goes on (workflow keys make re-submission harmless).
+// `resume` goes on (workflow keys make re-submission harmless). The options and their checks are
+// in options.ts, the split and ranking in ../split.ts, the local processes in ../locals.ts.
 import { randomBytes } from 'node:crypto';
-import { InputError, type DatasetItem, type ProviderKind } from '@fugu/core';
-import { checkConductorSpec, parseConductorSpecs, resolveMaxSteps, rewardConfig, validateReplayConfig, type ConductorSpec, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
-import { splitByPrompt } from '@fugu/datasets';
+import { InputError } from '@fugu/core';
+import { rewardConfig, validateReplayConfig } from '@fugu/conductor';
 import {
-  conductorCheckpointWorkers, conductorRunProgress, createConductorRun, getCheckpoint, getConductorRun, getDatasetItems, getPoolWorkers,
-  saveDataset, savePool, setConductorRunStatus, type ConductorRunProgress, type ConductorRunRow, type Db, type StoredItem, type StoredWorker,
+  conductorRunProgress, createConductorRun, getConductorRun, getDatasetItems, getPoolWorkers,
+  saveDataset, savePool, setConductorRunStatus, type ConductorRunRow, type StoredItem, type StoredWorker,
 } from '@fugu/db';
-import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, sampleIndices, type Context, type LocalWorkers } from '@fugu/evaluation';
-import { conductQueue, providerCallQueue } from '@fugu/queue';
-import { SPLIT_FRACTIONS } from '@fugu/training';
-import { submitWorkflows, type NewWorkflow, type WorkflowOptions } from '../engine/index.ts';
-
-export const ULTRA_SPLITS = ['train', 'val', 'test', 'all'] as const;
-export type UltraSplit = (typeof ULTRA_SPLITS)[number];
-
-export type UltraEvalOptions = {
-  dataset?: string;
-  pool?: string;
-  /** a comma list of conductor specs */
-  conductor?: string;
-  split: UltraSplit;
-  /** seed of the split by unique prompt (the router's default: 0) */
-  splitSeed: number;
-  sample: number | null;
-  seed: number;
-  repeats: number;
-  maxSteps: number;
-  maxUsd: string | null;
-  maxTokensPerStep: number | null;
-  reward?: Partial<RewardConfig>;
-  replay?: ReplayConfig;
-  runId?: string;
-  resume?: string;
-  localConductors: number | 'auto';
-  localWorkers: number | 'auto';
-  keyCheck: boolean;
-  /** follow the run until it ends (default); false returns after submitting */
-  wait: boolean;
-  /** seconds without progress, with nothing queued, before unfinished workflows are submitted again */
-  stallSeconds?: number;
-  chunkSize?: number;
-  log?: (line: string) => void;
-  signal?: AbortSignal;
-  progress?: (run: { id: string; total: number; specs: string[] }) => UltraProgress;
-  startLocalWorkers?: (opts: { count: number; providers: string[]; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
-  startLocalConductors?: (opts: { count: number; onEvent: (msg: string) => void }) => Promise<LocalWorkers>;
-};
-
-export type UltraProgress = { update(p: ConductorRunProgress, note?: string): void; stop(): void };
-export type UltraEvalOutcome = { run: ConductorRunRow; interrupted: boolean; elapsedS: number };
-
-/** What a run stores in `conductor_runs.options` (and hands each workflow: `workflow`). */
-export type UltraRunOptions = {
-  dataset: string; pool: string; split: UltraSplit; splitSeed: number; sample: number | null; seed: number; repeats: number;
-  items: number; workflow: WorkflowOptions;
-};
+import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
+import { conductQueue } from '@fugu/queue';
+import type { WorkflowOptions } from '../engine/options.ts';
+import { submitWorkflows, type NewWorkflow } from '../engine/submit.ts';
+import { asFlag, checkSpecCheckpoints, checkSpecs } from '../flags.ts';
+import { startLocals } from '../locals.ts';
+import { runItems, trainSplitRanking } from '../split.ts';
+import { checkUltraNumbers, type UltraEvalOptions, type UltraEvalOutcome, type UltraRunOptions } from './options.ts';
 
 const newRunId = (): string => `ultra_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
-
-/** Runs `fn`; an InputError it throws is thrown again naming `flag` as its field. */
-export function asFlag<T>(flag: string, fn: () => T): T {
-  try {
-    return fn();
-  } catch (e) {
-    if (e instanceof InputError) throw new InputError(e.message.replace(/^field [^:]+: /, ''), { field: flag }, { cause: e });
-    throw e;
-  }
-}
-
-/** The conductor specs of `--conductor`, parsed and checked against the pool (InputError naming --conductor). */
-export function checkSpecs(text: string | undefined, workers: readonly string[], maxSteps: number, endpoints: readonly string[] = []): ConductorSpec[] {
-  if (text === undefined) throw new InputError('give one or more conductor specs', { field: '--conductor' });
-  const specs = asFlag('--conductor', () => parseConductorSpecs(text));
-  for (const s of specs) asFlag('--conductor', () => checkConductorSpec(s, { workers, maxSteps, endpoints }));
-  return specs;
-}
-
-/** Checkpoints the specs name must exist (and a policy's must choose from this pool). */
-export async function checkSpecCheckpoints(db: Db, specs: readonly ConductorSpec[], workers: readonly string[]): Promise<void> {
-  for (const s of specs) {
-    if (s.kind === 'policy') {
-      const w = await conductorCheckpointWorkers(db, s.checkpoint);
-      if (!w) throw new InputError(`conductor spec "${s.spec}": no Conductor policy checkpoint "${s.checkpoint}"`, { field: '--conductor' });
-      if (w.length !== workers.length || w.some((n, i) => n !== workers[i])) {
-        throw new InputError(`conductor spec "${s.spec}": checkpoint ${s.checkpoint} chooses from [${w.join(', ')}] but the pool has [${workers.join(', ')}]`, { field: '--conductor' });
-      }
-    } else if (s.kind === 'fixed' && s.topology === 'router') {
-      if (!(await getCheckpoint(db, s.checkpoint))) throw new InputError(`conductor spec "${s.spec}": no router checkpoint "${s.checkpoint}"`, { field: '--conductor' });
-    }
-  }
-}
-
-/** The numeric options, checked; each error names its flag. */
-export function checkUltraNumbers(o: Pick<UltraEvalOptions, 'repeats' | 'sample' | 'maxSteps' | 'maxTokensPerStep' | 'split'>): void {
-  if (!Number.isInteger(o.repeats) || o.repeats < 1) throw new InputError(`must be a whole number >= 1, got ${o.repeats}`, { field: '--repeats' });
-  if (o.sample !== null && o.sample < 1) throw new InputError(`must be at least 1, got ${o.sample}`, { field: '--sample' });
-  asFlag('--max-steps', () => resolveMaxSteps(o.maxSteps));
-  if (o.maxTokensPerStep !== null && o.maxTokensPerStep < 1) throw new InputError(`must be at least 1, got ${o.maxTokensPerStep}`, { field: '--max-tokens-per-step' });
-  if (!(ULTRA_SPLITS as readonly string[]).includes(o.split)) throw new InputError(`must be ${ULTRA_SPLITS.join(', ')}, got "${o.split}"`, { field: '--split' });
-}
-
-/** Item indices (dataset order) of a split by unique prompt: the router's split (SPLIT_FRACTIONS, same seed). */
-export function splitItems(items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt'>>, split: UltraSplit, splitSeed: number): number[] {
-  if (split === 'all') return items.map((_, i) => i);
-  const by = splitByPrompt(items, { seed: splitSeed, fractions: { ...SPLIT_FRACTIONS } });
-  return items.flatMap((it, i) => (by.get(it.id) === split ? [i] : []));
-}
-
-/** Each worker's mean recorded score over the given items and how many it averages (0 items: no record). */
-export function workerMeans(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): Array<{ worker: string; mean: number; items: number }> {
-  return workers.map((worker) => {
-    let sum = 0;
-    let n = 0;
-    for (const it of items) {
-      const r = it.recorded?.[worker];
-      if (r && Number.isFinite(r.score)) {
-        sum += r.score;
-        n++;
-      }
-    }
-    return { worker, mean: n > 0 ? sum / n : Number.NEGATIVE_INFINITY, items: n };
-  });
-}
-
-/** Workers by mean recorded score over the given items, best first (ties and workers without records: pool order). */
-export function rankWorkers(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): string[] {
-  return workerMeans(workers, items).map((m, i) => ({ ...m, i })).sort((a, b) => b.mean - a.mean || a.i - b.i).map((x) => x.worker);
-}
-
-/** Workers by mean recorded score on the train part of the router's split (what the fixed topologies and a policy's initialisation rank by). */
-export function trainSplitRanking(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt' | 'recorded'>>, splitSeed: number): string[] {
-  return rankWorkers(workers, splitItems(items, 'train', splitSeed).map((i) => items[i]!));
-}
-
-/** The run's items: the split, then a seeded sample of it (stable for a seed). */
-export function runItems(items: readonly StoredItem[], o: Pick<UltraRunOptions, 'split' | 'splitSeed' | 'sample' | 'seed'>): StoredItem[] {
-  const idx = splitItems(items, o.split, o.splitSeed);
-  const chosen = o.sample !== null && o.sample < idx.length ? sampleIndices(idx.length, o.sample, o.seed).map((j) => idx[j]!) : idx;
-  return chosen.map((i) => items[i]!);
-}
 
 /** The workflows of a run, in submission order: item, spec, repeat. Seed = run seed + repeat. */
 export function planWorkflows(run: Pick<ConductorRunRow, 'id' | 'poolId' | 'specs'>, o: Pick<UltraRunOptions, 'seed' | 'repeats' | 'workflow'>, items: readonly StoredItem[]): NewWorkflow[] {
@@ -287,43 +164,5 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     return await pauseOnError(e);
   } finally {
     for (const l of locals.reverse()) await l.stop();
-  }
-}
-
-/**
- * Starts the local provider workers and conductor processes asked for ('auto': 2 of a kind when
- * none is connected to its queue), workers first; returns them, to stop in reverse order.
- */
-export async function startLocals(
-  ctx: Context,
-  o: Pick<UltraEvalOptions, 'localConductors' | 'localWorkers' | 'startLocalConductors' | 'startLocalWorkers'> & { providers: ProviderKind[]; log: (l: string) => void },
-): Promise<LocalWorkers[]> {
-  const locals: LocalWorkers[] = [];
-  try {
-    // provider workers first: conductors wait on their answers, and the stop is in reverse order,
-    // so conductors drain their workflows while the workers still answer
-    let nw = o.localWorkers;
-    if (nw === 'auto') {
-      const connected = await Promise.all(o.providers.map((p) => ctx.queue(providerCallQueue(p)).getWorkersCount()));
-      nw = connected.every((n) => n > 0) ? 0 : 2;
-    }
-    if (nw > 0) {
-      if (!o.startLocalWorkers) throw new InputError('no way to start local provider workers here: start some, or give 0', { field: '--local-workers' });
-      const l = await o.startLocalWorkers({ count: nw, providers: o.providers, onEvent: o.log });
-      locals.push(l);
-      o.log(`started ${nw} local provider worker(s); logs in ${l.logDir}`);
-    }
-    let nc = o.localConductors;
-    if (nc === 'auto') nc = (await ctx.queue(conductQueue).getWorkersCount()) > 0 ? 0 : 2;
-    if (nc > 0) {
-      if (!o.startLocalConductors) throw new InputError('no way to start local conductor processes here: start some, or give 0', { field: '--local-conductors' });
-      const l = await o.startLocalConductors({ count: nc, onEvent: o.log });
-      locals.push(l);
-      o.log(`started ${nc} local conductor process(es); logs in ${l.logDir}`);
-    }
-    return locals;
-  } catch (e) {
-    for (const l of locals.reverse()) await l.stop();
-    throw e;
   }
 }

@@ -12,7 +12,7 @@ import {
   type Db, type StoredWorker, type WorkflowDetail,
 } from '@fugu/db';
 import type { ConductorReportData, ConductorResult, ShownWorkflow } from '@fugu/report';
-import type { UltraRunOptions } from './run.ts';
+import type { UltraRunOptions } from './options.ts';
 
 const usd = (pico: bigint): number => Number(pico) / Number(PICO_PER_USD);
 

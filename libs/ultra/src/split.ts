@@ -1,0 +1,53 @@
+// The split by unique prompt and the rankings made from recorded scores: what `fugu ultra eval`,
+// `fugu ultra run`, a policy's initialisation (policy-store.ts) and any other driver pick items
+// and rank workers by. A leaf: it imports nothing from libs/ultra.
+import type { DatasetItem } from '@fugu/core';
+import { splitByPrompt } from '@fugu/datasets';
+import { sampleIndices } from '@fugu/evaluation';
+import { SPLIT_FRACTIONS } from '@fugu/training';
+
+export const ULTRA_SPLITS = ['train', 'val', 'test', 'all'] as const;
+export type UltraSplit = (typeof ULTRA_SPLITS)[number];
+
+/** Item indices (dataset order) of a split by unique prompt: the router's split (SPLIT_FRACTIONS, same seed). */
+export function splitItems(items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt'>>, split: UltraSplit, splitSeed: number): number[] {
+  if (split === 'all') return items.map((_, i) => i);
+  const by = splitByPrompt(items, { seed: splitSeed, fractions: { ...SPLIT_FRACTIONS } });
+  return items.flatMap((it, i) => (by.get(it.id) === split ? [i] : []));
+}
+
+/** A run's items: the split, then a seeded sample of it (stable for a seed). */
+export function runItems<T extends Pick<DatasetItem, 'id' | 'prompt'>>(
+  items: readonly T[],
+  o: { split: UltraSplit; splitSeed: number; sample: number | null; seed: number },
+): T[] {
+  const idx = splitItems(items, o.split, o.splitSeed);
+  const chosen = o.sample !== null && o.sample < idx.length ? sampleIndices(idx.length, o.sample, o.seed).map((j) => idx[j]!) : idx;
+  return chosen.map((i) => items[i]!);
+}
+
+/** Each worker's mean recorded score over the given items and how many it averages (0 items: no record). */
+export function workerMeans(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): Array<{ worker: string; mean: number; items: number }> {
+  return workers.map((worker) => {
+    let sum = 0;
+    let n = 0;
+    for (const it of items) {
+      const r = it.recorded?.[worker];
+      if (r && Number.isFinite(r.score)) {
+        sum += r.score;
+        n++;
+      }
+    }
+    return { worker, mean: n > 0 ? sum / n : Number.NEGATIVE_INFINITY, items: n };
+  });
+}
+
+/** Workers by mean recorded score over the given items, best first (ties and workers without records: pool order). */
+export function rankWorkers(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'recorded'>>): string[] {
+  return workerMeans(workers, items).map((m, i) => ({ ...m, i })).sort((a, b) => b.mean - a.mean || a.i - b.i).map((x) => x.worker);
+}
+
+/** Workers by mean recorded score on the train part of the router's split (what the fixed topologies and a policy's initialisation rank by). */
+export function trainSplitRanking(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt' | 'recorded'>>, splitSeed: number): string[] {
+  return rankWorkers(workers, splitItems(items, 'train', splitSeed).map((i) => items[i]!));
+}
