@@ -11,7 +11,7 @@
 // - fixed:router on an anchor router checkpoint, and policy: on an initial policy checkpoint.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { InputError, type DatasetItem, type WorkerSpec } from '@fugu/core';
+import { estimateTokens, InputError, messageText, type DatasetItem, type WorkerSpec } from '@fugu/core';
 import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
 import { getWorkflowSteps, listItemKeys, saveDataset, savePool, type WorkflowRow } from '@fugu/db';
 import { conductQueue } from '@fugu/queue';
@@ -135,7 +135,15 @@ describe('fixed topologies on the LLMRouter replay pool', () => {
     const steps = await getWorkflowSteps(env.ctx.db, moa[0]!.id);
     expect(steps.map((s) => [s.idx, s.status, s.sees])).toEqual([[0, 'ok', []], [1, 'ok', []], [2, 'ok', []], [3, 'ok', [0, 1, 2]]]);
     expect(steps.map((s) => s.worker)).toEqual(moa[0]!.steps!.map((s) => s.name));
-    expect(steps[3]!.replay).toMatchObject({ rule: expect.stringMatching(/keep|misled|adopt|fix|mixed/) });
+    // the aggregator's information: the proposers' workers other than its own; it pays for reading their answers
+    const aggregator = steps[3]!;
+    const proposers = [...new Set(steps.slice(0, 3).map((x) => x.worker))].filter((w) => w !== aggregator.worker).sort();
+    expect(aggregator.replay).toMatchObject({ rule: expect.stringMatching(/keep|misled|adopt|fix|mixed/), sources: proposers });
+    const stored3 = await sql<{ request: { messages: Array<{ role: string; content: unknown }> } }>`select request from chat_requests where id = ${aggregator.chatCallId}`.execute(env.ctx.db);
+    const lastUser = [...stored3.rows[0]!.request.messages].reverse().find((m) => m.role === 'user')!;
+    const seenOut = steps.slice(0, 3).reduce((a, x) => a + x.tokensOut, 0);
+    expect(seenOut).toBeGreaterThan(0);
+    expect(aggregator.tokensIn).toBe(estimateTokens(messageText(lastUser as Parameters<typeof messageText>[0])) + seenOut);
     // the three proposers' requests were stored in one statement (one timestamp), the aggregator's after them
     const stored = await sql<{ id: string; created_at: Date }>`select id, created_at from chat_requests where id like ${`wf${moa[0]!.id}.s%`} order by id`.execute(env.ctx.db);
     const at = new Map(stored.rows.map((r) => [r.id, r.created_at.getTime()]));

@@ -58,11 +58,11 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     // a replay worker answers from the item's recorded outcomes (items are loaded before the call)
     // (a Conductor step carries `replayStep` in its metadata: answered by the replay step model)
     replayStore: (name) => ({
-      lookup: (_prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>) => {
+      lookup: (prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>) => {
         const it = itemId ? items.peek(Number(itemId)) : undefined;
         const step = metadata?.[REPLAY_STEP_METADATA];
         if (it && step !== undefined) {
-          const a = answerReplayStep(name, it, decodeReplayStepRequest(step));
+          const a = answerReplayStep(name, it, decodeReplayStepRequest(step), prompt);
           return a && { itemId: String(it.dbId), outcome: a.outcome, replay: a.replay };
         }
         const outcome = it?.recorded?.[name];

@@ -167,7 +167,7 @@ export function estimateReplayParams(obs: readonly CalibrationObservation[], opt
 /**
  * Per-worker estimates: the pool's estimate over every observation, then each worker's own,
  * shrunk toward the pool's corners by `priorStrength` pseudo-observations (default 20, as the
- * research note proposes). Observations without a worker count only toward the pool.
+ * evidence note (docs/analysis/conductor-replay/evidence.md) proposes). Observations without a worker count only toward the pool.
  */
 export function estimateReplayParamsByWorker(
   obs: readonly CalibrationObservation[],

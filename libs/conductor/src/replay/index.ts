@@ -3,3 +3,4 @@ export * from './params.ts';
 export * from './model.ts';
 export * from './calibrate.ts';
 export * from './request.ts';
+export * from './search.ts';

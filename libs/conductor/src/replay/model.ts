@@ -13,15 +13,12 @@ export function replayItemOf(item: Pick<DatasetItem, 'id' | 'recorded'>): Replay
   return { id: item.id, recorded: Object.fromEntries(Object.entries(item.recorded ?? {}).map(([w, o]) => [w, o.score])) };
 }
 
-/** One answer a step sees: which worker gave it and whether it was (simulated) correct. */
-export type VisibleAnswer = { worker: string; correct: boolean };
-
 export const REPLAY_RULES = ['recorded', 'keep', 'misled', 'adopt', 'fix', 'mixed'] as const;
 /**
- * Which cell of the model decided the step: `recorded` (no visible answer: the worker's own
- * outcome), or, with visible answers, `keep` (s=1, all correct), `misled` (s=1, all wrong),
- * `adopt` (s=0, all correct), `fix` (s=0, all wrong), `mixed` (some but not all correct: the
- * herd curve between the two corners of the worker's own outcome).
+ * Which cell of the model decided the step: `recorded` (no source: the worker's own outcome), or,
+ * with sources (other workers whose answers reach the step), `keep` (s=1, all sources correct),
+ * `misled` (s=1, all wrong), `adopt` (s=0, all correct), `fix` (s=0, all wrong), `mixed` (some
+ * but not all correct: the herd curve between the two corners of the worker's own outcome).
  */
 export type ReplayRule = (typeof REPLAY_RULES)[number];
 
@@ -32,7 +29,7 @@ export type ReplayStepResult = {
   rule: ReplayRule;
   /** the step worker's own outcome on the item (the recorded score, drawn once when fractional) */
   s: boolean;
-  /** fraction of visible answers that are correct; undefined when none is visible */
+  /** the share of the step's sources whose own outcome is correct; undefined when it has none */
   f?: number;
 };
 
@@ -91,20 +88,49 @@ export function ownOutcome(item: ReplayItem, worker: string, seed: number | stri
 
 function quoteKeyPart(s: string): string {
   // worker names are free text: escape the characters the key syntax uses
-  return s.replace(/[\\(),:]/g, (c) => `\\${c}`);
+  return s.replace(/[\\[\],:]/g, (c) => `\\${c}`);
 }
 
 /**
- * The canonical key of a step: its worker and, recursively, the keys of the steps it sees, as a
- * sorted multiset: `w` for a step that sees nothing, `w(k1,k2,...)` otherwise. It names what the
- * step's inputs ARE (who answered, from what), not where the step sits in its workflow, so two
- * workflows that give a step the same inputs give it the same key and the same random number.
+ * The sources of a step: the distinct workers, other than the step's own, whose own answers
+ * reach it by any path (sorted). The model's outcome of a step is a function of its worker, its
+ * sources and their own outcomes only, so it is the same whatever the path's length, the
+ * access lists' shape, or how often an answer is seen.
+ */
+export function normalizeSources(worker: string, sources: Iterable<string>): string[] {
+  return [...new Set(sources)].filter((w) => w !== worker).sort();
+}
+
+/**
+ * The key of a step's random number: the worker and its sources (`normalizeSources`), `w` for a
+ * step with no source, `w[a,b]` otherwise. It names the information the step has, not where the
+ * step sits, so two steps of one worker with the same information share the draw and the outcome.
  * The subtask text is not part of it: the model ignores it.
  */
-export function stepKeyOf(worker: string, visibleKeys: readonly string[] = []): string {
+export function stepKeyOf(worker: string, sources: readonly string[] = []): string {
   const w = quoteKeyPart(worker);
-  if (visibleKeys.length === 0) return w;
-  return `${w}(${[...visibleKeys].sort().join(',')})`;
+  const src = normalizeSources(worker, sources);
+  return src.length === 0 ? w : `${w}[${src.map(quoteKeyPart).join(',')}]`;
+}
+
+/** A workflow as the replay sees it: each step's worker and the indices of the earlier steps it sees. */
+export type ReplayWorkflowStep = { worker: string; sees: readonly number[] };
+
+/**
+ * Each step's sources (`normalizeSources`) along the access lists: the workers of the steps it
+ * sees and, recursively, theirs. A step may see only earlier steps (an InputError names the step).
+ */
+export function sourcesOf(steps: readonly ReplayWorkflowStep[]): string[][] {
+  const reach: Array<Set<string>> = []; // every worker whose own answer reaches step i, itself included
+  return steps.map((st, i) => {
+    const r = new Set<string>([st.worker]);
+    for (const j of st.sees) {
+      if (!Number.isInteger(j) || j < 0 || j >= i) throw new InputError(`step ${i} may see only earlier steps (0..${i - 1}), not ${j}`, { field: `steps[${i}].sees` });
+      for (const w of reach[j]!) r.add(w);
+    }
+    reach.push(r);
+    return normalizeSources(st.worker, r);
+  });
 }
 
 export type ReplayStepInput = {
@@ -112,11 +138,9 @@ export type ReplayStepInput = {
   item: ReplayItem;
   /** the worker performing the step */
   worker: string;
-  /** the earlier answers the step sees (empty: an independent step) */
-  visible: readonly VisibleAnswer[];
+  /** the workers whose own answers reach the step (`sourcesOf`); the worker itself and repeats are ignored; empty: an independent step */
+  sources: readonly string[];
   seed: number | string;
-  /** the step's key (`stepKeyOf`); when left out, `stepKeyOf(worker, visible workers + outcomes)`, which does not tell apart two visible steps by the same worker with the same outcome but different inputs */
-  stepKey?: string;
 };
 
 function checkParams(p: ReplayParams): void {
@@ -128,52 +152,79 @@ function checkParams(p: ReplayParams): void {
   }
 }
 
-/**
- * One replay step. No visible answer: the worker's own outcome (rule `recorded`, p = the
- * recorded score). Otherwise P(correct) = stepProbability(params, s, f) and the step is correct
- * iff the step's uniform is below it, so raising P never turns a correct step wrong.
- */
-export function replayStep(input: ReplayStepInput): ReplayStepResult {
-  const { params, item, worker, visible, seed } = input;
-  const s = ownOutcome(item, worker, seed);
-  if (visible.length === 0) return { correct: s, p: recordedScore(item, worker), rule: 'recorded', s };
-  checkParams(params);
-  const nCorrect = visible.filter((v) => v.correct).length;
-  const f = nCorrect / visible.length;
-  const p = stepProbability(params, s, f);
-  const rule: ReplayRule = f > 0 && f < 1 ? 'mixed' : s ? (f === 1 ? 'keep' : 'misled') : f === 1 ? 'adopt' : 'fix';
-  const key = input.stepKey ?? stepKeyOf(worker, visible.map((v) => `${quoteKeyPart(v.worker)}:${v.correct ? 1 : 0}`));
-  const correct = stepUniform(seed, item.id, key) < p;
-  return { correct, p, rule, s, f };
+function ruleOf(s: boolean, f: number): ReplayRule {
+  return f > 0 && f < 1 ? 'mixed' : s ? (f === 1 ? 'keep' : 'misled') : f === 1 ? 'adopt' : 'fix';
 }
 
-/** A workflow as the replay sees it: each step's worker and the indices of the earlier steps it sees. */
-export type ReplayWorkflowStep = { worker: string; sees: readonly number[] };
+/**
+ * One replay step. No source (nothing seen, or only the worker's own answers): the worker's own
+ * outcome (rule `recorded`, p = the recorded score). Otherwise f is the share of the sources
+ * whose own outcome is correct, P(correct) = stepProbability(params, s, f), and the step is
+ * correct iff the uniform of its key (`stepKeyOf(worker, sources)`) is below it, so raising P
+ * never turns a correct step wrong.
+ */
+export function replayStep(input: ReplayStepInput): ReplayStepResult & { key: string; sources: string[] } {
+  const { params, item, worker, seed } = input;
+  const sources = normalizeSources(worker, input.sources);
+  const key = stepKeyOf(worker, sources);
+  const s = ownOutcome(item, worker, seed);
+  if (sources.length === 0) return { correct: s, p: recordedScore(item, worker), rule: 'recorded', s, key, sources };
+  checkParams(params);
+  const f = sources.filter((w) => ownOutcome(item, w, seed)).length / sources.length;
+  const p = stepProbability(params, s, f);
+  const correct = stepUniform(seed, item.id, key) < p;
+  return { correct, p, rule: ruleOf(s, f), s, f, key, sources };
+}
+
+/**
+ * P(correct) of a step in expectation over every draw: the dependent step's uniform and, for
+ * fractional recorded scores, the own outcomes of the worker and its sources (all 2^n cases of
+ * the fractional ones, weighted). For binary scores it is the step's `p`. Exact, seed-free.
+ */
+export function expectedStepCorrect(params: ReplayParams, item: ReplayItem, worker: string, sources: readonly string[]): number {
+  const src = normalizeSources(worker, sources);
+  const r = recordedScore(item, worker);
+  if (src.length === 0) return r;
+  checkParams(params);
+  const rs = src.map((w) => recordedScore(item, w));
+  const frac = [r, ...rs].map((x, i) => (x > 0 && x < 1 ? i : -1)).filter((i) => i >= 0);
+  let total = 0;
+  for (let mask = 0; mask < 1 << frac.length; mask++) {
+    const outcome = [r, ...rs].map((x) => x >= 1);
+    let weight = 1;
+    frac.forEach((idx, b) => {
+      const on = (mask >> b) & 1;
+      outcome[idx] = on === 1;
+      const x = idx === 0 ? r : rs[idx - 1]!;
+      weight *= on ? x : 1 - x;
+    });
+    const f = outcome.slice(1).filter(Boolean).length / src.length;
+    total += weight * stepProbability(params, outcome[0]!, f);
+  }
+  return total;
+}
 
 export type ReplayWorkflowResult = {
-  steps: Array<ReplayStepResult & { key: string }>;
+  steps: Array<ReplayStepResult & { key: string; sources: string[] }>;
   /** the last step's outcome */
   correct: boolean;
 };
 
-/**
- * Every step of a workflow on one item, in order; each step's key is `stepKeyOf` over the keys
- * of the steps it sees. A step may see only earlier steps (an InputError names the step otherwise).
- */
+/** Every step of a workflow on one item, in order, each with its sources (`sourcesOf`) and key. */
 export function replayWorkflow(input: { params: (worker: string) => ReplayParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[]; seed: number | string }): ReplayWorkflowResult {
   const { item, steps, seed } = input;
   if (steps.length === 0) throw new InputError('a workflow needs at least one step', { field: 'steps' });
-  const out: ReplayWorkflowResult['steps'] = [];
-  steps.forEach((st, i) => {
-    for (const j of st.sees) {
-      if (!Number.isInteger(j) || j < 0 || j >= i) throw new InputError(`step ${i} may see only earlier steps (0..${i - 1}), not ${j}`, { field: `steps[${i}].sees` });
-    }
-    const seen = [...new Set(st.sees)];
-    const key = stepKeyOf(st.worker, seen.map((j) => out[j]!.key));
-    const r = replayStep({ params: input.params(st.worker), item, worker: st.worker, visible: seen.map((j) => ({ worker: steps[j]!.worker, correct: out[j]!.correct })), seed, stepKey: key });
-    out.push({ ...r, key });
-  });
+  const sources = sourcesOf(steps);
+  const out = steps.map((st, i) => replayStep({ params: input.params(st.worker), item, worker: st.worker, sources: sources[i]!, seed }));
   return { steps: out, correct: out[out.length - 1]!.correct };
+}
+
+/** The last step's P(correct) in expectation over every draw (`expectedStepCorrect`): what a workflow scores on the item on average over seeds. */
+export function expectedWorkflowCorrect(input: { params: (worker: string) => ReplayParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[] }): number {
+  const { steps } = input;
+  if (steps.length === 0) throw new InputError('a workflow needs at least one step', { field: 'steps' });
+  const last = steps[steps.length - 1]!;
+  return expectedStepCorrect(input.params(last.worker), input.item, last.worker, sourcesOf(steps)[steps.length - 1]!);
 }
 
 // ---- the replay answer text ------------------------------------------------------------------

@@ -25,7 +25,7 @@ export type ReplayParamName = (typeof REPLAY_PARAM_NAMES)[number];
 export const SIZE_CLASSES = ['large', 'small'] as const;
 export type SizeClass = (typeof SIZE_CLASSES)[number];
 
-/** The presets of the research note (shared/research/conductor-replay-evidence.md, section 4.2). */
+/** The presets of the evidence note (docs/analysis/conductor-replay/evidence.md, section 4.2). */
 export const REPLAY_PRESETS: Readonly<Record<SizeClass, Readonly<ReplayParams>>> = Object.freeze({
   large: Object.freeze({ keep: 0.95, misled: 0.2, adopt: 0.6, fix: 0.05, herd: 2 }),
   small: Object.freeze({ keep: 0.8, misled: 0.5, adopt: 0.5, fix: 0.07, herd: 2 }),

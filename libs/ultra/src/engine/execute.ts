@@ -13,7 +13,7 @@ import { formatUsd, InputError, parseUsd, toWireError, type ChatRequest, type Ch
 import { isProviderError } from '@fugu/providers';
 import {
   conductorPool, encodeReplayStepRequest, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, REPLAY_STEP_METADATA, renderWorkerPrompt,
-  rewardConfig, rewardOf, scheduleOf, readySteps, scoreWorkflow, stepKeyOf, visibleSteps,
+  rewardOf, scheduleOf, readySteps, scoreWorkflow, sourcesOf, visibleSteps,
   type Conductor, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
 } from '@fugu/conductor';
 import {
@@ -57,11 +57,9 @@ type StepState = {
   idx: number;
   worker: StoredWorker;
   sees: number[];
-  /** the replay step key (stepKeyOf over the visible steps' keys) */
-  key: string;
+  /** the replay step's sources: the other workers whose answers reach it (sourcesOf) */
+  sources: string[];
   result?: ChatCallResult;
-  /** whether the step's answer is (simulated) correct, for later replay steps; undefined when unknown */
-  correct?: boolean;
 };
 
 /** A conductor that could not write: the workflow ends `conductor-error` with this message. */
@@ -138,12 +136,10 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
 
   // ---- the steps, level by level (every ready step at once)
   const byName = new Map(workers.map((w) => [w.name, w]));
-  const states: StepState[] = [];
-  workflow.steps.forEach((s, i) => {
-    const sees = visibleSteps(workflow, i);
-    const worker = byName.get(pool.workers[s.worker]!.name)!;
-    states.push({ idx: i, worker, sees, key: stepKeyOf(worker.name, sees.map((j) => states[j]!.key)) });
-  });
+  const seen = workflow.steps.map((_, i) => visibleSteps(workflow, i));
+  const names = workflow.steps.map((s) => pool.workers[s.worker]!.name);
+  const sources = sourcesOf(names.map((worker, i) => ({ worker, sees: seen[i]! })));
+  const states: StepState[] = names.map((name, i) => ({ idx: i, worker: byName.get(name)!, sees: seen[i]!, sources: sources[i]! }));
   // what a step's row says about the step itself, whatever became of it
   const stepBase = (st: StepState) => ({
     workflowId: row.id, idx: st.idx, workerId: st.worker.id, worker: st.worker.name, subtask: workflow.steps[st.idx]!.subtask,
@@ -184,7 +180,6 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
         tokensOut += r.result.usage.outputTokens;
         answers.set(i, r.result.text);
         const replay = replayCell(r.result);
-        st.correct = typeof replay?.['correct'] === 'boolean' ? (replay['correct'] as boolean) : item ? verdictCorrect(item, r.result, options) : undefined;
         await saveWorkflowStep(db, {
           ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
           cached: r.cached, replay: replay ?? null, error: null,
@@ -229,12 +224,8 @@ function replayCell(r: ChatResult): Record<string, unknown> | undefined {
   return rep !== null && typeof rep === 'object' ? (rep as Record<string, unknown>) : undefined;
 }
 
-function verdictCorrect(item: StoredItem, r: ChatResult, options: WorkflowOptions): boolean | undefined {
-  try {
-    return verify(item, r.text, r.providerMetadata).score >= rewardConfig(options.reward).correctAt;
-  } catch {
-    return undefined;
-  }
+function outputTokensOf(r: ChatCallResult | undefined): number {
+  return r?.status === 'ok' ? r.result.usage.outputTokens : 0;
 }
 
 /** The chat request of step i: the worker prompt; for a replay worker on an item, the replay step's inputs in its metadata. */
@@ -248,8 +239,9 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
       itemId: String(item.dbId),
       [REPLAY_STEP_METADATA]: encodeReplayStepRequest({
         seed: row.seed,
-        key: st.key,
-        visible: st.sees.map((j) => ({ worker: states[j]!.worker.name, correct: states[j]!.correct ?? false })),
+        sources: st.sources,
+        // what the step reads: the answers of the steps it sees (all answered before it runs)
+        seenTokens: st.sees.reduce((n, j) => n + outputTokensOf(states[j]!.result), 0),
         params: p,
       }),
     };
