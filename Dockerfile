@@ -41,6 +41,7 @@ COPY libs/datasets/package.json libs/datasets/
 COPY libs/db/package.json libs/db/
 COPY libs/es/package.json libs/es/
 COPY libs/evaluation/package.json libs/evaluation/
+COPY libs/grpo/package.json libs/grpo/
 COPY libs/local-services/package.json libs/local-services/
 COPY libs/providers/package.json libs/providers/
 COPY libs/queue/package.json libs/queue/
