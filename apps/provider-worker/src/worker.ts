@@ -16,7 +16,7 @@ import type { FuguConfig } from '@fugu/config';
 import { getChatCalls, setRunStatus, type Db, type RunProgress } from '@fugu/db';
 import { isProviderError, requestHash, type ChatRequest } from '@fugu/providers';
 import { verify } from '@fugu/datasets';
-import { answerReplayStep, decodeReplayStepRequest, REPLAY_STEP_METADATA } from '@fugu/conductor';
+import { answerReplayRequest } from '@fugu/conductor';
 import {
   callJobId, CHAT_CALL_JOB, chatCallJobSchema, createRedis, parseJob, providerCallJobSchema, providerCallQueue,
   type ChatCallJob, type ChatCallJobResult, type ProviderCallJob, type ProviderCallResult,
@@ -60,13 +60,8 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     replayStore: (name) => ({
       lookup: (prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>) => {
         const it = itemId ? items.peek(Number(itemId)) : undefined;
-        const step = metadata?.[REPLAY_STEP_METADATA];
-        if (it && step !== undefined) {
-          const a = answerReplayStep(name, it, decodeReplayStepRequest(step), prompt);
-          return a && { itemId: String(it.dbId), outcome: a.outcome, replay: a.replay };
-        }
-        const outcome = it?.recorded?.[name];
-        return it && outcome ? { itemId: String(it.dbId), outcome } : undefined;
+        const a = it && answerReplayRequest(name, it, prompt, metadata);
+        return a && { itemId: String(it.dbId), ...a };
       },
     }),
   });

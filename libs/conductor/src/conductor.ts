@@ -33,6 +33,8 @@ export type ConductorInput = {
   ranking?: readonly string[];
   /** the worker the router picked (fixed:router) */
   routerChoice?: string;
+  /** a sampling writer takes its most probable choice instead (the policy's argmax) */
+  argmax?: boolean;
   signal?: AbortSignal;
 };
 

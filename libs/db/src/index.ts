@@ -10,3 +10,4 @@ export * from './requests.ts';
 export * from './conductor-checkpoints.ts';
 export * from './workflows.ts';
 export * from './conductor-runs.ts';
+export * from './grpo.ts';

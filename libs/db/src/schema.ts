@@ -335,6 +335,8 @@ export interface WorkflowsTable {
   worker_cost: Money;
   latency_ms: number | null;
   error: NullableJson<Record<string, unknown>>;
+  /** the writer's own record of its decisions (migration 0010_grpo) */
+  decisions: NullableJson<unknown>;
   created_at: Timestamp;
   started_at: NullableTimestamp;
   finished_at: NullableTimestamp;
@@ -362,6 +364,59 @@ export interface WorkflowStepsTable {
   created_at: Timestamp;
 }
 
+export type GrpoRunStatus = 'running' | 'paused' | 'completed' | 'failed';
+
+/** A GRPO training run of the embedded Conductor (migration 0010_grpo). */
+export interface GrpoRunsTable {
+  id: string;
+  dataset_id: number;
+  pool_id: number;
+  start_checkpoint_id: string;
+  config: JSONColumnType<Record<string, unknown>>;
+  code_version: string;
+  status: GrpoRunStatus;
+  status_reason: string | null;
+  iteration: ColumnType<number, number | undefined, number>;
+  policy_checkpoint_id: string;
+  adam_step: ColumnType<number, number | undefined, number>;
+  adam_m: Buffer | null;
+  adam_v: Buffer | null;
+  best_checkpoint_id: string | null;
+  best_val_reward: number | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  finished_at: NullableTimestamp;
+}
+
+export interface GrpoIterationsTable {
+  run_id: string;
+  iteration: number;
+  policy_checkpoint_id: string;
+  next_checkpoint_id: string;
+  record: JSONColumnType<Record<string, unknown>>;
+  val_reward: number | null;
+  committed_at: Timestamp;
+}
+
+export interface GrpoRolloutsTable {
+  run_id: string;
+  iteration: number;
+  split: 'train' | 'val';
+  question: number;
+  sample: number;
+  item_id: number;
+  workflow_id: number | null;
+  finish_reason: string | null;
+  parse_ok: boolean | null;
+  reward: number | null;
+  cost: Money;
+  n_steps: number | null;
+  topology: string | null;
+  decisions: NullableJson<unknown>;
+  logprobs: NullableJson<unknown>;
+  advantage: number | null;
+}
+
 export interface Database {
   datasets: DatasetsTable;
   items: ItemsTable;
@@ -385,4 +440,7 @@ export interface Database {
   conductor_runs: ConductorRunsTable;
   workflows: WorkflowsTable;
   workflow_steps: WorkflowStepsTable;
+  grpo_runs: GrpoRunsTable;
+  grpo_iterations: GrpoIterationsTable;
+  grpo_rollouts: GrpoRolloutsTable;
 }

@@ -58,6 +58,8 @@ export type WorkflowRow = {
   workerCost: string;
   latencyMs: number | null;
   error: WireError | null;
+  /** the writer's own record of its decisions (the embedded policy's), when it gave one */
+  decisions: unknown;
   createdAt: Date;
   startedAt: Date | null;
   finishedAt: Date | null;
@@ -89,7 +91,7 @@ type Raw = {
   prompt_version: string | null; parse_ok: boolean | null; parse_error: WorkflowParseError | null; steps: WorkflowStepSpec[] | null; topology: string | null;
   n_steps: number | null; critical_path: number | null; final_answer: string | null; score: number | null; outcome: string | null; reward: number | null;
   logprob: number | null; conductor_tokens_in: number; conductor_tokens_out: number; conductor_cost: string; worker_tokens_in: number; worker_tokens_out: number;
-  worker_cost: string; latency_ms: number | null; error: Record<string, unknown> | null; created_at: Date; started_at: Date | null; finished_at: Date | null;
+  worker_cost: string; latency_ms: number | null; error: Record<string, unknown> | null; decisions: unknown; created_at: Date; started_at: Date | null; finished_at: Date | null;
 };
 
 function toRow(r: Raw): WorkflowRow {
@@ -99,7 +101,7 @@ function toRow(r: Raw): WorkflowRow {
     parseOk: r.parse_ok, parseError: r.parse_error, steps: r.steps, topology: r.topology, nSteps: r.n_steps, criticalPath: r.critical_path,
     finalAnswer: r.final_answer, score: r.score, outcome: r.outcome, reward: r.reward, logprob: r.logprob, conductorTokensIn: r.conductor_tokens_in,
     conductorTokensOut: r.conductor_tokens_out, conductorCost: r.conductor_cost, workerTokensIn: r.worker_tokens_in, workerTokensOut: r.worker_tokens_out,
-    workerCost: r.worker_cost, latencyMs: r.latency_ms, error: r.error as WireError | null, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
+    workerCost: r.worker_cost, latencyMs: r.latency_ms, error: r.error as WireError | null, decisions: r.decisions ?? null, createdAt: r.created_at, startedAt: r.started_at, finishedAt: r.finished_at,
   };
 }
 
@@ -212,6 +214,7 @@ export type WorkflowFinish = {
   workerCost?: string;
   latencyMs?: number | null;
   error?: WireError | null;
+  decisions?: unknown;
 };
 
 const json = (v: unknown): string | null => (v === null || v === undefined ? null : JSON.stringify(v));
@@ -245,6 +248,7 @@ export async function finishWorkflow(db: Db, id: number, f: WorkflowFinish): Pro
       ...(f.workerCost !== undefined && { worker_cost: f.workerCost }),
       ...(f.latencyMs !== undefined && { latency_ms: f.latencyMs }),
       ...(f.error !== undefined && { error: json(f.error) }),
+      ...(f.decisions !== undefined && { decisions: json(f.decisions) }),
     })
     .where('id', '=', id)
     .where('status', '=', 'running')

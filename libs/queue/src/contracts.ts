@@ -90,6 +90,17 @@ export const esFaninJobSchema = z
   .strict();
 export type EsFaninJob = z.infer<typeof esFaninJobSchema>;
 
+/** The fan-in (parent) job of one GRPO iteration's flow of conduct jobs (the GRPO coordinator processes it). */
+export const grpoFaninJobSchema = z
+  .object({
+    v: z.literal(1),
+    runId: esRunId,
+    iteration: z.number().int().nonnegative(),
+    dispatch: z.string().regex(/^d[0-9a-z]+$/),
+  })
+  .strict();
+export type GrpoFaninJob = z.infer<typeof grpoFaninJobSchema>;
+
 /** Job name of a conduct job on the conduct queue. */
 export const CONDUCT_JOB = 'conduct';
 

@@ -17,7 +17,10 @@ export const esFaninQueue = 'es-fanin';
 /** Workflows to execute (the Conductor, fugu-ultra), consumed by apps/conductor. */
 export const conductQueue = 'conduct';
 
-export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue, esEvalQueue, esFaninQueue, conductQueue];
+/** GRPO stage: the fan-in (parent) job of an iteration's flow of conduct jobs, consumed by the GRPO coordinator. */
+export const grpoFaninQueue = 'grpo-fanin';
+
+export const allQueueNames = (): string[] => [...PROVIDERS.map(providerCallQueue), routeQueue, esEvalQueue, esFaninQueue, conductQueue, grpoFaninQueue];
 
 /** BullMQ's Redis keys of a queue's pending jobs (for KEDA-style scalers on queue depth). */
 export const queueKeys = (prefix: string, queue: string): { wait: string; prioritized: string; delayed: string; active: string } => ({
@@ -37,3 +40,7 @@ export const esFaninJobId = (runId: string, generation: number, dispatch: string
 
 /** The BullMQ job id of a workflow's conduct job (one per workflow row). */
 export const conductJobId = (workflowId: number): string => `wf${workflowId}`;
+
+/** Job ids of a GRPO iteration's flow: a rollout's conduct job per dispatch, and the fan-in parent. */
+export const grpoRolloutJobId = (workflowId: number, dispatch: string): string => `wf${workflowId}.${dispatch}`;
+export const grpoFaninJobId = (runId: string, iteration: number, dispatch: string): string => `${runId}.i${iteration}.fanin.${dispatch}`;

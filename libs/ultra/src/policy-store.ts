@@ -13,7 +13,8 @@ import { splitItems, trainSplitRanking, workerMeans } from './split.ts';
 
 export const POLICY_FILE_FORMAT = 'fugu-conductor-policy/1';
 
-function toRecord(c: PolicyCheckpoint): ConductorCheckpointRecord {
+/** A policy checkpoint as its database record. */
+export function policyRecord(c: PolicyCheckpoint): ConductorCheckpointRecord {
   return { ...c, config: { ...c.config } };
 }
 
@@ -26,7 +27,7 @@ function fromRecord(r: ConductorCheckpointRecord): PolicyCheckpoint {
 export async function savePolicyCheckpoint(db: Db, c: PolicyCheckpoint): Promise<void> {
   if (await getConductorCheckpoint(db, c.id)) throw new InputError(`a policy checkpoint "${c.id}" already exists`, { field: 'id' });
   if (c.parentId !== null && !(await getConductorCheckpoint(db, c.parentId))) throw new InputError(`parent policy checkpoint "${c.parentId}" does not exist`, { field: 'parentId' });
-  await saveConductorCheckpoint(db, toRecord(c));
+  await saveConductorCheckpoint(db, policyRecord(c));
 }
 
 /** A stored policy checkpoint (InputError naming `checkpoint` when there is none). */

@@ -83,3 +83,20 @@ export function answerReplayStep(worker: string, item: Pick<DatasetItem, 'id' | 
   if (r.sources.length === 0) return { outcome: { ...recorded, ...tokens, score: r.correct ? 1 : 0, answer: recorded.answer ?? replayAnswerText(worker, r) }, replay };
   return { outcome: { score: r.correct ? 1 : 0, answer: replayAnswerText(worker, r), ...tokens }, replay };
 }
+
+/**
+ * What a replay worker answers for a request on an item (the replay provider's store): a
+ * Conductor step (request metadata `replayStep`) by the step model, anything else by the item's
+ * recorded outcome; undefined when the item recorded nothing for the worker.
+ */
+export function answerReplayRequest(
+  worker: string,
+  item: Pick<DatasetItem, 'id' | 'recorded'>,
+  prompt: string,
+  metadata: Readonly<Record<string, string>> | undefined,
+): { outcome: RecordedOutcome; replay?: ReplayStepAnswer['replay'] } | undefined {
+  const step = metadata?.[REPLAY_STEP_METADATA];
+  if (step !== undefined) return answerReplayStep(worker, item, decodeReplayStepRequest(step), prompt);
+  const outcome = item.recorded?.[worker];
+  return outcome && { outcome };
+}

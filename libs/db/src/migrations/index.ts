@@ -10,6 +10,7 @@ import * as m0006 from './0006_chat_calls.ts';
 import * as m0007 from './0007_requests.ts';
 import * as m0008 from './0008_conductor.ts';
 import * as m0009 from './0009_worker_descriptions.ts';
+import * as m0010 from './0010_grpo.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -21,4 +22,5 @@ export const migrations: Record<string, Migration> = {
   '0007_requests': m0007,
   '0008_conductor': m0008,
   '0009_worker_descriptions': m0009,
+  '0010_grpo': m0010,
 };

@@ -118,16 +118,24 @@ function sourceFiles(dir: string): string[] {
   return out;
 }
 
-let cachedVersion: string | undefined;
+const versions = new Map<string, string>();
+
+/** `src-<16 hex>`: a hash of the TypeScript sources under `dirs` (tests excluded, paths relative to libs/), cached per process. */
+export function sourceVersion(dirs: readonly string[]): string {
+  const key = dirs.join('\0');
+  const known = versions.get(key);
+  if (known) return known;
+  const h = createHash('sha256');
+  for (const dir of dirs) for (const f of sourceFiles(dir)) h.update(path.relative(path.resolve(here, '../../..'), f)).update('\0').update(readFileSync(f)).update('\0');
+  const v = `src-${h.digest('hex').slice(0, 16)}`;
+  versions.set(key, v);
+  return v;
+}
 
 /** The code version of the ES stage: a hash of the optimiser's and the training lib's sources
  *  (tests excluded). A run resumes only under the code that started it (FUGU_ES_CODE_VERSION overrides). */
 export function esCodeVersion(env: Record<string, string | undefined> = process.env): string {
-  if (env.FUGU_ES_CODE_VERSION) return env.FUGU_ES_CODE_VERSION;
-  if (cachedVersion) return cachedVersion;
-  const h = createHash('sha256');
-  for (const dir of CODE_DIRS) for (const f of sourceFiles(dir)) h.update(path.relative(path.resolve(here, '../../..'), f)).update('\0').update(readFileSync(f)).update('\0');
-  return (cachedVersion = `src-${h.digest('hex').slice(0, 16)}`);
+  return env.FUGU_ES_CODE_VERSION || sourceVersion(CODE_DIRS);
 }
 
 /** sha256 of the state's canonical JSON (sorted keys: jsonb reorders keys), first 16 hex digits. */

@@ -14,11 +14,11 @@ import { isProviderError } from '@fugu/providers';
 import {
   conductorPool, encodeReplayStepRequest, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, REPLAY_STEP_METADATA, renderWorkerPrompt,
   rewardOf, scheduleOf, readySteps, scoreWorkflow, sourcesOf, visibleSteps,
-  type Conductor, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
+  type Conductor, type ConductorInput, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
 } from '@fugu/conductor';
 import {
   claimWorkflow, finishWorkflow, getChatCalls, getItems, getPoolWorkers, getWorkflows, saveWorkflowStep,
-  type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepSpec,
+  type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls, type CallPipeline, type ChatCallClientOptions, type ChatCallResult } from '@fugu/calls';
 import { verify } from '@fugu/datasets';
@@ -93,19 +93,58 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
     return finish({ status: 'failed', finishReason: 'conductor-error', error: toWireError(e) });
   }
   const workers = await getPoolWorkers(db, row.poolId);
-  const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
   const item = row.itemId !== null ? (await getItems(db, [row.itemId]))[0] : undefined;
   if (row.itemId !== null && !item) return finish({ status: 'failed', finishReason: 'conductor-error', error: toWireError(new InputError(`item ${row.itemId} does not exist`, { field: 'itemId' })) });
 
-  // ---- the conductor writes
-  let out: ConductorOutput;
   try {
-    out = await write(deps, row, options, workers, pool, item);
+    return finish(await runWorkflow(engineSteps(deps), row, options, workers, item));
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
     deps.log?.warn({ workflow: row.id, conductor: row.conductor, err: e.message }, 'the conductor could not write');
     return finish({ finishReason: 'conductor-error', outcome: 'unanswered', reward: null, error: { ...e.wire, message: e.message } });
   }
+}
+
+/** One level's chat calls of a workflow's steps, and what came back for each id. */
+export type StepCall = { id: string; worker: StoredWorker; request: ChatRequest };
+
+/**
+ * What runWorkflow needs around it: who writes, how a level of steps runs, where a step's row
+ * goes. The cluster's (engineSteps): the writers of the conductor process, chat-call jobs on the
+ * provider queues waited on in Postgres, workflow_steps rows. The in-process rollout path
+ * (grpo/local.ts) runs the same function with the replay provider called in this process.
+ */
+export type WorkflowEnv = {
+  write(row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput>;
+  runSteps(calls: StepCall[]): Promise<Map<string, ChatCallResult>>;
+  saveStep(step: WorkflowStepRow): Promise<unknown>;
+};
+
+function engineSteps(deps: EngineDeps): WorkflowEnv {
+  const client: ChatCallClientOptions = { db: deps.db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
+  return {
+    write: (r, options, workers, pool, item) => write(deps, r, options, workers, pool, item),
+    runSteps: async (calls) => {
+      await submitChatCalls(client, calls);
+      return waitForChatCalls(deps.db, calls.map((c) => c.id), {
+        pollMs: deps.config.conductor.pollMs,
+        timeoutMs: deps.stepTimeoutMs ?? 600_000,
+        reconcile: { client },
+        ...(deps.signal && { signal: deps.signal }),
+      });
+    },
+    saveStep: (step) => saveWorkflowStep(deps.db, step),
+  };
+}
+
+/**
+ * A workflow from the writer to the reward, every ready level of steps at once, under `env`;
+ * returns the workflow's final write (a ConductorFailure when the writer could not write).
+ */
+export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], item: StoredItem | undefined): Promise<WorkflowFinish> {
+  const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
+  // ---- the conductor writes
+  const out = await env.write(row, options, workers, pool, item);
   const conductorCost = out.costPico ?? 0n;
   const base: WorkflowFinish = {
     completion: out.text,
@@ -114,6 +153,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
     conductorTokensIn: out.usage?.inputTokens ?? 0,
     conductorTokensOut: out.usage?.outputTokens ?? 0,
     conductorCost: formatUsd(conductorCost),
+    ...(out.decisions !== undefined && { decisions: out.decisions }),
   };
 
   // ---- parse
@@ -122,10 +162,10 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
     const longer = options.maxSteps < MAX_STEPS_LIMIT ? parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: MAX_STEPS_LIMIT }) : undefined;
     const tooLong = longer?.ok === true;
     const r = rewardOf({ parsed: false, costPico: conductorCost }, options.reward);
-    return finish({
+    return {
       ...base, finishReason: tooLong ? 'budget-steps' : 'parse-error', parseOk: false, parseError: { ...parsed.error },
       reward: r.reward, outcome: r.outcome, ...(tooLong && { nSteps: longer.workflow.steps.length }),
-    });
+    };
   }
   const workflow = parsed.workflow;
   const schedule = scheduleOf(workflow);
@@ -145,7 +185,6 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
     workflowId: row.id, idx: st.idx, workerId: st.worker.id, worker: st.worker.name, subtask: workflow.steps[st.idx]!.subtask,
     access: stepSpecs[st.idx]!.access, sees: st.sees, chatCallId: chatId(row.id, st.idx),
   });
-  const client: ChatCallClientOptions = { db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
   const answers = new Map<number, string>();
   let workerCost = 0n;
   let tokensIn = 0;
@@ -161,13 +200,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
       break;
     }
     const calls = ready.map((i) => ({ id: chatId(row.id, i), worker: states[i]!.worker, request: stepRequest(row, options, workflow, i, answers, states, item) }));
-    await submitChatCalls(client, calls);
-    const results = await waitForChatCalls(db, calls.map((c) => c.id), {
-      pollMs: deps.config.conductor.pollMs,
-      timeoutMs: deps.stepTimeoutMs ?? 600_000,
-      reconcile: { client },
-      ...(deps.signal && { signal: deps.signal }),
-    });
+    const results = await env.runSteps(calls);
     for (const i of ready) {
       const st = states[i]!;
       const r = results.get(chatId(row.id, i))!;
@@ -180,13 +213,13 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
         tokensOut += r.result.usage.outputTokens;
         answers.set(i, r.result.text);
         const replay = replayCell(r.result);
-        await saveWorkflowStep(db, {
+        await env.saveStep({
           ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
           cached: r.cached, replay: replay ?? null, error: null,
         });
         if (options.maxTokensPerStep !== undefined && r.result.finishReason === 'length') ended ??= 'budget-tokens';
       } else {
-        await saveWorkflowStep(db, { ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
+        await env.saveStep({ ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
         ended = 'step-error';
       }
     }
@@ -194,7 +227,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   // steps a budget or a failure left unrun
   for (const st of states) {
     if (st.result) continue;
-    await saveWorkflowStep(db, { ...stepBase(st), latencyMs: 0, status: 'skipped', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: null });
+    await env.saveStep({ ...stepBase(st), latencyMs: 0, status: 'skipped', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: null });
   }
 
   // ---- the final answer and the reward
@@ -205,18 +238,18 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   const costPico = conductorCost + workerCost;
   if (!finalResult) {
     const r = item ? rewardOf({ parsed: true, costPico }, options.reward) : undefined;
-    return finish({ ...totals, finishReason, finalAnswer: null, outcome: 'unanswered', reward: r?.reward ?? null });
+    return { ...totals, finishReason, finalAnswer: null, outcome: 'unanswered', reward: r?.reward ?? null };
   }
-  if (!item) return finish({ ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, score: null });
+  if (!item) return { ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, score: null };
   let reward: WorkflowReward;
   try {
     reward = await scoreWorkflow({ parsed: true, finalAnswer: finalResult.text, verify: (a) => verify(item, a, finalResult.providerMetadata), costPico }, options.reward);
   } catch (e) {
     if (!(e instanceof InputError)) throw e;
     // an answer nothing here can check (e.g. code from a live model): no reward, with the reason
-    return finish({ ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, error: toWireError(e) });
+    return { ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, error: toWireError(e) };
   }
-  return finish({ ...totals, finishReason, finalAnswer: finalResult.text, score: reward.score ?? null, outcome: reward.outcome, reward: reward.reward });
+  return { ...totals, finishReason, finalAnswer: finalResult.text, score: reward.score ?? null, outcome: reward.outcome, reward: reward.reward };
 }
 
 function replayCell(r: ChatResult): Record<string, unknown> | undefined {
@@ -251,10 +284,21 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
 
 // ---- the writers ---------------------------------------------------------------------------
 
+/**
+ * What a writer is given for a workflow row. A sampling writer's draws are the seed, the item
+ * (its dataset id, stable across databases) or the question, and `options.sample`.
+ */
+export function conductorInput(row: Pick<WorkflowRow, 'question' | 'seed'>, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): ConductorInput {
+  const sampleKey = `${item ? `item:${item.id}` : `question:${row.question}`}${options.sample !== undefined ? `/sample:${options.sample}` : ''}`;
+  return {
+    question: row.question, pool, seed: row.seed, sampleKey, maxSteps: options.maxSteps, ranking: options.ranking ?? workers.map((w) => w.name),
+    ...(options.argmax && { argmax: true }),
+  };
+}
+
 async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
   const spec = parseConductorSpec(row.conductor);
-  // the draws of a sampling writer: the seed and the item (its dataset id, stable across databases) or the question
-  const input = { question: row.question, pool, seed: row.seed, sampleKey: item ? `item:${item.id}` : `question:${row.question}`, maxSteps: options.maxSteps, ranking: options.ranking ?? workers.map((w) => w.name) };
+  const input = conductorInput(row, options, workers, pool, item);
   const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
   if (spec.kind === 'fixed') {
     let routerChoice: string | undefined;

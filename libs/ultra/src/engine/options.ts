@@ -22,9 +22,16 @@ export type WorkflowOptions = {
   workerPrompt?: string;
   /** conductor prompt template version (default conductor-v1) */
   conductorPrompt?: string;
+  /**
+   * one more key of a sampling writer's draws, besides the seed and the item: the G samples of a
+   * GRPO group share the seed (so the replay environment's draws) and differ here
+   */
+  sample?: string;
+  /** a policy writer takes its most probable decisions instead of sampling (GRPO's validation) */
+  argmax?: boolean;
 };
 
-const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt'] as const;
+const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt', 'sample', 'argmax'] as const;
 
 /** Checks a workflow's options; `field` prefixes every error's field (e.g. `rows[3].options`). */
 export function validateWorkflowOptions(raw: unknown, field = 'options'): WorkflowOptions {
@@ -81,6 +88,14 @@ export function validateWorkflowOptions(raw: unknown, field = 'options'): Workfl
     } catch (e) {
       fail(`replay${(e as InputError).field ? `.${(e as InputError).field}` : ''}`, (e as Error).message.replace(/^field [^:]+: /, ''));
     }
+  }
+  if (o.sample !== undefined) {
+    if (typeof o.sample !== 'string' || !/^[A-Za-z0-9_.:-]{1,100}$/.test(o.sample)) fail('sample', `sample must be 1 to 100 letters, digits, _ . : -, got ${JSON.stringify(o.sample)}`);
+    out.sample = o.sample as string;
+  }
+  if (o.argmax !== undefined) {
+    if (typeof o.argmax !== 'boolean') fail('argmax', `argmax must be true or false, got ${JSON.stringify(o.argmax)}`);
+    if (o.argmax) out.argmax = true;
   }
   for (const k of ['workerPrompt', 'conductorPrompt'] as const) {
     const v = o[k];
