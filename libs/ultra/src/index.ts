@@ -21,3 +21,4 @@ export * from './locals.ts';
 export * from './engine/index.ts';
 export * from './eval/index.ts';
 export * from './calibrate.ts';
+export * from './grpo/index.ts';

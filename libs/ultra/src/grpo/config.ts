@@ -1,0 +1,130 @@
+// A GRPO run's configuration: what `fugu train grpo` takes, what the run stores (grpo_runs.config)
+// and the checks of every flag (each error names its flag). A resume compares the flags given
+// again with the stored ones and refuses a change (InputError naming the flag and both values).
+import { InputError } from '@fugu/core';
+import { POLICY_HEADS, resolveMaxSteps, rewardConfig, validateReplayConfig, type PolicyHead, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+import { sourceVersion } from '@fugu/training';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { asFlag } from '../flags.ts';
+
+/** The most rollouts one iteration may fan out (Q x G, plus the validation items): one flow, one fan-in. */
+export const MAX_ROLLOUTS_PER_ITERATION = 4096;
+
+export type GrpoConfig = {
+  /** questions per iteration, drawn with the seed from the train split */
+  q: number;
+  /** sampled workflows per question (the group) */
+  g: number;
+  iterations: number;
+  seed: number;
+  /** the router's split by unique prompt */
+  splitSeed: number;
+  /** Adam's learning rate, gradient-norm clip, optimisation epochs over one batch and mini-batches per epoch */
+  lr: number;
+  maxGradNorm: number;
+  epochs: number;
+  miniBatches: number;
+  /** the clipped surrogate: clip(rho, 1 - clipLow, 1 + clipHigh) */
+  clipLow: number;
+  clipHigh: number;
+  /** group-relative advantages: (r - mean) / (std + eps) per group ('group', GRPO), r - mean ('none', Dr. GRPO), or over the batch's std ('batch') */
+  advantageScale: 'group' | 'batch' | 'none';
+  /** per decision over the batch ('token-mean') or per sequence then over sequences ('seq-mean-token-mean', GRPO) */
+  lossAgg: 'token-mean' | 'seq-mean-token-mean';
+  /** KL coefficient (k3 estimator against the starting policy); 0 by default, as the Conductor report trains */
+  klCoef: number;
+  maxSteps: number;
+  /** the policy heads that are trained (the others keep their parameters) */
+  heads: PolicyHead[];
+  /** the reward (correct / incorrect / unparsed, mu per dollar) */
+  reward: Partial<RewardConfig>;
+  replay?: ReplayConfig;
+  /** every valEvery iterations (and after the last) the sampling policy's argmax on valSize validation items */
+  valEvery: number;
+  valSize: number;
+  /** BullMQ attempts per rollout job, and ms after a dispatch before missing rollouts go out again */
+  attempts: number;
+  deadlineMs: number;
+};
+
+export const GRPO_DEFAULTS: Omit<GrpoConfig, 'heads'> = {
+  q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.05, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
+  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, attempts: 3, deadlineMs: 300_000,
+};
+
+const int = (flag: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number => {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw new InputError(`must be a whole number in [${min}, ${max}], got ${String(v)}`, { field: flag });
+  return v;
+};
+const num = (flag: string, v: unknown, ok: (x: number) => boolean, what: string): number => {
+  if (typeof v !== 'number' || !Number.isFinite(v) || !ok(v)) throw new InputError(`must be ${what}, got ${String(v)}`, { field: flag });
+  return v;
+};
+
+/** The flag of each config field (errors and resume checks name it). */
+export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
+  q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
+  miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl',
+  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', attempts: '--attempts',
+  deadlineMs: '--deadline-ms',
+};
+
+/**
+ * A complete config from partial input (defaults filled), checked; `trainItems` (the train
+ * split's size) bounds Q. `replayPool`: every worker is a replay worker, so the `kind` head is
+ * left out by default (the replay model cannot tell subtask kinds apart).
+ */
+export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems: number; valItems: number; replayPool: boolean }): GrpoConfig {
+  const c = { ...GRPO_DEFAULTS, ...Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) } as GrpoConfig;
+  const f = GRPO_FLAGS;
+  int(f.g, c.g, 2, 1024);
+  int(f.q, c.q, 1, 4096);
+  if (c.q > ctx.trainItems) throw new InputError(`asks ${c.q} questions per iteration but the train split has ${ctx.trainItems} items`, { field: f.q });
+  int(f.iterations, c.iterations, 1, 100_000);
+  int(f.seed, c.seed, 0);
+  int(f.splitSeed, c.splitSeed, 0);
+  num(f.lr, c.lr, (x) => x > 0 && x <= 10, 'a number in (0, 10]');
+  num(f.maxGradNorm, c.maxGradNorm, (x) => x > 0, 'a number > 0');
+  int(f.epochs, c.epochs, 1, 100);
+  int(f.miniBatches, c.miniBatches, 1, 1024);
+  num(f.clipLow, c.clipLow, (x) => x > 0 && x < 1, 'a number in (0, 1)');
+  num(f.clipHigh, c.clipHigh, (x) => x > 0 && x <= 10, 'a number in (0, 10]');
+  if (!['group', 'batch', 'none'].includes(c.advantageScale)) throw new InputError(`must be group, batch or none, got ${JSON.stringify(c.advantageScale)}`, { field: f.advantageScale });
+  if (!['token-mean', 'seq-mean-token-mean'].includes(c.lossAgg)) throw new InputError(`must be token-mean or seq-mean-token-mean, got ${JSON.stringify(c.lossAgg)}`, { field: f.lossAgg });
+  num(f.klCoef, c.klCoef, (x) => x >= 0, 'a number >= 0');
+  asFlag(f.maxSteps, () => resolveMaxSteps(c.maxSteps));
+  asFlag(f.reward, () => rewardConfig(c.reward));
+  if (c.replay !== undefined) c.replay = asFlag(f.replay, () => validateReplayConfig(c.replay));
+  int(f.valEvery, c.valEvery, 0);
+  int(f.valSize, c.valSize, 0);
+  if (c.valEvery > 0 && c.valSize > 0 && ctx.valItems === 0) throw new InputError('the validation split has no items (use --val-every 0)', { field: f.valSize });
+  int(f.attempts, c.attempts, 1, 100);
+  int(f.deadlineMs, c.deadlineMs, 1000);
+  const rollouts = c.q * c.g + Math.min(c.valSize, ctx.valItems);
+  if (rollouts > MAX_ROLLOUTS_PER_ITERATION) {
+    throw new InputError(`Q x G = ${c.q} x ${c.g}${c.valSize > 0 ? ` plus ${Math.min(c.valSize, ctx.valItems)} validation items` : ''} = ${rollouts} rollouts in one iteration, more than the ${MAX_ROLLOUTS_PER_ITERATION} one flow takes: lower --q, --g or --val-size`, { field: '--q' });
+  }
+  const heads = c.heads ?? (ctx.replayPool ? POLICY_HEADS.filter((h) => h !== 'kind') : [...POLICY_HEADS]);
+  if (!Array.isArray(heads) || heads.length === 0) throw new InputError(`must name one or more of ${POLICY_HEADS.join(', ')}`, { field: f.heads });
+  for (const h of heads) if (!(POLICY_HEADS as readonly string[]).includes(h)) throw new InputError(`${JSON.stringify(h)} is not a head (${POLICY_HEADS.join(', ')})`, { field: f.heads });
+  return { ...c, heads: [...heads] };
+}
+
+/** A resume's flags against the stored config: a changed one is an InputError naming it and both values. */
+export function checkResumeConfig(runId: string, stored: GrpoConfig, given: Partial<GrpoConfig>): void {
+  for (const [k, v] of Object.entries(given) as Array<[keyof GrpoConfig, unknown]>) {
+    if (v === undefined) continue;
+    if (JSON.stringify(v) !== JSON.stringify(stored[k])) {
+      throw new InputError(`run ${runId} was created with ${k} = ${JSON.stringify(stored[k])}, got ${JSON.stringify(v)}: a resume continues the run as it was created`, { field: GRPO_FLAGS[k] });
+    }
+  }
+}
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const CODE_DIRS = ['grpo/src', 'conductor/src', 'ultra/src', 'training/src'].map((d) => path.resolve(here, '../../..', d));
+
+/** The code version of a GRPO run: a hash of the optimiser's, the policy's, the engine's and the loop's sources (FUGU_GRPO_CODE_VERSION overrides). */
+export function grpoCodeVersion(env: Record<string, string | undefined> = process.env): string {
+  return env.FUGU_GRPO_CODE_VERSION || sourceVersion(CODE_DIRS);
+}

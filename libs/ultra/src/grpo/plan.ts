@@ -1,0 +1,71 @@
+// What one GRPO iteration runs, from the run's config and its items alone (pure, seeded): Q
+// questions drawn from the train split, G samples each, and every valEvery iterations the
+// validation items under the sampling policy's argmax. The G samples of a question share the
+// environment's seed (common random numbers: their reward differences come from the decisions)
+// and differ only in the policy's draws (`options.sample`); the two streams are separate.
+import { rng } from '@fugu/core';
+import type { StoredItem } from '@fugu/db';
+import { sampleIndices } from '@fugu/evaluation';
+import type { WorkflowOptions } from '../engine/options.ts';
+import type { GrpoConfig } from './config.ts';
+
+export type PlannedRollout = {
+  /** the loop's job key: `t.<q>.<g>` (question q of the draw, sample g) or `v.<j>` (validation item j) */
+  key: string;
+  split: 'train' | 'val';
+  /** train: the question's index in the iteration's draw; val: the item's index in the validation set */
+  question: number;
+  sample: number;
+  item: StoredItem;
+  /** the environment's seed (the replay's draws) */
+  seed: number;
+  options: WorkflowOptions;
+};
+
+export type GrpoItems = { train: readonly StoredItem[]; val: readonly StoredItem[] };
+
+/** The environment seed of question q of iteration i: one per (run seed, i, q), shared by its G samples. */
+export function environmentSeed(seed: number, iteration: number, q: number): number {
+  return rng('grpo-environment', seed, iteration, q).int(2 ** 31 - 1);
+}
+
+/** Whether iteration i evaluates on the validation items: every valEvery iterations, and the last one. */
+export function isValidationIteration(cfg: Pick<GrpoConfig, 'valEvery' | 'valSize' | 'iterations'>, iteration: number): boolean {
+  if (cfg.valEvery <= 0 || cfg.valSize <= 0) return false;
+  return iteration % cfg.valEvery === 0 || iteration === cfg.iterations - 1;
+}
+
+/** The validation items: a seeded sample of valSize of the val split, the same at every evaluation. */
+export function validationItems(cfg: Pick<GrpoConfig, 'valSize' | 'seed'>, val: readonly StoredItem[]): StoredItem[] {
+  return sampleIndices(val.length, cfg.valSize, cfg.seed).map((i) => val[i]!);
+}
+
+/** The question indices (into the train split) of iteration i: Q distinct ones, a seeded draw. */
+export function iterationQuestions(cfg: Pick<GrpoConfig, 'q' | 'seed'>, trainSize: number, iteration: number): number[] {
+  const r = rng('grpo-questions', cfg.seed, iteration);
+  // a partial Fisher-Yates shuffle: the first Q of a seeded permutation
+  const idx = Array.from({ length: trainSize }, (_, i) => i);
+  for (let k = 0; k < cfg.q; k++) {
+    const j = k + r.int(trainSize - k);
+    [idx[k], idx[j]] = [idx[j]!, idx[k]!];
+  }
+  return idx.slice(0, cfg.q);
+}
+
+/** Every rollout of iteration i, in dispatch order (train groups, then validation). */
+export function planIteration(cfg: GrpoConfig, items: GrpoItems, iteration: number, base: WorkflowOptions): PlannedRollout[] {
+  const out: PlannedRollout[] = [];
+  iterationQuestions(cfg, items.train.length, iteration).forEach((idx, q) => {
+    const seed = environmentSeed(cfg.seed, iteration, q);
+    for (let g = 0; g < cfg.g; g++) {
+      out.push({ key: `t.${q}.${g}`, split: 'train', question: q, sample: g, item: items.train[idx]!, seed, options: { ...base, sample: `${iteration}.${q}.${g}` } });
+    }
+  });
+  if (isValidationIteration(cfg, iteration)) {
+    // the same items and environment draws at every evaluation, so the curve compares policies
+    validationItems(cfg, items.val).forEach((item, j) => {
+      out.push({ key: `v.${j}`, split: 'val', question: j, sample: 0, item, seed: environmentSeed(cfg.seed, -1, j), options: { ...base, argmax: true } });
+    });
+  }
+  return out;
+}

@@ -1,0 +1,142 @@
+// `fugu train grpo`: create a run (the dataset, the pool, the starting policy, the checked
+// config) or resume one (the code version and any flag given again must be the stored ones), then
+// run its iterations on the cluster (conduct jobs through the staged loop) or in this process
+// (replay pools only).
+import { randomBytes } from 'node:crypto';
+import { InputError } from '@fugu/core';
+import { createGrpoRun, getDatasetItems, getGrpoRun, saveDataset, savePool, setGrpoRunStatus, type Db } from '@fugu/db';
+import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
+import { createRedis } from '@fugu/queue';
+import { loadRouterModel, useLiteHeadDims, type RouterModel } from '@fugu/router-model';
+import { cachedFeatures, runStagedLoop, type CrashPoint } from '@fugu/training';
+import { initPolicyCheckpoint, loadPolicy, trainingRanking } from '../policy-store.ts';
+import { splitItems } from '../split.ts';
+import { checkResumeConfig, grpoCodeVersion, resolveGrpoConfig, type GrpoConfig } from './config.ts';
+import { GrpoDriver, runGrpoInProcess } from './driver.ts';
+import { GrpoSession, type FeatureSource } from './session.ts';
+import type { GrpoUpdate } from './update.ts';
+
+export type GrpoStartOptions = Partial<GrpoConfig> & {
+  dataset?: string;
+  pool?: string;
+  /** a stored policy checkpoint to start from; default: a new one at the documented initialisation */
+  from?: string;
+  runId?: string;
+  resume?: string;
+  /** check the pool's API keys against the environment (live pools) */
+  keyCheck?: boolean;
+};
+
+/** The features the policy reads (the router backbone's), through the Postgres cache; `release` frees the encoder. */
+export async function backboneFeatures(db: Db, home: string): Promise<FeatureSource & { featureDim: number; release(): Promise<void> }> {
+  const m: RouterModel = await loadRouterModel(home, 1);
+  return {
+    backboneId: m.backboneId,
+    featureDim: useLiteHeadDims(1).dim,
+    features: async (qs) => (await cachedFeatures(db, m.encoder, qs)).features,
+    release: () => m.release(),
+  };
+}
+
+const newRunId = (): string => `grpo_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
+
+/** A new run (or the one to resume, checked): returns its id. */
+export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: { backboneId: string; featureDim: number }): Promise<string> {
+  const { db, config } = ctx;
+  const given: Partial<GrpoConfig> = Object.fromEntries(Object.entries(o).filter(([k, v]) => v !== undefined && !['dataset', 'pool', 'from', 'runId', 'resume', 'keyCheck'].includes(k)));
+  if (o.resume) {
+    const run = await getGrpoRun(db, o.resume);
+    if (!run) throw new InputError(`no GRPO run "${o.resume}"`, { field: '--resume' });
+    const code = grpoCodeVersion();
+    if (run.codeVersion !== code) throw new InputError(`run ${run.id} was started by code version ${run.codeVersion}, this is ${code}: resume it with the code that started it`, { field: 'code_version' });
+    checkResumeConfig(run.id, run.config as unknown as GrpoConfig, given);
+    if (run.status === 'failed' || run.status === 'paused') await setGrpoRunStatus(db, run.id, 'running');
+    return run.id;
+  }
+  if (!o.dataset) throw new InputError('give --dataset (or --resume <run>)', { field: '--dataset' });
+  if (!o.pool) throw new InputError('give --pool (or --resume <run>)', { field: '--pool' });
+  const pool = await resolveWorkerPool(o.pool, config.llmrouterDir);
+  const names = pool.workers.map((w) => w.name);
+  const dataset = await resolveDataset(o.dataset, config.llmrouterDir);
+  checkPoolAgainstDataset(pool, dataset, o.keyCheck ? process.env : null);
+  const splitSeed = o.splitSeed ?? 0;
+  const trainItems = splitItems(dataset.items, 'train', splitSeed).length;
+  const valItems = splitItems(dataset.items, 'val', splitSeed).length;
+  const cfg = resolveGrpoConfig(given, { trainItems, valItems, replayPool: pool.workers.every((w) => w.provider === 'replay') });
+  let start: string;
+  if (o.from) {
+    try {
+      const { checkpoint } = await loadPolicy(db, o.from, { workers: names });
+      if (checkpoint.backboneId !== backbone.backboneId) throw new InputError(`checkpoint ${o.from} reads features of backbone ${checkpoint.backboneId}, this process has ${backbone.backboneId}`, { field: '--from' });
+    } catch (e) {
+      if (e instanceof InputError) throw new InputError(e.message.replace(/^field [^:]+: /, ''), { field: '--from' }, { cause: e });
+      throw e;
+    }
+    start = o.from;
+  }
+  const id = o.runId ?? newRunId();
+  if (await getGrpoRun(db, id)) throw new InputError(`a GRPO run "${id}" exists already (use --resume ${id})`, { field: '--run-id' });
+  const ds = await saveDataset(db, { name: dataset.name, source: dataset.source, contentHash: dataset.contentHash, items: dataset.items });
+  const saved = await savePool(db, pool, poolContentHash(pool));
+  if (!o.from) {
+    const stored = await getDatasetItems(db, ds.id);
+    const r = trainingRanking(stored, names, { splitSeed, datasetName: dataset.name });
+    const c = await initPolicyCheckpoint(db, {
+      id: `${id}-start`, workers: names, backboneId: backbone.backboneId, featureDim: backbone.featureDim, seed: cfg.seed, maxSteps: cfg.maxSteps, ranking: r.ranking,
+      rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitSeed, means: r.means },
+    });
+    start = c.id;
+  }
+  await createGrpoRun(db, { id, datasetId: ds.id, poolId: saved.poolId, startCheckpointId: start!, config: cfg as unknown as Record<string, unknown>, codeVersion: grpoCodeVersion() });
+  return id;
+}
+
+export type GrpoRunEvents = {
+  onIteration?: (e: { index: number; update: GrpoUpdate; wallMs: number }) => void;
+  onProgress?: (e: { index: number; done: number; total: number }) => void;
+  log?: (msg: string, extra?: Record<string, unknown>) => void;
+};
+
+/**
+ * Runs a run's remaining iterations: `cluster` fans each one out as conduct jobs in one flow
+ * (the conductor processes and provider workers of the queues run them), `local` runs them in
+ * this process (replay pools). Returns how it ended.
+ */
+export async function runGrpo(ctx: Context, o: GrpoRunEvents & {
+  runId: string;
+  rollouts: 'cluster' | 'local';
+  features: FeatureSource;
+  signal?: AbortSignal;
+  pollMs?: number;
+  crashAt?: { point: CrashPoint; iteration: number };
+}): Promise<{ status: 'completed' | 'failed' | 'interrupted'; iteration: number; reason?: string }> {
+  const session = await GrpoSession.open(ctx.db, o.runId, o.features);
+  if (session.run.status === 'completed') return { status: 'completed', iteration: session.run.iteration };
+  if (o.rollouts === 'local') {
+    const status = await runGrpoInProcess(session, {
+      ...(o.signal && { signal: o.signal }),
+      onIteration: (index, update, wallMs) => o.onIteration?.({ index, update, wallMs }),
+      onProgress: (index, done, total) => o.onProgress?.({ index, done, total }),
+    });
+    return { status, iteration: session.run.iteration };
+  }
+  if (!ctx.redis) throw new Error('the cluster path needs Redis');
+  const workerConnection = createRedis(ctx.config.redisUrl, 'worker');
+  try {
+    const r = await runStagedLoop(new GrpoDriver(ctx.db, session), {
+      connection: ctx.redis,
+      workerConnection,
+      prefix: ctx.config.queuePrefix,
+      ...(o.pollMs !== undefined && { pollMs: o.pollMs }),
+      ...(o.signal && { signal: o.signal }),
+      ...(o.log && { log: o.log }),
+      ...(o.crashAt && { crashAt: o.crashAt }),
+      names: { iteration: 'iteration', jobs: 'rollouts' },
+      onProgress: (p) => o.onProgress?.(p),
+      onIteration: (e) => o.onIteration?.({ index: e.index, update: e.update, wallMs: Math.round(e.cycleMs) }),
+    });
+    return { status: r.status, iteration: session.run.iteration, ...(r.reason !== undefined && { reason: r.reason }) };
+  } finally {
+    await workerConnection.quit().catch(() => {});
+  }
+}

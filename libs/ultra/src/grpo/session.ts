@@ -1,0 +1,144 @@
+// A GRPO run as the coordinator sees it: its committed state in Postgres (grpo_runs), its items
+// (the router's split by unique prompt), the pool, the base workflow options, the question
+// features (the router backbone's, through the Postgres feature cache as the conductor processes
+// read them) and the one update and commit both rollout paths share.
+import { InputError } from '@fugu/core';
+import { policyCheckpoint, type ConductorPolicy } from '@fugu/conductor';
+import {
+  commitGrpoIteration, getDatasetItems, getGrpoRun, getPoolWorkers, setGrpoRunStatus,
+  type Db, type GrpoRunRecord, type StoredItem, type StoredWorker,
+} from '@fugu/db';
+import type { WorkflowOptions } from '../engine/options.ts';
+import { loadPolicy, policyRecord } from '../policy-store.ts';
+import { splitItems, trainSplitRanking } from '../split.ts';
+import type { GrpoConfig } from './config.ts';
+import { planIteration, type GrpoItems, type PlannedRollout } from './plan.ts';
+import { grpoFanIn, type GrpoUpdate, type RolloutResult } from './update.ts';
+
+/** Features of questions (the backbone the policy reads): the Postgres cache, computed where missing. */
+export type FeatureSource = { backboneId: string; features(questions: readonly string[]): Promise<Float32Array[]> };
+
+export type GrpoIterationPlan = {
+  index: number;
+  keys: string[];
+  rollouts: PlannedRollout[];
+  byKey: Map<string, PlannedRollout>;
+  policy: ConductorPolicy;
+  policyCheckpointId: string;
+};
+
+/** The checkpoint id of the policy that samples iteration i (the start samples 0), and of the validation best. */
+export const grpoPolicyId = (runId: string, iteration: number): string => `${runId}-i${iteration}`;
+export const grpoBestId = (runId: string, iteration: number): string => `${runId}-best-i${iteration}`;
+
+export class GrpoSession {
+  readonly runId: string;
+  readonly cfg: GrpoConfig;
+  readonly workers: StoredWorker[];
+  readonly items: GrpoItems;
+  readonly base: WorkflowOptions;
+  run: GrpoRunRecord;
+  private readonly db: Db;
+  private readonly feats: FeatureSource;
+  private readonly cache = new Map<string, Float32Array>();
+  private reference: ConductorPolicy | undefined;
+
+  private constructor(o: { db: Db; run: GrpoRunRecord; workers: StoredWorker[]; items: GrpoItems; base: WorkflowOptions; features: FeatureSource }) {
+    this.db = o.db;
+    this.run = o.run;
+    this.runId = o.run.id;
+    this.cfg = o.run.config as unknown as GrpoConfig;
+    this.workers = o.workers;
+    this.items = o.items;
+    this.base = o.base;
+    this.feats = o.features;
+  }
+
+  static async open(db: Db, runId: string, features: FeatureSource): Promise<GrpoSession> {
+    const run = await getGrpoRun(db, runId);
+    if (!run) throw new InputError(`no GRPO run "${runId}"`, { field: '--resume' });
+    const cfg = run.config as unknown as GrpoConfig;
+    const workers = await getPoolWorkers(db, run.poolId);
+    const stored = await getDatasetItems(db, run.datasetId);
+    const train = splitItems(stored, 'train', cfg.splitSeed).map((i) => stored[i]!);
+    const val = splitItems(stored, 'val', cfg.splitSeed).map((i) => stored[i]!);
+    const names = workers.map((w) => w.name);
+    const base: WorkflowOptions = {
+      maxSteps: cfg.maxSteps, ranking: trainSplitRanking(names, stored, cfg.splitSeed),
+      ...(Object.keys(cfg.reward).length > 0 && { reward: cfg.reward }),
+      ...(cfg.replay && { replay: cfg.replay }),
+    };
+    return new GrpoSession({ db, run, workers, items: { train, val }, base, features });
+  }
+
+  /** The iteration the committed state asks (read from Postgres), with its rollouts; null when the run is complete. */
+  async load(): Promise<GrpoIterationPlan | null> {
+    const run = await getGrpoRun(this.db, this.runId);
+    if (!run) throw new Error(`GRPO run ${this.runId} is gone`);
+    this.run = run;
+    if (run.iteration >= this.cfg.iterations) return null;
+    const { policy } = await loadPolicy(this.db, run.policyCheckpointId, { workers: this.workers.map((w) => w.name) });
+    const rollouts = planIteration(this.cfg, this.items, run.iteration, this.base);
+    return { index: run.iteration, keys: rollouts.map((r) => r.key), rollouts, byKey: new Map(rollouts.map((r) => [r.key, r])), policy, policyCheckpointId: run.policyCheckpointId };
+  }
+
+  /** The features of every question of these rollouts (kept for the session). */
+  async prepareFeatures(rollouts: readonly PlannedRollout[]): Promise<void> {
+    const missing = [...new Set(rollouts.map((r) => r.item.prompt).filter((q) => !this.cache.has(q)))];
+    if (missing.length === 0) return;
+    const f = await this.feats.features(missing);
+    missing.forEach((q, i) => this.cache.set(q, f[i]!));
+  }
+
+  features(question: string): Float32Array {
+    const f = this.cache.get(question);
+    if (!f) throw new Error(`no features prepared for a question of run ${this.runId}`);
+    return f;
+  }
+
+  /** The update of an iteration from all its results (writes nothing). */
+  async fanIn(it: GrpoIterationPlan, results: ReadonlyMap<string, RolloutResult>, info: { dispatches: number; wallMs: number }): Promise<GrpoUpdate> {
+    await this.prepareFeatures(it.rollouts);
+    if (this.cfg.klCoef > 0 && !this.reference) this.reference = (await loadPolicy(this.db, this.run.startCheckpointId, { workers: this.workers.map((w) => w.name) })).policy;
+    const u = grpoFanIn({
+      cfg: this.cfg, iteration: it.index, policy: it.policy, ...(this.reference && { reference: this.reference }), rollouts: it.rollouts, results,
+      features: (q) => this.features(q), adam: this.run.adam,
+    });
+    return { ...u, record: { ...u.record, dispatches: info.dispatches, wallMs: info.wallMs } };
+  }
+
+  /** The iteration in one transaction: the next policy, Adam's moments, the record, every rollout row, a validation best. */
+  async commit(it: GrpoIterationPlan, u: GrpoUpdate): Promise<void> {
+    const { runId } = this;
+    const training = { stage: 'grpo', run: runId, iteration: it.index + 1, sampledBy: it.policyCheckpointId };
+    const next = policyCheckpoint(it.policy.withTheta(u.theta), {
+      id: grpoPolicyId(runId, it.index + 1), backboneId: this.feats.backboneId, parentId: it.policyCheckpointId, training,
+      metrics: { meanReward: u.record.meanReward, iteration: it.index },
+    });
+    const bestSoFar = this.run.bestValReward;
+    const best = u.valReward !== null && (bestSoFar === null || u.valReward > bestSoFar)
+      ? {
+          valReward: u.valReward,
+          checkpoint: policyRecord(policyCheckpoint(it.policy, {
+            id: grpoBestId(runId, it.index), backboneId: this.feats.backboneId, parentId: this.run.startCheckpointId,
+            training: { stage: 'grpo-best', run: runId, iteration: it.index, policy: it.policyCheckpointId },
+            metrics: { valReward: u.valReward, valAccuracy: u.record.val?.accuracy ?? null, iteration: it.index },
+          })),
+        }
+      : undefined;
+    await commitGrpoIteration(this.db, {
+      runId, iteration: it.index, next: policyRecord(next), adam: u.adam, record: u.record,
+      valReward: u.valReward, rollouts: u.rollouts, completed: it.index + 1 >= this.cfg.iterations, ...(best && { best }),
+    });
+  }
+
+  async finish(status: 'completed' | 'failed', reason?: string): Promise<void> {
+    if (status === 'failed') await setGrpoRunStatus(this.db, this.runId, 'failed', reason ?? null);
+    else if (this.run.status !== 'completed') await setGrpoRunStatus(this.db, this.runId, 'completed');
+  }
+}
+
+/** The items of a stored item list by db id (the in-process replay models answer from them). */
+export function itemsById(items: GrpoItems): Map<number, StoredItem> {
+  return new Map([...items.train, ...items.val].map((i) => [i.dbId, i]));
+}

@@ -1,0 +1,136 @@
+// GRPO on the LLMRouter replay pool, both rollout paths: the in-process engine and the cluster
+// (conduct jobs in one flow per iteration, a conductor process and a provider worker). The same
+// seed gives the same rollouts (rewards, costs, decisions), the same iteration records and the
+// same policy bit for bit; the update moves the policy where the group's rewards differ; every
+// rollout has its row with the sampling policy's per-decision log-probabilities.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InputError } from '@fugu/core';
+import { getConductorCheckpoint, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
+import { backboneFeatures, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra';
+import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
+import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
+
+let env: EvalEnv;
+let features: Awaited<ReturnType<typeof backboneFeatures>>;
+
+const small: GrpoStartOptions = { dataset: 'llmrouter', pool: 'llmrouter', q: 4, g: 4, iterations: 2, seed: 11, valEvery: 1, valSize: 6, lr: 0.1, epochs: 2 };
+
+beforeAll(async () => {
+  env = await createEvalEnv({ overrides: { 'worker.concurrency': 32, 'conductor.pollMs': 20 } });
+  features = await backboneFeatures(env.ctx.db, env.config.home);
+});
+
+afterAll(async () => {
+  await features?.release();
+  await env?.cleanup();
+});
+
+const runRows = async (runId: string) => ({
+  run: (await getGrpoRun(env.ctx.db, runId))!,
+  iterations: await listGrpoIterations(env.ctx.db, runId),
+  rollouts: await listGrpoRollouts(env.ctx.db, runId),
+});
+const comparable = (rows: Awaited<ReturnType<typeof runRows>>['rollouts']) =>
+  rows.map(({ workflowId: _w, ...r }) => r);
+const recordOf = (r: Record<string, unknown>) => {
+  const { wallMs: _w, dispatches: _d, ...rest } = r;
+  return rest;
+};
+
+describe('fugu train grpo', () => {
+  let local: string;
+
+  it('in process: iterations committed with their rollouts; the policy moves; the same seed gives the same run', async () => {
+    local = await startGrpoRun(env.ctx, { ...small, runId: 'grpo-local' }, features);
+    const events: number[] = [];
+    const r = await runGrpo(env.ctx, { runId: local, rollouts: 'local', features, onIteration: (e) => events.push(e.index) });
+    expect(r.status).toBe('completed');
+    expect(events).toEqual([0, 1]);
+    const { run, iterations, rollouts } = await runRows(local);
+    expect(run).toMatchObject({ status: 'completed', iteration: 2, policyCheckpointId: 'grpo-local-i2', adam: { step: expect.any(Number) } });
+    expect(iterations.map((i) => [i.iteration, i.policyCheckpointId, i.nextCheckpointId])).toEqual([[0, 'grpo-local-start', 'grpo-local-i1'], [1, 'grpo-local-i1', 'grpo-local-i2']]);
+    // 4 x 4 train rollouts and 6 validation ones per iteration, each with its row
+    expect(rollouts.filter((x) => x.split === 'train')).toHaveLength(2 * 16);
+    expect(rollouts.filter((x) => x.split === 'val')).toHaveLength(2 * 6);
+    for (const x of rollouts) {
+      expect([0, 0.5, 1]).toContain(x.reward);
+      expect(x.parseOk).toBe(true);
+      const lps = x.logprobs as number[] | null;
+      if (x.split === 'train') {
+        // the sampled decisions and their log-probabilities under the sampling policy
+        expect((x.decisions as { steps: unknown[] }).steps.length).toBe(x.nSteps);
+        expect(lps!.every((v) => v <= 0)).toBe(true);
+        expect(typeof x.advantage).toBe('number');
+      }
+    }
+    // a group's advantages sum to 0; a group with equal rewards has zero advantages and is counted
+    const rec0 = iterations[0]!.record as { zeroAdvantageGroups: number; groups: number; meanReward: number; approxKl: number; epochs: unknown[]; val: { items: number } };
+    let zero = 0;
+    for (const q of [0, 1, 2, 3]) {
+      const g = rollouts.filter((x) => x.iteration === 0 && x.split === 'train' && x.question === q);
+      expect(g.reduce((a, x) => a + x.advantage!, 0)).toBeCloseTo(0, 9);
+      if (new Set(g.map((x) => x.reward)).size === 1) {
+        zero++;
+        expect(g.every((x) => x.advantage === 0)).toBe(true);
+      }
+    }
+    expect(rec0.zeroAdvantageGroups).toBe(zero);
+    expect(rec0.groups).toBe(4);
+    expect(rec0.val.items).toBe(6);
+    // the update moved the policy when some group had different rewards
+    const start = (await getConductorCheckpoint(env.ctx.db, 'grpo-local-start'))!;
+    const next = (await getConductorCheckpoint(env.ctx.db, 'grpo-local-i1'))!;
+    const moved = start.theta.some((v, i) => v !== next.theta[i]);
+    expect(moved).toBe(zero < 4);
+    if (moved) expect(rec0.approxKl).not.toBe(0);
+    // the best validation policy is a checkpoint whose parent is the starting one
+    expect(run.bestCheckpointId).toMatch(/^grpo-local-best-i[01]$/);
+    expect((await getConductorCheckpoint(env.ctx.db, run.bestCheckpointId!))!.parentId).toBe('grpo-local-start');
+
+    // the same seed again: the same rollouts, records and final policy, bit for bit
+    const again = await startGrpoRun(env.ctx, { ...small, runId: 'grpo-local-again', from: 'grpo-local-start' }, features);
+    await runGrpo(env.ctx, { runId: again, rollouts: 'local', features });
+    const b = await runRows(again);
+    expect(comparable(b.rollouts)).toEqual(comparable(rollouts));
+    expect(b.iterations.map((i) => recordOf(i.record))).toEqual(iterations.map((i) => recordOf(i.record)));
+    expect(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-local-again-i2'))!.theta)).toEqual(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-local-i2'))!.theta));
+  });
+
+  it('on the cluster (conduct jobs, a conductor process, a provider worker): the same rollouts and the same policy as in process', async () => {
+    let worker: WorkerProcess | undefined;
+    let conductor: ConductorProcess | undefined;
+    try {
+      [worker, conductor] = await Promise.all([startWorkerProcess(env.config), startConductorProcess(env.config, { FUGU_CONDUCTOR_POLL_MS: '20' })]);
+      const cluster = await startGrpoRun(env.ctx, { ...small, runId: 'grpo-cluster', from: 'grpo-local-start' }, features);
+      const r = await runGrpo(env.ctx, { runId: cluster, rollouts: 'cluster', features, pollMs: 50 });
+      expect(r.status).toBe('completed');
+      const a = await runRows(local);
+      const b = await runRows(cluster);
+      expect(b.rollouts.every((x) => x.workflowId !== null)).toBe(true);
+      expect(comparable(b.rollouts)).toEqual(comparable(a.rollouts));
+      expect(b.iterations.map((i) => recordOf(i.record))).toEqual(a.iterations.map((i) => recordOf(i.record)));
+      expect(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-cluster-i2'))!.theta)).toEqual(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-local-i2'))!.theta));
+    } finally {
+      await conductor?.term();
+      await worker?.term();
+    }
+  });
+
+  it('bad input names the flag: G < 2, Q x G past one flow, Q past the train split, a checkpoint of another pool, a resume with changed settings', async () => {
+    const field = async (o: GrpoStartOptions): Promise<string | undefined> => {
+      try {
+        await startGrpoRun(env.ctx, o, features);
+      } catch (e) {
+        expect(e).toBeInstanceOf(InputError);
+        return (e as InputError).field;
+      }
+      return undefined;
+    };
+    expect(await field({ ...small, g: 1 })).toBe('--g');
+    expect(await field({ ...small, q: 400, g: 16 })).toBe('--q');
+    expect(await field({ ...small, q: 100_000 })).toBe('--q');
+    expect(await field({ ...small, pool: 'llmrouter', from: 'no-such-checkpoint' })).toBe('--from');
+    expect(await field({ resume: local, g: 8 })).toBe('--g');
+    expect(await field({ resume: 'no-such-run' })).toBe('--resume');
+  });
+});
