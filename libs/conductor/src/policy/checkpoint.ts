@@ -48,8 +48,9 @@ const sameList = (a: readonly unknown[], b: readonly unknown[]): boolean => a.le
 /**
  * The policy of a checkpoint, for a pool: the pool's worker names, in order, must be the
  * checkpoint's (else an InputError naming the checkpoint, the expected and the given names,
- * field `pool`). The config (kinds, access choices, template and encoding versions, maxSteps)
- * and the layout must be this code's (InputError, field `checkpoint`).
+ * field `pool`). The config (kinds, access choices, template and encoding versions, maxSteps,
+ * rank) and the layout must be this code's (InputError, field `checkpoint`): an older-layout
+ * (policy-enc-v1) checkpoint is refused.
  */
 export function policyFromCheckpoint(c: PolicyCheckpoint, opts: { workers: readonly string[] }): ConductorPolicy {
   const label = `policy checkpoint ${JSON.stringify(c.id)}`;
@@ -63,10 +64,14 @@ export function policyFromCheckpoint(c: PolicyCheckpoint, opts: { workers: reado
   if (!Array.isArray(cfg.kinds) || !sameList(cfg.kinds, SUBTASK_KINDS)) throw bad(`subtask kinds ${JSON.stringify(cfg.kinds)} are not this version's (${SUBTASK_KINDS.join(', ')})`);
   if (!Array.isArray(cfg.access) || !sameList(cfg.access, ACCESS_CHOICES)) throw bad(`access choices ${JSON.stringify(cfg.access)} are not this version's (${ACCESS_CHOICES.join(', ')})`);
   if (cfg.templateVersion !== POLICY_TEMPLATE_VERSION) throw bad(`template version ${JSON.stringify(cfg.templateVersion)} is unknown (known: ${POLICY_TEMPLATE_VERSION})`);
-  if (cfg.encodingVersion !== POLICY_ENCODING_VERSION) throw bad(`encoding version ${JSON.stringify(cfg.encodingVersion)} is unknown (known: ${POLICY_ENCODING_VERSION})`);
+  if (cfg.encodingVersion !== POLICY_ENCODING_VERSION) {
+    const old = cfg.encodingVersion === 'policy-enc-v1' ? ': a policy-enc-v1 checkpoint has the older layout without the bilinear blocks U, V, P, so make a new one (fugu ultra policy init)' : '';
+    throw bad(`encoding version ${JSON.stringify(cfg.encodingVersion)} is unknown (known: ${POLICY_ENCODING_VERSION})${old}`);
+  }
+  if (typeof cfg.rank !== 'number' || !Number.isInteger(cfg.rank) || cfg.rank < 1) throw bad(`its config has no bilinear rank (a positive integer), got ${JSON.stringify(cfg.rank)}`);
   let layout: ThetaBlock[];
   try {
-    layout = policyThetaLayout({ workers: c.workers.length, featureDim: c.featureDim, maxSteps: cfg.maxSteps });
+    layout = policyThetaLayout({ workers: c.workers.length, featureDim: c.featureDim, maxSteps: cfg.maxSteps, rank: cfg.rank });
   } catch (e) {
     throw bad((e as Error).message);
   }
@@ -74,9 +79,9 @@ export function policyFromCheckpoint(c: PolicyCheckpoint, opts: { workers: reado
     const d = c.thetaLayout[i]!;
     return d && b.name === d.name && b.offset === d.offset && sameList(b.shape, d.shape);
   });
-  if (!same) throw bad('its theta layout is not the one this code expects for its workers, feature dimension and maxSteps');
+  if (!same) throw bad('its theta layout is not the one this code expects for its workers, feature dimension, maxSteps and rank');
   try {
-    return new ConductorPolicy({ workers: c.workers, featureDim: c.featureDim, maxSteps: cfg.maxSteps, theta: c.theta });
+    return new ConductorPolicy({ workers: c.workers, featureDim: c.featureDim, maxSteps: cfg.maxSteps, rank: cfg.rank, theta: c.theta });
   } catch (e) {
     throw bad((e as Error).message);
   }
@@ -98,7 +103,7 @@ export function policyConductor(policy: ConductorPolicy, spec: string | Extract<
         features,
         question: input.question,
         pool: input.pool,
-        ...(opts.argmax ? { argmax: true } : { seed: input.sampleKey !== undefined ? `${input.seed}/${input.sampleKey}` : input.seed }),
+        ...(opts.argmax || input.argmax ? { argmax: true } : { seed: input.sampleKey !== undefined ? `${input.seed}/${input.sampleKey}` : input.seed }),
         ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }),
       });
       return { text: out.text, logprob: out.logprob, promptVersion: POLICY_TEMPLATE_VERSION, decisions: out.decisions };

@@ -1,7 +1,8 @@
 // The embedded, trainable Conductor: a workflow written by a sequence of discrete decisions, each
-// a masked softmax over a linear head on [x ; c] (the backbone's features x of the question and
-// an encoding c of the decisions so far). README.md in this folder documents the sequence, the
-// masks, the encoding, the parameter layout and the initialisation.
+// a masked softmax over a head on [x ; c] (the backbone's features x of the question and an
+// encoding c of the decisions so far): linear, plus a low-rank bilinear interaction of x with c
+// (so the question can change what each step prefers). README.md in this folder documents the
+// sequence, the masks, the encoding, the parameter layout and the initialisation.
 
 import { InputError, rng, type Rng } from '@fugu/core';
 import { renderWorkflow } from '../text.ts';
@@ -12,8 +13,16 @@ import { KINDS_NEEDING_ANSWERS, POLICY_TEMPLATE_VERSION, SUBTASK_KINDS, policySu
 export const ACCESS_CHOICES = ['all', 'none', 'previous', 'first'] as const;
 export type AccessChoice = (typeof ACCESS_CHOICES)[number];
 
-/** The version of the context encoding c (change it whenever the encoding or the masks change). */
-export const POLICY_ENCODING_VERSION = 'policy-enc-v1';
+/**
+ * The version of the context encoding c and of the heads' form (change it whenever the
+ * encoding, the masks or the parameter layout change). v2: the low-rank bilinear blocks U, V, P.
+ */
+export const POLICY_ENCODING_VERSION = 'policy-enc-v2';
+
+/** The default rank R of each head's bilinear interaction. */
+export const DEFAULT_POLICY_RANK = 8;
+/** The largest rank accepted. */
+export const MAX_POLICY_RANK = 256;
 
 /** The heads, in the order of the parameter layout. */
 export const POLICY_HEADS = ['stop', 'worker', 'kind', 'access'] as const;
@@ -32,6 +41,8 @@ export type ThetaBlock = { name: string; offset: number; shape: number[] };
 
 export type PolicyConfig = {
   maxSteps: number;
+  /** R, the rank of each head's bilinear interaction (its U [out, R], V [R, D], P [R, C]) */
+  rank: number;
   kinds: readonly SubtaskKind[];
   access: readonly AccessChoice[];
   templateVersion: string;
@@ -49,6 +60,8 @@ export type PolicyInitOptions = {
   ranking?: readonly string[];
   /** default 5 */
   maxSteps?: number;
+  /** R, the rank of each head's bilinear interaction; default 8 (DEFAULT_POLICY_RANK) */
+  rank?: number;
   /** standard deviation of the seeded feature weights; default 0 (the init ignores the features) */
   featureScale?: number;
 };
@@ -61,6 +74,9 @@ export const POLICY_INIT = {
   workerRankBias: -Math.log(3),
   /** solve logit over every other kind: 8 times as likely as each */
   solveBias: Math.log(8),
+  /** the bilinear blocks: U = 0 (so the init is the linear policy above), V and P seeded N(0, std^2) */
+  bilinearVStd: 1,
+  bilinearPStd: 0.5,
 } as const;
 
 export type DecideOptions = ({ seed: number | string; argmax?: false } | { argmax: true }) & {
@@ -82,19 +98,87 @@ export type WriteInput = {
 
 export type WriteOutput = { text: string; workflow: Workflow; decisions: PolicyDecisions; logprob: number };
 
-/** The layout of θ for K workers, feature dimension D and maxSteps M: per head W [out, D + C] row-major, then b [out]. */
-export function policyThetaLayout(dims: { workers: number; featureDim: number; maxSteps: number }): ThetaBlock[] {
-  const input = dims.featureDim + contextSize(dims.workers, dims.maxSteps);
+/** One unforced decision of a workflow: its head, its step index (0-based), the option chosen and its log-probability. */
+export type PolicyDecisionLogprob = {
+  head: PolicyHead;
+  /** the 0-based step index; a stop decision at step i is the one asked before step i (continue: step i exists) */
+  step: number;
+  /** the index of the chosen option in the head's outputs (STOP = 1, a worker id, SUBTASK_KINDS, ACCESS_CHOICES) */
+  choice: number;
+  logprob: number;
+};
+
+export type GradOptions = {
+  /** cap the number of steps below the policy's maxSteps, as for logprob */
+  maxSteps?: number;
+  /**
+   * The heads whose parameter blocks get a gradient (default all). The blocks of the other
+   * heads are 0: equivalently, their decisions are left out. The replay environment cannot
+   * tell subtask kinds apart, so a trainer there passes ['stop', 'worker', 'access'].
+   */
+  heads?: readonly PolicyHead[];
+};
+
+/**
+ * The layout of θ for K workers, feature dimension D, maxSteps M and rank R (default 8): per
+ * head, in POLICY_HEADS order, W [out, D + C] row-major, b [out], then the bilinear factors
+ * U [out, R], V [R, D], P [R, C] (all row-major).
+ */
+export function policyThetaLayout(dims: { workers: number; featureDim: number; maxSteps: number; rank?: number }): ThetaBlock[] {
+  const C = contextSize(dims.workers, dims.maxSteps);
+  const D = dims.featureDim;
+  const R = resolvePolicyRank(dims.rank);
   const out: ThetaBlock[] = [];
   let offset = 0;
+  const add = (name: string, shape: number[]): void => {
+    out.push({ name, offset, shape });
+    offset += shape.reduce((a, x) => a * x, 1);
+  };
   for (const h of POLICY_HEADS) {
     const n = headSize(h, dims.workers);
-    out.push({ name: `${h}.W`, offset, shape: [n, input] });
-    offset += n * input;
-    out.push({ name: `${h}.b`, offset, shape: [n] });
-    offset += n;
+    add(`${h}.W`, [n, D + C]);
+    add(`${h}.b`, [n]);
+    add(`${h}.U`, [n, R]);
+    add(`${h}.V`, [R, D]);
+    add(`${h}.P`, [R, C]);
   }
   return out;
+}
+
+/** The rank, checked: an integer 1..MAX_POLICY_RANK (InputError naming `rank`); default 8. */
+export function resolvePolicyRank(rank: number | undefined = DEFAULT_POLICY_RANK): number {
+  if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 1 || rank > MAX_POLICY_RANK) {
+    throw new InputError(`the bilinear rank must be an integer from 1 to ${MAX_POLICY_RANK}, got ${String(rank)}`, { field: 'rank' });
+  }
+  return rank;
+}
+
+/** The head a block of θ belongs to (`worker.U` -> `worker`). */
+export function policyBlockHead(name: string): PolicyHead | undefined {
+  const dot = name.indexOf('.');
+  if (dot < 0) return undefined;
+  const h = name.slice(0, dot);
+  return (POLICY_HEADS as readonly string[]).includes(h) ? (h as PolicyHead) : undefined;
+}
+
+/** A copy of a gradient (θ's layout) with the blocks of every head not in `heads` set to 0. */
+export function maskHeads<T extends Float32Array | Float64Array>(grad: T, layout: readonly ThetaBlock[], heads: readonly PolicyHead[]): T {
+  const keep = checkHeads(heads);
+  const out = grad.slice() as T;
+  for (const b of layout) {
+    const h = policyBlockHead(b.name);
+    if (h && !keep.has(h)) out.fill(0, b.offset, b.offset + b.shape.reduce((a, x) => a * x, 1));
+  }
+  return out;
+}
+
+function checkHeads(heads: readonly PolicyHead[] | undefined): ReadonlySet<PolicyHead> {
+  if (heads === undefined) return new Set(POLICY_HEADS);
+  if (!Array.isArray(heads)) throw new InputError(`heads must be a list of ${POLICY_HEADS.join(', ')}`, { field: 'heads' });
+  heads.forEach((h, i) => {
+    if (!(POLICY_HEADS as readonly string[]).includes(h)) throw new InputError(`heads[${i}] ${JSON.stringify(h)} is not a head (${POLICY_HEADS.join(', ')})`, { field: `heads[${i}]` });
+  });
+  return new Set(heads);
 }
 
 export function policyThetaSize(layout: readonly ThetaBlock[]): number {
@@ -151,7 +235,21 @@ function allowedAccess(i: number, kind: SubtaskKind): boolean[] {
 }
 
 type Chooser = (head: PolicyHead, step: number, logits: Float64Array, allowed: boolean[]) => number;
-type Observer = (head: PolicyHead, step: number, probs: Float64Array, chosen: number, context: ReadonlyMap<number, number>) => void;
+/** What an unforced decision looked like: what the gradient needs. */
+type Seen = {
+  head: PolicyHead;
+  step: number;
+  /** the masked softmax (0 where masked) */
+  probs: Float64Array;
+  chosen: number;
+  logprob: number;
+  /** the context c (sparse: index -> value) */
+  context: ReadonlyMap<number, number>;
+  /** V x and P c of the head ([R] each) */
+  vx: Float64Array;
+  pc: Float64Array;
+};
+type Observer = (seen: Seen) => void;
 
 /** A head's log-softmax over its allowed options (masked ones -Infinity), in float64. */
 function maskedLogSoftmax(logits: Float64Array, allowed: boolean[]): Float64Array {
@@ -184,32 +282,36 @@ export class ConductorPolicy {
   readonly workers: readonly string[];
   readonly featureDim: number;
   readonly maxSteps: number;
+  /** R, the rank of each head's bilinear interaction */
+  readonly rank: number;
   readonly theta: Float32Array;
   readonly layout: readonly ThetaBlock[];
   readonly config: PolicyConfig;
   readonly #blocks: Map<string, number>;
 
-  constructor(opts: { workers: readonly string[]; featureDim: number; maxSteps?: number; theta: Float32Array }) {
+  constructor(opts: { workers: readonly string[]; featureDim: number; maxSteps?: number; rank?: number; theta: Float32Array }) {
     this.workers = checkWorkers(opts.workers, 'workers');
     if (!Number.isInteger(opts.featureDim) || opts.featureDim < 1) throw new InputError(`the feature dimension must be a positive integer, got ${String(opts.featureDim)}`, { field: 'featureDim' });
     this.featureDim = opts.featureDim;
     this.maxSteps = resolveMaxSteps(opts.maxSteps);
-    this.layout = policyThetaLayout({ workers: this.workers.length, featureDim: this.featureDim, maxSteps: this.maxSteps });
+    this.rank = resolvePolicyRank(opts.rank);
+    this.layout = policyThetaLayout({ workers: this.workers.length, featureDim: this.featureDim, maxSteps: this.maxSteps, rank: this.rank });
     const size = policyThetaSize(this.layout);
     if (!(opts.theta instanceof Float32Array) || opts.theta.length !== size) {
-      throw new InputError(`theta has ${opts.theta?.length ?? 0} values, the layout for ${this.workers.length} workers, features ${this.featureDim} and ${this.maxSteps} steps needs ${size}`, { field: 'theta' });
+      throw new InputError(`theta has ${opts.theta?.length ?? 0} values, the layout for ${this.workers.length} workers, features ${this.featureDim}, ${this.maxSteps} steps and rank ${this.rank} needs ${size}`, { field: 'theta' });
     }
     for (let i = 0; i < opts.theta.length; i++) if (!Number.isFinite(opts.theta[i]!)) throw new InputError(`theta[${i}] is not a finite number`, { field: 'theta' });
     this.theta = opts.theta;
     this.#blocks = new Map(this.layout.map((b) => [b.name, b.offset]));
-    this.config = { maxSteps: this.maxSteps, kinds: SUBTASK_KINDS, access: ACCESS_CHOICES, templateVersion: POLICY_TEMPLATE_VERSION, encodingVersion: POLICY_ENCODING_VERSION };
+    this.config = { maxSteps: this.maxSteps, rank: this.rank, kinds: SUBTASK_KINDS, access: ACCESS_CHOICES, templateVersion: POLICY_TEMPLATE_VERSION, encodingVersion: POLICY_ENCODING_VERSION };
   }
 
   /** The documented initialisation (README "Initialisation"). */
   static init(opts: PolicyInitOptions): ConductorPolicy {
     const workers = checkWorkers(opts.workers, 'workers');
     const maxSteps = resolveMaxSteps(opts.maxSteps);
-    const layout = policyThetaLayout({ workers: workers.length, featureDim: opts.featureDim, maxSteps });
+    const rank = resolvePolicyRank(opts.rank);
+    const layout = policyThetaLayout({ workers: workers.length, featureDim: opts.featureDim, maxSteps, rank });
     const theta = new Float32Array(policyThetaSize(layout));
     const at = new Map(layout.map((b) => [b.name, b]));
     // rank of each worker: the ranking first, then the rest in pool order
@@ -227,20 +329,30 @@ export class ConductorPolicy {
     theta[at.get('kind.b')!.offset + SUBTASK_KINDS.indexOf('solve')] = POLICY_INIT.solveBias;
     const scale = opts.featureScale ?? 0;
     if (!(Number.isFinite(scale) && scale >= 0)) throw new InputError(`featureScale must be a number >= 0, got ${String(scale)}`, { field: 'featureScale' });
+    if (!Number.isFinite(opts.seed)) throw new InputError(`the seed must be a finite number, got ${String(opts.seed)}`, { field: 'seed' });
+    // the bilinear factors: U stays 0 (the init is exactly the linear policy above), V and P
+    // seeded, so that d logprob / dU = (onehot - p) (V x ⊙ P c) is not 0 and GRPO moves U
+    const r = rng('conductor-policy-init', opts.seed);
+    for (const h of POLICY_HEADS) {
+      for (const [name, std] of [[`${h}.V`, POLICY_INIT.bilinearVStd], [`${h}.P`, POLICY_INIT.bilinearPStd]] as const) {
+        const blk = at.get(name)!;
+        const n = blk.shape[0]! * blk.shape[1]!;
+        for (let k = 0; k < n; k++) theta[blk.offset + k] = std * r.normal();
+      }
+    }
     if (scale > 0) {
-      const r = rng('conductor-policy-init', opts.seed);
       for (const h of POLICY_HEADS) {
         const w = at.get(`${h}.W`)!;
         const [rows, cols] = w.shape as [number, number];
         for (let j = 0; j < rows; j++) for (let k = 0; k < opts.featureDim; k++) theta[w.offset + j * cols + k] = scale * r.normal();
       }
     }
-    return new ConductorPolicy({ workers, featureDim: opts.featureDim, maxSteps, theta });
+    return new ConductorPolicy({ workers, featureDim: opts.featureDim, maxSteps, rank, theta });
   }
 
   /** A copy with another θ (same layout): what a trainer steps. */
   withTheta(theta: Float32Array): ConductorPolicy {
-    return new ConductorPolicy({ workers: this.workers, featureDim: this.featureDim, maxSteps: this.maxSteps, theta });
+    return new ConductorPolicy({ workers: this.workers, featureDim: this.featureDim, maxSteps: this.maxSteps, rank: this.rank, theta });
   }
 
   /** The features, checked: a vector of featureDim finite numbers (InputError naming `features`). */
@@ -288,25 +400,80 @@ export class ConductorPolicy {
     return this.#walk(this.checkFeatures(x), this.#cap(opts.maxSteps), this.#replay(decisions, this.#cap(opts.maxSteps))).logprob;
   }
 
-  /** d logprob(x, decisions) / dθ: a flat Float32Array in θ's layout. */
-  gradLogprob(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } = {}): Float32Array {
+  /**
+   * The unforced decisions of `decisions`, in the order they are taken (per step: stop, worker,
+   * kind, access), each with its head, step index, choice and log-probability; they sum to
+   * logprob(x, decisions). A GRPO trainer weights them (gradLogprobWeighted).
+   */
+  decisionLogprobs(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } = {}): PolicyDecisionLogprob[] {
+    const cap = this.#cap(opts.maxSteps);
+    const out: PolicyDecisionLogprob[] = [];
+    this.#walk(this.checkFeatures(x), cap, this.#replay(decisions, cap), (d) => out.push({ head: d.head, step: d.step, choice: d.chosen, logprob: d.logprob }));
+    return out;
+  }
+
+  /** d logprob(x, decisions) / dθ: a flat Float32Array in θ's layout (gradLogprobWeighted with every weight 1). */
+  gradLogprob(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: GradOptions = {}): Float32Array {
+    return this.#grad(x, decisions, undefined, opts);
+  }
+
+  /**
+   * sum_d weights[d] * d logp_d / dθ over the unforced decisions d, in the order
+   * decisionLogprobs returns them (one weight each: an InputError naming `weights` otherwise).
+   * With `heads`, only those heads' blocks (README "Training").
+   */
+  gradLogprobWeighted(x: Float32Array | readonly number[], decisions: PolicyDecisions, weights: readonly number[] | Float64Array | Float32Array, opts: GradOptions = {}): Float32Array {
+    if (weights === null || typeof weights !== 'object' || typeof weights.length !== 'number') throw new InputError('weights must be a list of numbers, one per unforced decision', { field: 'weights' });
+    for (let i = 0; i < weights.length; i++) if (!Number.isFinite(weights[i]!)) throw new InputError(`weights[${i}] is not a finite number`, { field: 'weights' });
+    return this.#grad(x, decisions, weights, opts);
+  }
+
+  #grad(x: Float32Array | readonly number[], decisions: PolicyDecisions, weights: ArrayLike<number> | undefined, opts: GradOptions): Float32Array {
     const xs = this.checkFeatures(x);
     const cap = this.#cap(opts.maxSteps);
+    const heads = checkHeads(opts.heads);
     const g = new Float64Array(this.theta.length);
+    const theta = this.theta;
     const D = this.featureDim;
-    this.#walk(xs, cap, this.#replay(decisions, cap), (head, _i, probs, chosen, context) => {
+    const R = this.rank;
+    const cols = D + contextSize(this.workers.length, this.maxSteps);
+    let d = 0;
+    this.#walk(xs, cap, this.#replay(decisions, cap), ({ head, probs, chosen, context, vx, pc }) => {
+      const weight = weights === undefined ? 1 : weights[d];
+      d++;
+      if (weight === undefined || !heads.has(head) || weight === 0) return;
       const w = this.#blocks.get(`${head}.W`)!;
       const b = this.#blocks.get(`${head}.b`)!;
-      const cols = D + contextSize(this.workers.length, this.maxSteps);
+      const U = this.#blocks.get(`${head}.U`)!;
+      const V = this.#blocks.get(`${head}.V`)!;
+      const P = this.#blocks.get(`${head}.P`)!;
+      // dlogits: weight (onehot(chosen) - p); u = U^T dlogits
+      const u = new Float64Array(R);
       for (let j = 0; j < probs.length; j++) {
-        const gj = (j === chosen ? 1 : 0) - probs[j]!;
+        const gj = weight * ((j === chosen ? 1 : 0) - probs[j]!);
         if (gj === 0) continue;
         g[b + j]! += gj;
         const row = w + j * cols;
         for (let k = 0; k < D; k++) g[row + k]! += gj * xs[k]!;
         for (const [k, v] of context) g[row + D + k]! += gj * v;
+        // logits_j += sum_r U[j, r] (V x)_r (P c)_r
+        for (let r = 0; r < R; r++) {
+          g[U + j * R + r]! += gj * vx[r]! * pc[r]!;
+          u[r]! += gj * theta[U + j * R + r]!;
+        }
+      }
+      for (let r = 0; r < R; r++) {
+        const ur = u[r]!;
+        if (ur === 0) continue;
+        const dv = ur * pc[r]!; // d/dV[r, k] = u_r (P c)_r x_k
+        const dp = ur * vx[r]!; // d/dP[r, k] = u_r (V x)_r c_k
+        if (dv !== 0) for (let k = 0; k < D; k++) g[V + r * D + k]! += dv * xs[k]!;
+        if (dp !== 0) for (const [k, v] of context) g[P + r * (cols - D) + k]! += dp * v;
       }
     });
+    if (weights !== undefined && weights.length !== d) {
+      throw new InputError(`weights has ${weights.length} entries, the decisions have ${d} unforced decisions (decisionLogprobs lists them)`, { field: 'weights' });
+    }
     return Float32Array.from(g);
   }
 
@@ -375,10 +542,13 @@ export class ConductorPolicy {
     const S = SUBTASK_KINDS.length;
     const M = this.maxSteps;
     const D = this.featureDim;
-    const cols = D + contextSize(K, M);
+    const R = this.rank;
+    const C = contextSize(K, M);
+    const cols = D + C;
     const theta = this.theta;
-    // the feature part of every head's logits, once: b + W[:, :D] x
+    // the feature part of every head's logits, once: b + W[:, :D] x; and its V x
     const base = new Map<PolicyHead, Float64Array>();
+    const vxs = new Map<PolicyHead, Float64Array>();
     for (const h of POLICY_HEADS) {
       const n = headSize(h, K);
       const w = this.#blocks.get(`${h}.W`)!;
@@ -391,6 +561,14 @@ export class ConductorPolicy {
         out[j] = s;
       }
       base.set(h, out);
+      const V = this.#blocks.get(`${h}.V`)!;
+      const vx = new Float64Array(R);
+      for (let r = 0; r < R; r++) {
+        let s = 0;
+        for (let k = 0; k < D; k++) s += theta[V + r * D + k]! * x[k]!;
+        vx[r] = s;
+      }
+      vxs.set(h, vx);
     }
     const off = { step: 0, wCount: M, kCount: M + K, lastW: M + K + S, lastK: M + 2 * K + S, curW: M + 2 * K + 2 * S, curK: M + 3 * K + 2 * S };
     const context = new Map<number, number>();
@@ -405,11 +583,26 @@ export class ConductorPolicy {
         const row = w + j * cols + D;
         for (const [k, v] of context) logits[j]! += theta[row + k]! * v;
       }
+      // the bilinear interaction: logits_j += sum_r U[j, r] (V x)_r (P c)_r
+      const vx = vxs.get(h)!;
+      const P = this.#blocks.get(`${h}.P`)!;
+      const U = this.#blocks.get(`${h}.U`)!;
+      const pc = new Float64Array(R);
+      for (let r = 0; r < R; r++) {
+        let s = 0;
+        for (const [k, v] of context) s += theta[P + r * C + k]! * v;
+        pc[r] = s;
+      }
+      for (let j = 0; j < logits.length; j++) {
+        let s = 0;
+        for (let r = 0; r < R; r++) s += theta[U + j * R + r]! * vx[r]! * pc[r]!;
+        logits[j]! += s;
+      }
       const chosen = choose(h, i, logits, allowed);
       if (n > 1) {
         const lp = maskedLogSoftmax(logits, allowed);
         logprob += lp[chosen]!;
-        if (observe) observe(h, i, lp.map((v) => (Number.isFinite(v) ? Math.exp(v) : 0)), chosen, context);
+        if (observe) observe({ head: h, step: i, probs: lp.map((v) => (Number.isFinite(v) ? Math.exp(v) : 0)), chosen, logprob: lp[chosen]!, context, vx, pc });
       }
       return chosen;
     };
