@@ -1,4 +1,4 @@
-// `fugu train es | compare`: create an ES run from a router checkpoint (or resume one) and
+// `fugu train es | grpo | compare` (grpo: train-grpo.ts): create an ES run from a router checkpoint (or resume one) and
 // coordinate it in this process, with local evaluator processes when no evaluator is connected,
 // printing one line per generation; and the held-out end-to-end comparison of checkpoints
 // (compareOnEpisodes in @fugu/training).
@@ -15,6 +15,7 @@ import {
   checkEsResume, compareOnEpisodes, createEsRunFromCheckpoint, ES_DEFAULTS, esMeanCheckpointId, formatComparison, runCoordinator, type CoordinatorResult, type EsRunConfig,
 } from '@fugu/training';
 import { action, choiceOption, countOption, EXIT, int, interruptSignal, intOption, jsonOption, numOption, printJson, type CommandGroup } from '../cli.ts';
+import { registerTrainGrpo } from './train-grpo.ts';
 
 type EsFlags = {
   from?: string; resume?: string; lambda?: number; sigma0?: number; replicas?: number; generations?: number; task?: 'single-step' | 'episodes';
@@ -25,7 +26,7 @@ type EsFlags = {
 const E = ES_DEFAULTS;
 
 export const trainCommands: CommandGroup = (program, cli) => {
-  const train = program.command('train').description("training stages beyond SFT: ES (sep-CMA-ES over the router's theta) and the held-out comparison");
+  const train = program.command('train').description("training stages beyond SFT: ES (sep-CMA-ES over the router's theta), GRPO of the embedded Conductor, and the held-out comparison");
 
   // no parser defaults here: on --resume a given flag must match the run's configuration
   train
@@ -52,6 +53,8 @@ export const trainCommands: CommandGroup = (program, cli) => {
     .addOption(countOption('--local-evaluators <n|auto>', 'ES evaluator processes to start here (auto: some when none is connected)'))
     .option('--no-wait', 'create the run and return')
     .action(action(async (f: EsFlags) => cmdTrainEs(cli.config(), f, interruptSignal())));
+
+  registerTrainGrpo(train, cli);
 
   train
     .command('compare')

@@ -104,7 +104,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
 };
 
 /** A ReplayConfig JSON file (`--replay`); its content is validated by the driver. */
-async function readReplayFile(file: string): Promise<ReplayConfig> {
+export async function readReplayFile(file: string): Promise<ReplayConfig> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');

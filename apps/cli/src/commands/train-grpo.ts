@@ -1,0 +1,135 @@
+// `fugu train grpo`: create a GRPO run of the embedded Conductor (or resume one) and coordinate
+// it here, one line per iteration. The rollouts run on the cluster (conduct jobs; local provider
+// workers and conductor processes are started when none is connected) or, with `--rollouts
+// local`, in this process (replay pools). The logic is in @fugu/ultra (src/grpo).
+import type { Command } from 'commander';
+import type { FuguConfig } from '@fugu/config';
+import { POLICY_HEADS, type PolicyHead } from '@fugu/conductor';
+import { InputError, type ProviderKind } from '@fugu/core';
+import { getGrpoRun, getPoolWorkers, setGrpoRunStatus } from '@fugu/db';
+import { openContext } from '@fugu/evaluation';
+import * as localServices from '@fugu/local-services';
+import { backboneFeatures, GRPO_DEFAULTS, runGrpo, startGrpoRun, startLocals, type GrpoConfig, type GrpoStartOptions } from '@fugu/ultra';
+import { action, choiceOption, countOption, EXIT, interruptSignal, intOption, listOption, numOption, type Cli } from '../cli.ts';
+import { readReplayFile } from './ultra.ts';
+
+type GrpoFlags = {
+  dataset?: string; pool?: string; from?: string; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
+  lr?: number; maxGradNorm?: number; epochs?: number; miniBatches?: number; clip?: number; clipHigh?: number; advantage?: GrpoConfig['advantageScale'];
+  lossAgg?: GrpoConfig['lossAgg']; kl?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number;
+  attempts?: number; deadlineMs?: number; rollouts: 'cluster' | 'local'; localConductors: number | 'auto'; localWorkers: number | 'auto'; wait: boolean;
+};
+
+const D = GRPO_DEFAULTS;
+
+export function registerTrainGrpo(train: Command, cli: Cli): void {
+  // no parser defaults for the run's settings: on --resume a given flag must match the run's configuration
+  train
+    .command('grpo')
+    .description('train the embedded Conductor (policy:) with GRPO: Q questions x G sampled workflows per iteration, group-relative advantages, a clipped update; or --resume a run')
+    .option('--dataset <spec>', 'the dataset with recorded scores (llmrouter, llmrouter:<dir> or a file)')
+    .option('--pool <spec>', 'the worker pool (llmrouter or a pool file)')
+    .option('--from <checkpoint>', 'the policy checkpoint to start from (default: a new one at the documented initialisation)')
+    .option('--resume <run>', 'go on with an interrupted run (same code and configuration)')
+    .option('--run-id <id>', "the new run's id")
+    .addOption(intOption('--q <n>', `questions per iteration (default ${D.q})`))
+    .addOption(intOption('--g <n>', `sampled workflows per question, the group (default ${D.g})`))
+    .addOption(intOption('--iterations <n>', `iterations (default ${D.iterations})`))
+    .addOption(intOption('--seed <n>', `seed of the questions, the samples and the environment (default ${D.seed})`))
+    .addOption(intOption('--split-seed <n>', `seed of the router's split by prompt (default ${D.splitSeed})`))
+    .addOption(numOption('--lr <x>', `Adam's learning rate (default ${D.lr})`))
+    .addOption(numOption('--max-grad-norm <x>', `gradient-norm clip (default ${D.maxGradNorm})`))
+    .addOption(intOption('--epochs <n>', `optimisation epochs over one iteration's rollouts (default ${D.epochs})`))
+    .addOption(intOption('--mini-batches <n>', `mini-batches per epoch (default ${D.miniBatches})`))
+    .addOption(numOption('--clip <x>', `clip range below 1 (and above, unless --clip-high) (default ${D.clipLow})`))
+    .addOption(numOption('--clip-high <x>', 'clip range above 1 (default: --clip)'))
+    .addOption(choiceOption('--advantage <scale>', 'group (GRPO), none (Dr. GRPO) or batch std scaling (default group)', ['group', 'none', 'batch']))
+    .addOption(choiceOption('--loss-agg <mode>', 'average per sequence then over sequences (GRPO) or over all decisions (default seq-mean-token-mean)', ['seq-mean-token-mean', 'token-mean']))
+    .addOption(numOption('--kl <coef>', 'KL coefficient against the starting policy, k3 estimator (default 0)'))
+    .addOption(intOption('--max-steps <n>', `steps per workflow (default ${D.maxSteps})`))
+    .addOption(listOption('--heads <a,b>', `the policy heads trained (${POLICY_HEADS.join(', ')}; default all, without kind on a replay pool)`))
+    .addOption(numOption('--mu <x>', 'reward minus mu x dollars per workflow (default 0)'))
+    .option('--replay <file>', 'replay step model parameters (a ReplayConfig JSON file)')
+    .addOption(intOption('--val-every <n>', `evaluate the argmax policy on the validation items every n iterations, 0: never (default ${D.valEvery})`))
+    .addOption(intOption('--val-size <n>', `validation items (default ${D.valSize})`))
+    .addOption(intOption('--attempts <n>', `attempts per rollout job (default ${D.attempts})`))
+    .addOption(intOption('--deadline-ms <n>', `re-dispatch missing rollouts after this long (default ${D.deadlineMs})`))
+    .addOption(choiceOption('--rollouts <where>', 'cluster: conduct jobs; local: in this process, replay pools only', ['cluster', 'local'], 'cluster'))
+    .addOption(countOption('--local-conductors <n|auto>', 'cluster rollouts: conductor processes to start here (auto: 2 when none is connected)'))
+    .addOption(countOption('--local-workers <n|auto>', 'cluster rollouts: provider workers to start here (auto: 2 when none is connected)'))
+    .option('--no-wait', 'create the run and return')
+    .action(action(async (f: GrpoFlags) => cmdTrainGrpo(cli.config(), f, interruptSignal())));
+}
+
+async function startOptions(f: GrpoFlags): Promise<GrpoStartOptions> {
+  if (f.heads) for (const h of f.heads) if (!(POLICY_HEADS as readonly string[]).includes(h)) throw new InputError(`${JSON.stringify(h)} is not a head (${POLICY_HEADS.join(', ')})`, { field: '--heads' });
+  const replay = f.replay !== undefined ? await readReplayFile(f.replay) : undefined;
+  const o: GrpoStartOptions = {
+    dataset: f.dataset, pool: f.pool, from: f.from, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed,
+    lr: f.lr, maxGradNorm: f.maxGradNorm, epochs: f.epochs, miniBatches: f.miniBatches, clipLow: f.clip, clipHigh: f.clipHigh ?? (f.resume ? undefined : f.clip),
+    advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
+    reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, attempts: f.attempts, deadlineMs: f.deadlineMs,
+  };
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as GrpoStartOptions;
+}
+
+async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSignal): Promise<number> {
+  if (f.resume !== undefined && f.runId !== undefined) throw new InputError('cannot be given with --resume', { field: '--run-id' });
+  const ctx = await openContext({ redis: f.rollouts === 'cluster', config });
+  const features = await backboneFeatures(ctx.db, config.home);
+  const err = process.stderr;
+  const locals: Array<{ stop(): Promise<void> }> = [];
+  try {
+    const runId = await startGrpoRun(ctx, await startOptions(f), features);
+    const run = (await getGrpoRun(ctx.db, runId))!;
+    const cfg = run.config as unknown as GrpoConfig;
+    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}\n`);
+    if (run.status === 'completed') {
+      process.stdout.write(`run ${runId} is already completed; report: fugu report ${runId}\n`);
+      return EXIT.ok;
+    }
+    if (!f.wait) {
+      process.stdout.write(`created GRPO run ${runId}; coordinate it with: FUGU_GRPO_RUN=${runId} node apps/trainer/src/grpo-main.ts (or fugu train grpo --resume ${runId})\n`);
+      return EXIT.ok;
+    }
+    if (f.rollouts === 'cluster') {
+      const providers = [...new Set((await getPoolWorkers(ctx.db, run.poolId)).map((w) => w.provider))] as ProviderKind[];
+      locals.push(...(await startLocals(ctx, {
+        localConductors: f.localConductors, localWorkers: f.localWorkers, providers, log: (l) => err.write(`${l}\n`),
+        startLocalWorkers: (o) => localServices.startLocalWorkers(config, o), startLocalConductors: (o) => localServices.startLocalConductors(config, o),
+      })));
+    }
+    const tty = err.isTTY === true;
+    const r = await runGrpo(ctx, {
+      runId, rollouts: f.rollouts, features, signal,
+      onProgress: (p) => {
+        if (tty) err.write(`\r\x1b[Kiteration ${p.index + 1}/${cfg.iterations}: ${p.done}/${p.total} rollouts`);
+      },
+      onIteration: ({ index, update: u, wallMs }) => {
+        const rec = u.record;
+        const val = rec.val ? `  val ${rec.val.meanReward.toFixed(4)} (acc ${rec.val.accuracy.toFixed(3)}, ${rec.val.meanSteps.toFixed(2)} steps)` : '';
+        process.stdout.write(
+          `${tty ? '\r\x1b[K' : ''}iteration ${index + 1}/${cfg.iterations}: reward ${rec.meanReward.toFixed(4)} ± ${rec.rewardSd.toFixed(3)}  acc ${rec.accuracy.toFixed(3)}  ` +
+            `steps ${rec.meanSteps.toFixed(2)}  zero-adv groups ${rec.zeroAdvantageGroups}/${rec.groups}  parse failures ${rec.parseFailures}  clip ${rec.clipFraction.toFixed(3)}  ` +
+            `KL ${rec.approxKl.toExponential(2)}${val}  ${(wallMs / 1000).toFixed(1)} s\n`,
+        );
+      },
+    });
+    if (r.status === 'interrupted') {
+      await setGrpoRunStatus(ctx.db, runId, 'paused', `interrupted; resume with fugu train grpo --resume ${runId}`);
+      err.write(`\ninterrupted; resume with: fugu train grpo --resume ${runId}\n`);
+      return EXIT.interrupted;
+    }
+    if (r.status === 'failed') {
+      err.write(`run ${runId} failed: ${r.reason}\n`);
+      return EXIT.incomplete;
+    }
+    const done = (await getGrpoRun(ctx.db, runId))!;
+    process.stdout.write(`run ${runId} completed: final policy ${done.policyCheckpointId}; best on validation ${done.bestCheckpointId ?? '(none)'}${done.bestValReward !== null ? ` (${done.bestValReward.toFixed(4)})` : ''}; report: fugu report ${runId}\n`);
+    return EXIT.ok;
+  } finally {
+    for (const l of locals.reverse()) await l.stop();
+    await features.release();
+    await ctx.close();
+  }
+}
