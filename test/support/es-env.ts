@@ -8,7 +8,7 @@ import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker } from '../../apps/provider-worker/src/worker.ts';
 import { runEval } from '@fugu/evaluation';
 import { trainRouter } from '@fugu/training';
-import { coordinatorMain, evaluatorMain } from '@fugu/local-services';
+import { coordinatorMain, evaluatorMain, grpoCoordinatorMain } from '@fugu/local-services';
 import { watchApp, type AppProcess } from './app-process.ts';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from './eval-env.ts';
 
@@ -46,13 +46,15 @@ export function trainerEnv(config: FuguConfig, env: Record<string, string> = {})
     FUGU_LOG_LEVEL: 'warn',
     FUGU_ES_COORDINATOR_PORT: '0',
     FUGU_ES_EVALUATOR_PORT: '0',
+    FUGU_GRPO_COORDINATOR_PORT: '0',
     ...env,
   };
 }
 
 /** Starts `node apps/trainer/src/<kind>-main.ts` (the container's command); resolves once it is ready. */
-export function startTrainerProcess(kind: 'evaluator' | 'coordinator', config: FuguConfig, env: Record<string, string> = {}): Promise<TrainerProcess> {
-  const child = fork(kind === 'evaluator' ? evaluatorMain : coordinatorMain, [], { env: trainerEnv(config, env), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+export function startTrainerProcess(kind: 'evaluator' | 'coordinator' | 'grpo', config: FuguConfig, env: Record<string, string> = {}): Promise<TrainerProcess> {
+  const main = kind === 'evaluator' ? evaluatorMain : kind === 'grpo' ? grpoCoordinatorMain : coordinatorMain;
+  const child = fork(main, [], { env: trainerEnv(config, env), stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
   return watchApp(child, kind);
 }
 

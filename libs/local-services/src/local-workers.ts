@@ -11,6 +11,7 @@ const appMain = (rel: string): string => fileURLToPath(new URL(`../../../apps/${
 export const providerWorkerMain = appMain('provider-worker/src/main.ts');
 export const evaluatorMain = appMain('trainer/src/evaluator-main.ts');
 export const coordinatorMain = appMain('trainer/src/coordinator-main.ts');
+export const grpoCoordinatorMain = appMain('trainer/src/grpo-main.ts');
 export const gatewayMain = appMain('gateway/src/main.ts');
 export const routerWorkerMain = appMain('router-worker/src/main.ts');
 export const conductorMain = appMain('conductor/src/main.ts');

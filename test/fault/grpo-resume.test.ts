@@ -1,0 +1,109 @@
+// Resume exactness of GRPO on the cluster path: the coordinator process (apps/trainer/src/grpo-main.ts,
+// the Job's command) is killed with SIGKILL during fan-out, mid fan-in, between a commit and the
+// next iteration, and at a moment the test does not choose; after each restart it resumes from
+// Postgres. A conductor process is killed -9 with rollouts in hand. Each run must end with the
+// same final policy, iteration records, rollout rows and validation checkpoint as an
+// uninterrupted run with the same seed. SIGTERM before the end exits 143.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { getConductorCheckpoint, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
+import { createEvalEnv, startWorkerProcess, waitFor, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
+import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
+import { runCli, startTrainerProcess } from '../support/es-env.ts';
+
+let env: EvalEnv;
+let worker: WorkerProcess;
+let conductors: ConductorProcess[] = [];
+const CONDUCTOR_ENV = { FUGU_CONDUCTOR_POLL_MS: '20', FUGU_CONDUCTOR_LOCK_MS: '2000' };
+
+beforeAll(async () => {
+  env = await createEvalEnv({ overrides: { 'worker.concurrency': 32 } });
+  worker = await startWorkerProcess(env.config, { FUGU_WORKER_LOCK_MS: '2000' });
+  conductors = await Promise.all([startConductorProcess(env.config, CONDUCTOR_ENV), startConductorProcess(env.config, CONDUCTOR_ENV)]);
+});
+afterAll(async () => {
+  for (const c of conductors) await c.kill9().catch(() => {});
+  await worker?.kill9().catch(() => {});
+  await env?.cleanup();
+});
+
+async function create(runId: string): Promise<void> {
+  const r = await runCli(env.config, [
+    'train', 'grpo', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--q', '4', '--g', '4', '--iterations', '4', '--val-every', '2', '--val-size', '6',
+    '--seed', '5', '--lr', '0.01', '--deadline-ms', '20000', '--run-id', runId, '--no-wait',
+  ]);
+  expect(r.code, r.stderr).toBe(0);
+}
+
+const coordinator = (runId: string, extra: Record<string, string> = {}) => startTrainerProcess('grpo', env.config, { FUGU_GRPO_RUN: runId, FUGU_GRPO_POLL_MS: '50', ...extra });
+
+async function outcome(runId: string) {
+  const run = (await getGrpoRun(env.ctx.db, runId))!;
+  const iterations = (await listGrpoIterations(env.ctx.db, runId)).map((i) => {
+    const { wallMs: _w, dispatches: _d, ...record } = i.record;
+    return { iteration: i.iteration, record, valReward: i.valReward, policy: i.nextCheckpointId.replace(runId, 'RUN') };
+  });
+  const rollouts = (await listGrpoRollouts(env.ctx.db, runId)).map(({ workflowId: _w, ...r }) => r);
+  return {
+    status: run.status, iteration: run.iteration, adamStep: run.adam.step, adamM: Array.from(run.adam.m!), best: run.bestCheckpointId?.replace(runId, 'RUN'),
+    theta: Array.from((await getConductorCheckpoint(env.ctx.db, run.policyCheckpointId))!.theta), iterations, rollouts,
+  };
+}
+
+let reference: Awaited<ReturnType<typeof outcome>>;
+
+describe('GRPO resume after kill -9', () => {
+  it('an uninterrupted reference run', async () => {
+    await create('ref');
+    const c = await coordinator('ref');
+    expect(await c.exited).toEqual({ code: 0, signal: null });
+    reference = await outcome('ref');
+    expect(reference.status).toBe('completed');
+    expect(reference.iterations).toHaveLength(4);
+    // the run learnt something to compare: the policy moved and Adam stepped
+    expect(reference.adamStep).toBeGreaterThan(0);
+  });
+
+  it('the coordinator killed during fan-out, mid fan-in, between commit and next iteration, and at a moment the test does not choose', async () => {
+    await create('crash');
+    for (const at of ['fanout:0', 'fanin:1', 'commit:2']) {
+      const c = await coordinator('crash', { FUGU_GRPO_CRASH_AT: at });
+      expect(await c.exited, at).toEqual({ code: null, signal: 'SIGKILL' });
+    }
+    expect((await getGrpoRun(env.ctx.db, 'crash'))!.iteration).toBe(3);
+    // a kill once iteration 3 has some rollouts finished
+    const c = await coordinator('crash');
+    await waitFor('a rollout of iteration 3', async () => {
+      const n = await sql<{ n: number }>`select count(*)::int as n from workflows where key like 'grpo.crash.3.%' and status = 'done'`.execute(env.ctx.db);
+      return n.rows[0]!.n > 0 || (await getGrpoRun(env.ctx.db, 'crash'))!.status === 'completed';
+    }, 60_000, 20);
+    await c.kill9();
+    const last = await coordinator('crash');
+    expect(await last.exited).toEqual({ code: 0, signal: null });
+    expect(await outcome('crash')).toEqual(reference);
+  });
+
+  it('a conductor process killed -9 with rollouts in hand: the same final policy', async () => {
+    await create('conductor-kill');
+    const c = await coordinator('conductor-kill');
+    await waitFor('rollouts of iteration 1 running', async () => {
+      const n = await sql<{ n: number }>`select count(*)::int as n from workflows where key like 'grpo.conductor-kill.1.%' and status in ('running', 'done')`.execute(env.ctx.db);
+      return n.rows[0]!.n > 0;
+    }, 60_000, 5);
+    await conductors[0]!.kill9();
+    conductors[0] = await startConductorProcess(env.config, CONDUCTOR_ENV);
+    expect(await c.exited).toEqual({ code: 0, signal: null });
+    expect(await outcome('conductor-kill')).toEqual(reference);
+  });
+
+  it('SIGTERM before the run completes: exit 143, and the next process resumes it', async () => {
+    await create('term');
+    const c = await coordinator('term');
+    await waitFor('an iteration committed', async () => (await getGrpoRun(env.ctx.db, 'term'))!.iteration >= 1, 60_000, 20);
+    expect(await c.term()).toEqual({ code: 143, signal: null });
+    expect((await getGrpoRun(env.ctx.db, 'term'))!.status).not.toBe('completed');
+    const last = await coordinator('term');
+    expect(await last.exited).toEqual({ code: 0, signal: null });
+    expect(await outcome('term')).toEqual(reference);
+  });
+});
