@@ -11,3 +11,4 @@ export * from './es-report.ts';
 export { exampleEvalReportData } from './example.ts';
 export { exampleRouterReportData } from './router-report-example.ts';
 export { exampleConductorReportData } from './conductor-report-example.ts';
+export * from './grpo-report.ts';

@@ -3,11 +3,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
-import { callErrors, conductorRunProgress, getConductorRun, getEsRun, listConductorRuns, listEsGenerations, listEsRuns, listRuns, type EsRunRecord } from '@fugu/db';
+import { callErrors, conductorRunProgress, getConductorRun, getEsRun, listConductorRuns, listEsGenerations, listEsRuns, listGrpoRuns, listRuns, type EsRunRecord } from '@fugu/db';
 import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
 import { startLocalWorkers } from '@fugu/local-services';
 import { esEvalQueue, providerCallQueue } from '@fugu/queue';
-import { renderEsReport, renderEvalReport } from '@fugu/report';
+import { renderEsReport, renderEvalReport, renderGrpoReport, type GrpoReportData } from '@fugu/report';
 import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import {
   action, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
@@ -16,7 +16,7 @@ import { createProgress } from '../progress.ts';
 import { publishCheckpoint } from './router.ts';
 import { startGateway } from './serving.ts';
 import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
-import { summarizeUltraRuns } from '@fugu/ultra';
+import { grpoReportData, summarizeUltraRuns } from '@fugu/ultra';
 
 type EvalFlags = {
   dataset?: string; pool?: string; workers?: string[]; repetitions: number; sample?: number; seed: number; spendCap?: string; runId?: string;
@@ -135,11 +135,18 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined, json: bo
     if (es) return await esStatus(ctx, es, json);
     const conductorRun = runId ? await getConductorRun(ctx.db, runId) : undefined;
     if (conductorRun) return await printConductorRun(ctx.db, conductorRun, json);
+    const grpo = runId ? await grpoReportData(ctx.db, runId) : undefined;
+    if (grpo) return grpoStatus(grpo, json);
     if (!runId) {
+      const grpoRuns = await listGrpoRuns(ctx.db, 10);
+      for (const r of grpoRuns) {
+        if (json) break;
+        process.stdout.write(`${r.id}  GRPO ${r.status.padEnd(9)}  iteration ${r.iteration}/${String(r.config.iterations)}  policy ${r.policyCheckpointId}  best ${r.bestCheckpointId ?? '-'}  ${r.createdAt.toISOString()}\n`);
+      }
       const esRuns = await listEsRuns(ctx.db, 10);
       const runs = await listRuns(ctx.db, 20);
       const conductorRuns = await Promise.all((await listConductorRuns(ctx.db, 10)).map(async (r) => ({ run: r, progress: await conductorRunProgress(ctx.db, r.id) })));
-      if (json) return printJson({ esRuns, runs, conductorRuns });
+      if (json) return printJson({ grpoRuns: grpoRuns.map(({ adam: _a, ...r }) => r), esRuns, runs, conductorRuns });
       for (const c of conductorRuns) process.stdout.write(`${conductorRunLine(c.run, c.progress)}\n`);
       for (const r of esRuns) {
         process.stdout.write(`${r.id}  ES ${r.status.padEnd(9)}  generation ${r.generation}/${String(r.config.generations)}  from ${r.checkpointId}  ${r.createdAt.toISOString()}\n`);
@@ -163,6 +170,24 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined, json: bo
     process.stdout.write(`\n${formatSummary(s)}`);
   } finally {
     await ctx.close();
+  }
+}
+
+function grpoStatus(d: GrpoReportData, json: boolean): void {
+  const { run: r, iterations } = d;
+  const { adam: _adam, ...row } = r as GrpoReportData['run'] & { adam?: unknown };
+  if (json) return printJson({ grpoRun: row, iterations });
+  const c = r.config;
+  process.stdout.write(`GRPO run ${r.id}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}${r.replay ? ' (replay pool: figures are a simulation from recorded outcomes)' : ''}\n`);
+  process.stdout.write(`iteration ${iterations.length} of ${String(c.iterations)}; Q ${String(c.q)} x G ${String(c.g)}; lr ${String(c.lr)}; seed ${String(c.seed)}; heads ${String(c.heads)}\n`);
+  process.stdout.write(`start ${r.startCheckpointId}; current policy ${r.policyCheckpointId}; best on validation ${r.bestCheckpointId ?? '(none yet)'}${r.bestValReward !== null ? ` (${r.bestValReward.toFixed(4)})` : ''}; code ${r.codeVersion}\n`);
+  process.stdout.write('  iter  train reward  val reward  steps  parse fail  zero-adv  clip   KL        workers (top 3)\n');
+  for (const i of iterations.slice(-15)) {
+    const top = Object.entries(i.workers).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([w, n]) => `${w} ${n}`).join(', ');
+    process.stdout.write(
+      `  ${String(i.iteration + 1).padStart(4)}  ${i.meanReward.toFixed(4).padStart(12)}  ${(i.val ? i.val.meanReward.toFixed(4) : '-').padStart(10)}  ${i.meanSteps.toFixed(2).padStart(5)}  ` +
+        `${String(i.parseFailures).padStart(10)}  ${`${i.zeroAdvantageGroups}/${i.groups}`.padStart(8)}  ${i.clipFraction.toFixed(3)}  ${i.approxKl.toExponential(2).padStart(8)}  ${top}\n`,
+    );
   }
 }
 
@@ -199,6 +224,13 @@ async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; ou
   try {
     const out = f.out ?? defaultOut(config, 'reports', `${runId}.html`);
     const es = await getEsRun(ctx.db, runId);
+    const grpo = es ? undefined : await grpoReportData(ctx.db, runId);
+    if (grpo) {
+      await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+      await writeFile(out, renderGrpoReport(grpo, { generatedAt: new Date().toISOString() }));
+      process.stdout.write(`wrote the report of GRPO run ${runId} to ${out}\n`);
+      return out;
+    }
     if (!es && (await getConductorRun(ctx.db, runId))) {
       const written = await writeUltraReport(await summarizeUltraRuns(ctx.db, [runId]), out);
       process.stdout.write(`wrote the report of conductor run ${runId} to ${written}\n`);

@@ -5,7 +5,7 @@
 import { InputError } from '@fugu/core';
 import { policyCheckpoint, type ConductorPolicy } from '@fugu/conductor';
 import {
-  commitGrpoIteration, getDatasetItems, getGrpoRun, getPoolWorkers, setGrpoRunStatus,
+  commitGrpoIteration, getDatasetItems, getGrpoRun, getPoolWorkers, listGrpoIterations, setGrpoRunStatus,
   type Db, type GrpoRunRecord, type StoredItem, type StoredWorker,
 } from '@fugu/db';
 import type { WorkflowOptions } from '../engine/options.ts';
@@ -13,7 +13,8 @@ import { loadPolicy, policyRecord } from '../policy-store.ts';
 import { splitItems, trainSplitRanking } from '../split.ts';
 import type { GrpoConfig } from './config.ts';
 import { planIteration, type GrpoItems, type PlannedRollout } from './plan.ts';
-import { grpoFanIn, type GrpoUpdate, type RolloutResult } from './update.ts';
+import { grpoFanIn, type GrpoIterationStats, type GrpoUpdate, type RolloutResult } from './update.ts';
+import type { GrpoReportData } from '@fugu/report';
 
 /** Features of questions (the backbone the policy reads): the Postgres cache, computed where missing. */
 export type FeatureSource = { backboneId: string; features(questions: readonly string[]): Promise<Float32Array[]> };
@@ -141,4 +142,13 @@ export class GrpoSession {
 /** The items of a stored item list by db id (the in-process replay models answer from them). */
 export function itemsById(items: GrpoItems): Map<number, StoredItem> {
   return new Map([...items.train, ...items.val].map((i) => [i.dbId, i]));
+}
+
+/** What `fugu report` and `fugu status` show of a run: its row and every committed iteration's record. */
+export async function grpoReportData(db: Db, runId: string): Promise<GrpoReportData | undefined> {
+  const run = await getGrpoRun(db, runId);
+  if (!run) return undefined;
+  const workers = await getPoolWorkers(db, run.poolId);
+  const iterations = (await listGrpoIterations(db, runId)).map((i) => ({ ...(i.record as unknown as GrpoIterationStats), iteration: i.iteration }));
+  return { run: { ...run, replay: workers.length > 0 && workers.every((w) => w.provider === 'replay') }, iterations };
 }

@@ -1,0 +1,48 @@
+// Exact expected accuracy of policy checkpoints on a split, in the replay model: each item's
+// argmax workflow (or K seeded samples), scored by expectedWorkflowCorrect over every draw. A
+// simulation from recorded outcomes (libs/conductor/src/replay), for comparing trained policies
+// quickly; the main table runs through `fugu ultra eval` on the cluster.
+//   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/exact-eval.ts <checkpoint,...> [split] [samples]
+import { loadConfig } from '../../../libs/config/src/index.ts';
+import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '../../../libs/conductor/src/index.ts';
+import { connectDb, getPoolWorkers, getDatasetItems } from '../../../libs/db/src/index.ts';
+import { loadPolicy, splitItems, trainSplitRanking, workerReplayParams, backboneFeatures } from '../../../libs/ultra/src/index.ts';
+
+const [ids, split = 'test', samplesArg = '0'] = process.argv.slice(2);
+const config = loadConfig();
+const db = await connectDb(config.databaseUrl);
+const datasets = await db.selectFrom('datasets').select(['id', 'name']).execute();
+const ds = datasets.find((d) => d.name === 'llmrouter')!;
+const pools = await db.selectFrom('worker_pools').select(['id', 'name']).execute();
+const workers = await getPoolWorkers(db, pools.find((p) => p.name === 'llmrouter')!.id);
+const names = workers.map((w) => w.name);
+const stored = await getDatasetItems(db, ds.id);
+const items = splitItems(stored, split as 'test', 0).map((i) => stored[i]!);
+const feats = await backboneFeatures(db, config.home);
+const x = await feats.features(items.map((i) => i.prompt));
+const params = (w: string) => workerReplayParams(undefined, workers.find((k) => k.name === w)!);
+const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? w.name })));
+const ranking = trainSplitRanking(names, stored, 0);
+const samples = Number(samplesArg);
+const best = items.reduce((a, it) => a + (it.recorded![ranking[0]!]!.score), 0) / items.length;
+console.log(`${split}: ${items.length} items; best single by train mean (${ranking[0]}) ${best.toFixed(4)}`);
+for (const id of ids!.split(',')) {
+  const { policy } = await loadPolicy(db, id, { workers: names });
+  let acc = 0, steps = 0;
+  const shapes = new Map<string, number>();
+  const draws = samples > 0 ? samples : 1;
+  items.forEach((it, i) => {
+    for (let s = 0; s < draws; s++) {
+      const out = policy.write({ features: x[i]!, question: it.prompt, pool, ...(samples > 0 ? { seed: `eval/${s}/${it.id}` } : { argmax: true }) });
+      const wf = out.workflow.steps.map((st, j) => ({ worker: names[st.worker]!, sees: visibleSteps(out.workflow, j) }));
+      acc += expectedWorkflowCorrect({ params, item: replayItemOf(it), steps: wf });
+      steps += wf.length;
+      const key = wf.map((st) => `${st.worker.replace(/-instruct|-it|-v\d.*$/g, '')}${st.sees.length ? `<-[${st.sees.join(',')}]` : ''}`).join(' ; ');
+      shapes.set(key, (shapes.get(key) ?? 0) + 1);
+    }
+  });
+  const n = items.length * draws;
+  console.log(`${id}: expected accuracy ${(acc / n).toFixed(4)} (reward ${(0.5 + 0.5 * acc / n).toFixed(4)}), ${(steps / n).toFixed(2)} steps; top workflows: ${[...shapes.entries()].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${v}x ${k}`).join(' | ')}`);
+}
+await feats.release();
+await db.destroy();
