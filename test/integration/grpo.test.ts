@@ -5,8 +5,10 @@
 // rollout has its row with the sampling policy's per-decision log-probabilities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { getConductorCheckpoint, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
-import { backboneFeatures, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra';
+import { getConductorCheckpoint, getDatasetItems, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
+import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
+import { saveAnchorCheckpoint } from '@fugu/serving/testing';
+import { backboneFeatures, loadPolicy, routerChoices, runGrpo, splitItems, startGrpoRun, trainSplitRanking, type GrpoStartOptions } from '@fugu/ultra';
 import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
@@ -114,6 +116,35 @@ describe('fugu train grpo', () => {
       await conductor?.term();
       await worker?.term();
     }
+  });
+
+  it('a warm start (--start router:<checkpoint>): the first-step worker choice fitted to the router\'s picks on the train questions', async () => {
+    // an anchor router over the llmrouter pool: each worker's anchor is one train question
+    const pool = await loadLlmRouterPool(env.config.llmrouterDir);
+    const ds = await loadLlmRouter(env.config.llmrouterDir);
+    const anchors = Object.fromEntries(pool.workers.map((w, i) => [w.name, ds.items[i * 7]!.prompt]));
+    const router = await saveAnchorCheckpoint(env.ctx.db, { home: env.config.home, anchors, id: 'anchor-llmrouter-9' });
+    const warm = await startGrpoRun(env.ctx, { ...small, runId: 'grpo-warm', start: `router:${router.id}`, warmStartQuestions: 300 }, features);
+    const run = (await getGrpoRun(env.ctx.db, warm))!;
+    const start = (await getConductorCheckpoint(env.ctx.db, run.startCheckpointId))!;
+    expect(start.training).toMatchObject({ stage: 'warm-start', router: router.id });
+    expect(start.training.agreement as number).toBeGreaterThan(0.9);
+    // checked here on questions of the train split, against the router's own picks
+    const names = pool.workers.map((w) => w.name);
+    const stored = await getDatasetItems(env.ctx.db, (await getGrpoRun(env.ctx.db, warm))!.datasetId);
+    // held out: other train questions than the 300 it was fitted on (mostly)
+    const qs = splitItems(stored, 'train', 0).slice(-300).map((i) => stored[i]!.prompt);
+    const picks = await routerChoices(env.ctx.db, env.config.home, router.id, qs, names);
+    const x = await features.features(qs);
+    const { policy } = await loadPolicy(env.ctx.db, start.id, { workers: names });
+    const agree = qs.filter((_, i) => policy.decide(x[i]!, { argmax: true, maxSteps: 1 }).decisions.steps[0]!.worker === picks[i]).length / qs.length;
+    // the documented initialisation picks its rank-0 worker for every question
+    const rank0 = names.indexOf(trainSplitRanking(names, stored, 0)[0]!);
+    const initAgree = picks.filter((p) => p === rank0).length / picks.length;
+    expect(new Set(picks).size).toBeGreaterThan(1);
+    expect(agree).toBeGreaterThan(initAgree + 0.2);
+    // a router of another pool is refused naming the flag
+    await expect(startGrpoRun(env.ctx, { ...small, runId: 'grpo-warm-bad', start: 'router:no-such-router', warmStartQuestions: 10 }, features)).rejects.toMatchObject({ field: '--start' });
   });
 
   it('bad input names the flag: G < 2, Q x G past one flow, Q past the train split, a checkpoint of another pool, a resume with changed settings', async () => {

@@ -14,7 +14,7 @@ import { action, choiceOption, countOption, EXIT, interruptSignal, intOption, li
 import { readReplayFile } from './ultra.ts';
 
 type GrpoFlags = {
-  dataset?: string; pool?: string; from?: string; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
+  dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
   lr?: number; maxGradNorm?: number; epochs?: number; miniBatches?: number; clip?: number; clipHigh?: number; advantage?: GrpoConfig['advantageScale'];
   lossAgg?: GrpoConfig['lossAgg']; kl?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number;
   attempts?: number; deadlineMs?: number; rollouts: 'cluster' | 'local'; localConductors: number | 'auto'; localWorkers: number | 'auto'; wait: boolean;
@@ -29,7 +29,9 @@ export function registerTrainGrpo(train: Command, cli: Cli): void {
     .description('train the embedded Conductor (policy:) with GRPO: Q questions x G sampled workflows per iteration, group-relative advantages, a clipped update; or --resume a run')
     .option('--dataset <spec>', 'the dataset with recorded scores (llmrouter, llmrouter:<dir> or a file)')
     .option('--pool <spec>', 'the worker pool (llmrouter or a pool file)')
-    .option('--from <checkpoint>', 'the policy checkpoint to start from (default: a new one at the documented initialisation)')
+    .option('--from <checkpoint>', 'a stored policy checkpoint to start from')
+    .option('--start <point>', 'a new starting policy: init (the documented initialisation; default) or router:<checkpoint> (a warm start: its first-step worker choice fitted to the router\'s)')
+    .addOption(intOption('--warm-start-questions <n>', 'a warm start fits the router on a seeded sample of this many train questions (default 2000)'))
     .option('--resume <run>', 'go on with an interrupted run (same code and configuration)')
     .option('--run-id <id>', "the new run's id")
     .addOption(intOption('--q <n>', `questions per iteration (default ${D.q})`))
@@ -65,7 +67,7 @@ async function startOptions(f: GrpoFlags): Promise<GrpoStartOptions> {
   if (f.heads) for (const h of f.heads) if (!(POLICY_HEADS as readonly string[]).includes(h)) throw new InputError(`${JSON.stringify(h)} is not a head (${POLICY_HEADS.join(', ')})`, { field: '--heads' });
   const replay = f.replay !== undefined ? await readReplayFile(f.replay) : undefined;
   const o: GrpoStartOptions = {
-    dataset: f.dataset, pool: f.pool, from: f.from, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed,
+    dataset: f.dataset, pool: f.pool, from: f.from, start: f.start, warmStartQuestions: f.warmStartQuestions, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed,
     lr: f.lr, maxGradNorm: f.maxGradNorm, epochs: f.epochs, miniBatches: f.miniBatches, clipLow: f.clip, clipHigh: f.clipHigh ?? (f.resume ? undefined : f.clip),
     advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
     reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, attempts: f.attempts, deadlineMs: f.deadlineMs,

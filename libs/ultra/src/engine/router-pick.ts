@@ -43,3 +43,28 @@ export function routerPicker(db: Db, home: string): RouterPick & { release(): Pr
     },
   });
 }
+
+/** The router checkpoint's pick (a worker index in `workers`) for each question, in one batch: what fixed:router runs for them. */
+export async function routerChoices(db: Db, home: string, checkpoint: string, questions: readonly string[], workers: readonly string[]): Promise<number[]> {
+  const ckpt = await getCheckpoint(db, checkpoint);
+  if (!ckpt) throw new InputError(`no router checkpoint "${checkpoint}"`, { field: 'checkpoint' });
+  const names = ckpt.workers.map((w) => w.name);
+  if (names.length !== workers.length || names.some((n, i) => n !== workers[i])) {
+    throw new InputError(`router checkpoint ${checkpoint} routes over [${names.join(', ')}], not the pool's [${workers.join(', ')}]`, { field: 'checkpoint' });
+  }
+  const model = await loadRouterModel(home, ckpt.workers.length);
+  try {
+    if (model.backboneId !== ckpt.backboneId) throw new InputError(`checkpoint ${checkpoint} was trained on backbone ${ckpt.backboneId}, not ${model.backboneId}`, { field: 'checkpoint' });
+    const { features } = await cachedFeatures(db, model.encoder, questions);
+    const out: number[] = [];
+    for (const f of features) {
+      const l = await model.head.logits(f, ckpt.theta);
+      let best = 0;
+      for (let j = 1; j < names.length; j++) if (l.data[j]! > l.data[best]!) best = j;
+      out.push(best);
+    }
+    return out;
+  } finally {
+    await model.release();
+  }
+}

@@ -6,3 +6,4 @@ export * from './local.ts';
 export * from './session.ts';
 export * from './driver.ts';
 export * from './run.ts';
+export * from './warm-start.ts';

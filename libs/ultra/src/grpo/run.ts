@@ -5,11 +5,14 @@
 import { randomBytes } from 'node:crypto';
 import { InputError } from '@fugu/core';
 import { createGrpoRun, getDatasetItems, getGrpoRun, saveDataset, savePool, setGrpoRunStatus, type Db } from '@fugu/db';
-import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
+import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, sampleIndices, type Context } from '@fugu/evaluation';
 import { createRedis } from '@fugu/queue';
 import { loadRouterModel, useLiteHeadDims, type RouterModel } from '@fugu/router-model';
 import { cachedFeatures, runStagedLoop, type CrashPoint } from '@fugu/training';
-import { initPolicyCheckpoint, loadPolicy, trainingRanking } from '../policy-store.ts';
+import { ConductorPolicy, policyCheckpoint } from '@fugu/conductor';
+import { routerChoices } from '../engine/router-pick.ts';
+import { loadPolicy, savePolicyCheckpoint, trainingRanking } from '../policy-store.ts';
+import { warmStartPolicy } from './warm-start.ts';
 import { splitItems } from '../split.ts';
 import { checkResumeConfig, grpoCodeVersion, resolveGrpoConfig, type GrpoConfig } from './config.ts';
 import { GrpoDriver, runGrpoInProcess } from './driver.ts';
@@ -21,6 +24,10 @@ export type GrpoStartOptions = Partial<GrpoConfig> & {
   pool?: string;
   /** a stored policy checkpoint to start from; default: a new one at the documented initialisation */
   from?: string;
+  /** the starting point of a new policy: the documented initialisation, or a warm start whose first-step worker choice is a router checkpoint's (`router:<checkpoint>`) */
+  start?: string;
+  /** a warm start fits the router's picks on a seeded sample of this many train questions (default 2000) */
+  warmStartQuestions?: number;
   runId?: string;
   resume?: string;
   /** check the pool's API keys against the environment (live pools) */
@@ -41,9 +48,9 @@ export async function backboneFeatures(db: Db, home: string): Promise<FeatureSou
 const newRunId = (): string => `grpo_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;
 
 /** A new run (or the one to resume, checked): returns its id. */
-export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: { backboneId: string; featureDim: number }): Promise<string> {
+export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: FeatureSource & { featureDim: number }): Promise<string> {
   const { db, config } = ctx;
-  const given: Partial<GrpoConfig> = Object.fromEntries(Object.entries(o).filter(([k, v]) => v !== undefined && !['dataset', 'pool', 'from', 'runId', 'resume', 'keyCheck'].includes(k)));
+  const given: Partial<GrpoConfig> = Object.fromEntries(Object.entries(o).filter(([k, v]) => v !== undefined && !['dataset', 'pool', 'from', 'start', 'warmStartQuestions', 'runId', 'resume', 'keyCheck'].includes(k)));
   if (o.resume) {
     const run = await getGrpoRun(db, o.resume);
     if (!run) throw new InputError(`no GRPO run "${o.resume}"`, { field: '--resume' });
@@ -64,6 +71,9 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
   const valItems = splitItems(dataset.items, 'val', splitSeed).length;
   const cfg = resolveGrpoConfig(given, { trainItems, valItems, replayPool: pool.workers.every((w) => w.provider === 'replay') });
   let start: string;
+  const startSpec = o.start ?? 'init';
+  if (startSpec !== 'init' && !/^router:[^\s,]+$/.test(startSpec)) throw new InputError(`must be init or router:<checkpoint>, got ${JSON.stringify(startSpec)}`, { field: '--start' });
+  if (o.from && o.start) throw new InputError('give --from (a stored policy) or --start (a new one), not both', { field: '--start' });
   if (o.from) {
     try {
       const { checkpoint } = await loadPolicy(db, o.from, { workers: names });
@@ -81,11 +91,31 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
   if (!o.from) {
     const stored = await getDatasetItems(db, ds.id);
     const r = trainingRanking(stored, names, { splitSeed, datasetName: dataset.name });
-    const c = await initPolicyCheckpoint(db, {
-      id: `${id}-start`, workers: names, backboneId: backbone.backboneId, featureDim: backbone.featureDim, seed: cfg.seed, maxSteps: cfg.maxSteps, ranking: r.ranking,
-      rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitSeed, means: r.means },
-    });
-    start = c.id;
+    const training: Record<string, unknown> = { start: startSpec };
+    let policy = ConductorPolicy.init({ workers: names, featureDim: backbone.featureDim, seed: cfg.seed, maxSteps: cfg.maxSteps, ranking: r.ranking });
+    if (startSpec.startsWith('router:')) {
+      const router = startSpec.slice('router:'.length);
+      const all = splitItems(stored, 'train', splitSeed);
+      const n = o.warmStartQuestions ?? 2000;
+      if (!Number.isInteger(n) || n < 1) throw new InputError(`must be a whole number >= 1, got ${String(n)}`, { field: '--warm-start-questions' });
+      const train = sampleIndices(all.length, n, cfg.seed).map((j) => stored[all[j]!]!.prompt);
+      let targets: number[];
+      try {
+        targets = await routerChoices(db, config.home, router, train, names);
+      } catch (e) {
+        if (e instanceof InputError) throw new InputError(e.message.replace(/^field [^:]+: /, ''), { field: '--start' }, { cause: e });
+        throw e;
+      }
+      const x = await backbone.features(train);
+      const w = warmStartPolicy({ policy, features: x, targets, seed: cfg.seed });
+      policy = w.policy;
+      Object.assign(training, { router, agreement: w.agreement, epochs: w.epochs, questions: train.length });
+    }
+    await savePolicyCheckpoint(db, policyCheckpoint(policy, {
+      id: `${id}-start`, backboneId: backbone.backboneId, parentId: null,
+      training: { stage: startSpec === 'init' ? 'init' : 'warm-start', ...training, seed: cfg.seed, ranking: r.ranking, rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitSeed, means: r.means } },
+    }));
+    start = `${id}-start`;
   }
   await createGrpoRun(db, { id, datasetId: ds.id, poolId: saved.poolId, startCheckpointId: start!, config: cfg as unknown as Record<string, unknown>, codeVersion: grpoCodeVersion() });
   return id;
