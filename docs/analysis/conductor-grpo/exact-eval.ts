@@ -2,11 +2,11 @@
 // argmax workflow (or K seeded samples), scored by expectedWorkflowCorrect over every draw. A
 // simulation from recorded outcomes (libs/conductor/src/replay), for comparing trained policies
 // quickly; the main table runs through `fugu ultra eval` on the cluster.
-//   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/exact-eval.ts <checkpoint,...> [split] [samples]
+//   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/exact-eval.ts <checkpoint|router:<checkpoint>,...> [split] [samples]
 import { loadConfig } from '../../../libs/config/src/index.ts';
 import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '../../../libs/conductor/src/index.ts';
 import { connectDb, getPoolWorkers, getDatasetItems } from '../../../libs/db/src/index.ts';
-import { loadPolicy, splitItems, trainSplitRanking, workerReplayParams, backboneFeatures } from '../../../libs/ultra/src/index.ts';
+import { backboneFeatures, loadPolicy, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
 
 const [ids, split = 'test', samplesArg = '0'] = process.argv.slice(2);
 const config = loadConfig();
@@ -27,6 +27,12 @@ const samples = Number(samplesArg);
 const best = items.reduce((a, it) => a + (it.recorded![ranking[0]!]!.score), 0) / items.length;
 console.log(`${split}: ${items.length} items; best single by train mean (${ranking[0]}) ${best.toFixed(4)}`);
 for (const id of ids!.split(',')) {
+  if (id.startsWith('router:')) {
+    const picks = await routerChoices(db, config.home, id.slice('router:'.length), items.map((i) => i.prompt), names);
+    const acc = items.reduce((a, it, i) => a + it.recorded![names[picks[i]!]!]!.score, 0) / items.length;
+    console.log(`${id}: expected accuracy ${acc.toFixed(4)} (reward ${(0.5 + 0.5 * acc).toFixed(4)}), 1.00 steps`);
+    continue;
+  }
   const { policy } = await loadPolicy(db, id, { workers: names });
   let acc = 0, steps = 0;
   const shapes = new Map<string, number>();

@@ -22,6 +22,8 @@ export type UltraEvalOptions = LocalProcessOptions & {
   maxSteps: number;
   maxUsd: string | null;
   maxTokensPerStep: number | null;
+  /** policy writers take their most probable decisions instead of sampling (e.g. a trained policy) */
+  argmax?: boolean;
   reward?: Partial<RewardConfig>;
   replay?: ReplayConfig;
   runId?: string;

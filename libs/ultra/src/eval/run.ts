@@ -76,6 +76,7 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     const workflow: WorkflowOptions = {
       maxSteps: opts.maxSteps, ranking,
       ...(opts.maxTokensPerStep !== null && { maxTokensPerStep: opts.maxTokensPerStep }),
+      ...(opts.argmax && { argmax: true }),
       ...(opts.maxUsd !== null && { maxUsd: opts.maxUsd }),
       ...(reward && { reward }),
       ...(replay && { replay }),
