@@ -5,11 +5,15 @@
 // rollout has its row with the sampling policy's per-decision log-probabilities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { getConductorCheckpoint, getDatasetItems, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
+import { getConductorCheckpoint, getDatasetItems, getGrpoRun, getPoolWorkers, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
 import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
-import { backboneFeatures, loadPolicy, routerChoices, runGrpo, splitItems, startGrpoRun, trainSplitRanking, type GrpoStartOptions } from '@fugu/ultra';
-import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
+import { backboneFeatures, loadPolicy, routerChoices, runGrpo, splitItems, startGrpoRun, trainSplitRanking, workerReplayParams, type GrpoStartOptions } from '@fugu/ultra';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '@fugu/conductor';
+import { createEvalEnv, replayPool, startWorkerProcess, syntheticItems, writeFixtures, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
 let env: EvalEnv;
@@ -145,6 +149,34 @@ describe('fugu train grpo', () => {
     expect(agree).toBeGreaterThan(initAgree + 0.2);
     // a router of another pool is refused naming the flag
     await expect(startGrpoRun(env.ctx, { ...small, runId: 'grpo-warm-bad', start: 'router:no-such-router', warmStartQuestions: 10 }, features)).rejects.toMatchObject({ field: '--start' });
+  });
+
+  it('any dataset with recorded scores and its pool file: on a synthetic one where each task has its own best worker, GRPO learns to choose per question', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const files = await writeFixtures(dir, syntheticItems(600), replayPool());
+    const id = await startGrpoRun(env.ctx, { dataset: files.dataset, pool: files.pool, runId: 'grpo-synthetic', q: 32, g: 8, iterations: 40, lr: 0.01, seed: 3, valEvery: 0 }, features);
+    expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
+    // exact expected accuracy of the argmax workflows on the test split, before and after
+    const run = (await getGrpoRun(env.ctx.db, id))!;
+    const stored = await getDatasetItems(env.ctx.db, run.datasetId);
+    const test = splitItems(stored, 'test', 0).map((i) => stored[i]!);
+    const workers = await getPoolWorkers(env.ctx.db, run.poolId);
+    const names = workers.map((w) => w.name);
+    const x = await features.features(test.map((t) => t.prompt));
+    const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.model })));
+    const acc = async (ckpt: string): Promise<number> => {
+      const { policy } = await loadPolicy(env.ctx.db, ckpt, { workers: names });
+      return test.reduce((a, it, i) => {
+        const wf = policy.write({ features: x[i]!, question: it.prompt, pool, argmax: true }).workflow;
+        const steps = wf.steps.map((st, j) => ({ worker: names[st.worker]!, sees: visibleSteps(wf, j) }));
+        return a + expectedWorkflowCorrect({ params: (w) => workerReplayParams(undefined, workers.find((k) => k.name === w)!), item: replayItemOf(it), steps });
+      }, 0) / test.length;
+    };
+    const before = await acc(run.startCheckpointId);
+    const after = await acc(run.policyCheckpointId);
+    console.log(`synthetic dataset, test split, exact expected accuracy of the argmax workflows: start ${before.toFixed(4)}, after 40 iterations ${after.toFixed(4)}`);
+    expect(after).toBeGreaterThan(before + 0.05);
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('bad input names the flag: G < 2, Q x G past one flow, Q past the train split, a checkpoint of another pool, a resume with changed settings', async () => {
