@@ -256,3 +256,15 @@ export async function finishWorkflow(db: Db, id: number, f: WorkflowFinish): Pro
     .executeTakeFirst();
   return res !== undefined;
 }
+
+/** How many of these workflows are finished (done or failed): a count, cheap to poll. */
+export async function countFinishedWorkflows(db: Db, ids: readonly number[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const r = await db
+    .selectFrom('workflows')
+    .select((eb) => eb.fn.countAll<string>().as('n'))
+    .where('id', '=', sql<number>`any(${ids as number[]}::bigint[])`)
+    .where('status', 'in', ['done', 'failed'])
+    .executeTakeFirstOrThrow();
+  return Number(r.n);
+}

@@ -9,7 +9,7 @@
 //   results: the iteration's workflows rows, done or failed; the first execution's final write wins
 //            (a workflow is finished once), so a re-dispatched straggler changes nothing
 //   fan-in:  grpoFanIn (update.ts); commit: one transaction (session.ts)
-import { getWorkflows, insertWorkflows, type Db } from '@fugu/db';
+import { countFinishedWorkflows, getWorkflows, insertWorkflows, type Db } from '@fugu/db';
 import { CONDUCT_JOB, conductJobSchema, conductQueue, grpoFaninJobId, grpoFaninJobSchema, grpoFaninQueue, grpoRolloutJobId, parseJob } from '@fugu/queue';
 import type { LoopJob, StagedDriver } from '@fugu/training';
 import { localReplayModels, localRollout } from './local.ts';
@@ -60,8 +60,8 @@ export class GrpoDriver implements StagedDriver<GrpoClusterIteration, RolloutRes
     return j.runId === this.session.runId ? { index: j.iteration, dispatch: j.dispatch } : null;
   }
 
-  async countResults(it: GrpoClusterIteration): Promise<number> {
-    return (await this.finished(it)).size;
+  countResults(it: GrpoClusterIteration): Promise<number> {
+    return countFinishedWorkflows(this.db, [...it.ids.values()]);
   }
 
   async results(it: GrpoClusterIteration): Promise<Map<string, RolloutResult>> {

@@ -8,7 +8,7 @@ import { createGrpoRun, getDatasetItems, getGrpoRun, saveDataset, savePool, setG
 import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, sampleIndices, type Context } from '@fugu/evaluation';
 import { createRedis } from '@fugu/queue';
 import { loadRouterModel, useLiteHeadDims, type RouterModel } from '@fugu/router-model';
-import { cachedFeatures, runStagedLoop, type CrashPoint } from '@fugu/training';
+import { cachedFeatures, runStagedLoop, type CrashPoint, type LoopTimings } from '@fugu/training';
 import { ConductorPolicy, policyCheckpoint } from '@fugu/conductor';
 import { routerChoices } from '../engine/router-pick.ts';
 import { loadPolicy, savePolicyCheckpoint, trainingRanking } from '../policy-store.ts';
@@ -122,7 +122,8 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
 }
 
 export type GrpoRunEvents = {
-  onIteration?: (e: { index: number; update: GrpoUpdate; wallMs: number }) => void;
+  /** wallMs: the iteration's cycle; on the cluster path also the loop's own time (coordinatorMs, and its parts) */
+  onIteration?: (e: { index: number; update: GrpoUpdate; wallMs: number; coordinatorMs?: number; timings?: LoopTimings }) => void;
   onProgress?: (e: { index: number; done: number; total: number }) => void;
   log?: (msg: string, extra?: Record<string, unknown>) => void;
 };
@@ -163,7 +164,7 @@ export async function runGrpo(ctx: Context, o: GrpoRunEvents & {
       ...(o.crashAt && { crashAt: o.crashAt }),
       names: { iteration: 'iteration', jobs: 'rollouts' },
       onProgress: (p) => o.onProgress?.(p),
-      onIteration: (e) => o.onIteration?.({ index: e.index, update: e.update, wallMs: Math.round(e.cycleMs) }),
+      onIteration: (e) => o.onIteration?.({ index: e.index, update: e.update, wallMs: Math.round(e.cycleMs), coordinatorMs: e.coordinatorMs, timings: e.timings }),
     });
     return { status: r.status, iteration: session.run.iteration, ...(r.reason !== undefined && { reason: r.reason }) };
   } finally {
