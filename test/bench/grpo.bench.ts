@@ -41,7 +41,7 @@ try {
   log(`in process: ${lc.toFixed(0)} ms per iteration`);
 
   const worker = await startWorkerProcess(env.config);
-  let conductors: ConductorProcess[] = [];
+  const conductors: ConductorProcess[] = [];
   try {
     for (const n of [1, 2, 4]) {
       while (conductors.length < n) conductors.push(await startConductorProcess(env.config, { FUGU_CONDUCTOR_POLL_MS: POLL_MS }));

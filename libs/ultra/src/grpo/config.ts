@@ -49,7 +49,7 @@ export type GrpoConfig = {
 };
 
 export const GRPO_DEFAULTS: Omit<GrpoConfig, 'heads'> = {
-  q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.05, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
+  q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.003, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
   advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, attempts: 3, deadlineMs: 300_000,
 };
 
