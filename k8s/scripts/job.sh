@@ -4,8 +4,9 @@
 # apps), then follows them:
 #   k8s/scripts/job.sh cli <job-name> <fugu args...>   e.g. cli eval-100k eval --dataset llmrouter ...
 #   k8s/scripts/job.sh es-coordinator <es-run-id>       the coordinator of an ES run (Job fugu-es-<run>)
+#   k8s/scripts/job.sh grpo-coordinator <grpo-run-id>   the coordinator of a GRPO run (Job fugu-grpo-<run>)
 # Environment: FUGU_NAMESPACE (default fugu), KUBECTL (default kubectl), FOLLOW=0 to return at once.
-# Job names must be DNS labels (lowercase letters, digits, '-'); so must ES run ids used here.
+# Job names must be DNS labels (lowercase letters, digits, '-'); so must ES and GRPO run ids used here.
 set -euo pipefail
 ns="${FUGU_NAMESPACE:-fugu}"
 kubectl="${KUBECTL:-kubectl}"
@@ -41,6 +42,12 @@ case "$kind" in
     name="fugu-es-$run"
     template=fugu-es-coordinator
     settings=(set env --local -f - "FUGU_ES_RUN=$run" -o yaml)
+    ;;
+  grpo-coordinator)
+    run=$1
+    name="fugu-grpo-$run"
+    template=fugu-grpo-coordinator
+    settings=(set env --local -f - "FUGU_GRPO_RUN=$run" -o yaml)
     ;;
   *) usage ;;
 esac

@@ -51,6 +51,12 @@ describe('k8s/scripts/job.sh', () => {
     expect(c.env?.filter((e) => e.name === 'FUGU_ES_RUN')).toEqual([{ name: 'FUGU_ES_RUN', value: 'es-1' }]);
   });
 
+  it('grpo-coordinator: the GRPO coordinator command with its run', () => {
+    const c = jobSh(['grpo-coordinator', 'grpo-1']).spec.template.spec.containers[0]!;
+    expect(c.args).toEqual(['node', 'apps/trainer/src/grpo-main.ts']);
+    expect(c.env?.filter((e) => e.name === 'FUGU_GRPO_RUN')).toEqual([{ name: 'FUGU_GRPO_RUN', value: 'grpo-1' }]);
+  });
+
   it('refuses a job name that is not a DNS label', () => {
     expect(() => execFileSync('bash', [path.join(root, 'k8s/scripts/job.sh'), 'cli', 'Bad_Name', 'status'], { env: { ...process.env, KUBECTL: fake }, stdio: 'pipe' })).toThrow(/not a DNS label/);
   });

@@ -164,7 +164,7 @@ export function workloads(objects: K8sObject[]): Workload[] {
     const template = o.kind === 'CronJob' ? spec?.jobTemplate?.spec.template : ['Deployment', 'StatefulSet', 'Job'].includes(o.kind) ? spec?.template : undefined;
     if (!template) continue;
     const component = template.metadata?.labels?.['app.kubernetes.io/component'];
-    const longRunning = o.kind === 'Deployment' || o.kind === 'StatefulSet' || component === 'es-coordinator';
+    const longRunning = o.kind === 'Deployment' || o.kind === 'StatefulSet' || component === 'es-coordinator' || component === 'grpo-coordinator';
     out.push({ object: o, template, longRunning });
   }
   return out;
