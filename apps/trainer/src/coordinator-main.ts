@@ -9,11 +9,12 @@
 import { ConfigError } from '@fugu/core';
 import { loadConfig } from '@fugu/config';
 import { connectDb, migrate } from '@fugu/db';
-import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
+import { assertRedis, createRedis } from '@fugu/queue';
 import { parseCrashAt, runCoordinator } from '@fugu/training';
 import { createLogger, Gauge, Registry, startOpsServer } from '@fugu/telemetry';
 import { collectDefaultMetrics } from 'prom-client';
 import { envInt } from './env.ts';
+import { superviseCoordinator } from './supervise.ts';
 
 const log = createLogger({ name: 'es-coordinator' });
 
@@ -50,33 +51,15 @@ async function main(): Promise<void> {
     },
   });
   if (process.send) process.send({ type: 'ready', port: ops.port });
-  const close = async () => {
-    connection.disconnect();
-    workerConnection.disconnect();
-    await ops.close();
-    await db.destroy();
-  };
-  let completed = false;
-  void done.then((r) => { completed = r.status === 'completed'; }, () => {});
-  installShutdown(
-    [
-      // SIGTERM: stop between steps; whatever was committed stays, the rest is redone on resume
-      { name: 'coordinator', close: async () => { ac.abort(); await done.catch(() => {}); } },
-      { name: 'connections', close },
-    ],
-    {
-      timeoutMs: 15_000,
-      log: (msg, extra) => log.info(extra ?? {}, msg),
-      // stopped before the run completed: 143 (terminated), so that a Kubernetes Job does not
-      // count the run as done and its next pod resumes it
-      exit: (code) => process.exit(code !== 0 ? code : completed ? 0 : 143),
+  await superviseCoordinator({
+    done, abort: ac, log,
+    close: async () => {
+      connection.disconnect();
+      workerConnection.disconnect();
+      await ops.close();
+      await db.destroy();
     },
-  );
-  const r = await done;
-  log.info(r, 'coordinator finished');
-  if (ac.signal.aborted) return; // installShutdown exits
-  await close();
-  process.exit(r.status === 'completed' ? 0 : 3);
+  });
 }
 
 main().catch((e: unknown) => {

@@ -11,12 +11,12 @@
 import { ConfigError, InputError } from '@fugu/core';
 import { loadConfig } from '@fugu/config';
 import { openContext } from '@fugu/evaluation';
-import { installShutdown } from '@fugu/queue';
 import { createLogger, Gauge, Registry, startOpsServer } from '@fugu/telemetry';
 import type { CrashPoint } from '@fugu/training';
 import { backboneFeatures, runGrpo } from '@fugu/ultra';
 import { collectDefaultMetrics } from 'prom-client';
 import { envInt } from './env.ts';
+import { superviseCoordinator } from './supervise.ts';
 
 const log = createLogger({ name: 'grpo-coordinator' });
 
@@ -55,30 +55,14 @@ async function main(): Promise<void> {
     },
   });
   if (process.send) process.send({ type: 'ready', port: ops.port });
-  const close = async () => {
-    await ops.close();
-    await features.release();
-    await ctx.close();
-  };
-  let completed = false;
-  void done.then((r) => { completed = r.status === 'completed'; }, () => {});
-  installShutdown(
-    [
-      // SIGTERM: stop between steps; whatever was committed stays, the rest is redone on resume
-      { name: 'coordinator', close: async () => { ac.abort(); await done.catch(() => {}); } },
-      { name: 'connections', close },
-    ],
-    {
-      timeoutMs: 15_000,
-      log: (msg, extra) => log.info(extra ?? {}, msg),
-      exit: (code) => process.exit(code !== 0 ? code : completed ? 0 : 143),
+  await superviseCoordinator({
+    done, abort: ac, log,
+    close: async () => {
+      await ops.close();
+      await features.release();
+      await ctx.close();
     },
-  );
-  const r = await done;
-  log.info(r, 'coordinator finished');
-  if (ac.signal.aborted) return; // installShutdown exits
-  await close();
-  process.exit(r.status === 'completed' ? 0 : 3);
+  });
 }
 
 main().catch((e: unknown) => {
