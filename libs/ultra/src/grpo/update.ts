@@ -130,7 +130,7 @@ export function grpoFanIn(input: {
   for (const r of train) {
     const res = result(r);
     if (res.reward === null || res.decisions === null) continue;
-    const d = decisionsOf(res.decisions, `rollout ${r.key}`);
+    const d = res.decisions;
     const lp = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps }).map((x) => x.logprob);
     const sum = lp.reduce((a, b) => a + b, 0);
     if (res.logprob !== null && Math.abs(sum - res.logprob) > 1e-6 * Math.max(1, Math.abs(sum))) {
