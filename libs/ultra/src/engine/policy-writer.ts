@@ -10,6 +10,9 @@ import { cachedFeatures } from '@fugu/training';
 import { loadPolicy } from '../policy-store.ts';
 import type { PolicyConductorFactory } from './execute.ts';
 
+/** Policies kept loaded per process (the most recently loaded). */
+const MAX_CACHED_POLICIES = 8;
+
 export function policyWriter(db: Db, home: string): PolicyConductorFactory & { release(): Promise<void> } {
   let model: Promise<RouterModel> | undefined;
   const encoder = (): Promise<RouterModel> => {
@@ -28,6 +31,8 @@ export function policyWriter(db: Db, home: string): PolicyConductorFactory & { r
       p = loadPolicy(db, spec.checkpoint, { workers: names }).then(({ policy, checkpoint }) => ({ policy, backboneId: checkpoint.backboneId }));
       p.catch(() => policies.delete(key));
       policies.set(key, p);
+      // a GRPO run names a new checkpoint every iteration: keep the most recent few, not all
+      while (policies.size > MAX_CACHED_POLICIES) policies.delete(policies.keys().next().value!);
     }
     const { policy, backboneId } = await p;
     const inner = policyConductor(policy, spec);
