@@ -23,7 +23,9 @@
 //
 // Options (env): BENCH_LATENCY_MS (L, default 200), BENCH_REPEATS (R, default 5), BENCH_SCALE
 // (multiplies the batch of 400), FUGU_CONDUCTOR_CONCURRENCY (default 32), FUGU_CONDUCTOR_POLL_MS
-// (default 50, the engine's Postgres poll for step answers). Services: FUGU_TEST_REDIS_URL and
+// (default 50, the engine's Postgres poll for step answers), FUGU_CONDUCTOR_STEP_EVENTS (default
+// true: the steps' completion events wake their workflow, the poll is a 1 s backstop; false: the
+// poll alone, as before). Services: FUGU_TEST_REDIS_URL and
 // FUGU_TEST_DATABASE_URL (a fresh database is made and dropped, a queue prefix of its own).
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -82,7 +84,8 @@ const workers: WorkerSpec[] = WORKERS.map((name) => ({ name, provider: 'openai',
 const { poolId } = await savePool(env.ctx.db, { name: 'bench-conductor', workers }, 'bench-conductor-pool');
 const deps: SubmitDeps = { db: env.ctx.db, queue: (n) => env.ctx.queue(n), endpoints: ['planner'] };
 const keyEnv = { [KEY_ENV]: SECRET };
-const conductorVars = { ...keyEnv, FUGU_CONDUCTOR_CONCURRENCY: String(CONCURRENCY), FUGU_CONDUCTOR_POLL_MS: String(POLL_MS) };
+const STEP_EVENTS = process.env.FUGU_CONDUCTOR_STEP_EVENTS ?? 'true';
+const conductorVars = { ...keyEnv, FUGU_CONDUCTOR_CONCURRENCY: String(CONCURRENCY), FUGU_CONDUCTOR_POLL_MS: String(POLL_MS), FUGU_CONDUCTOR_STEP_EVENTS: STEP_EVENTS };
 
 const procs: Array<{ term(): Promise<unknown> }> = [];
 let seq = 0;
@@ -251,7 +254,7 @@ try {
 
   process.stdout.write(
     `\nconductor: workflow wall time over stub workers answering after L = ${L} ms (measured directly: L' = ${Lm.toFixed(1)} ms); ` +
-      `median of ${R} runs, one workflow at a time; conductor poll ${POLL_MS} ms\n` +
+      `median of ${R} runs, one workflow at a time; conductor poll ${POLL_MS} ms, step events ${STEP_EVENTS}\n` +
       `shape                     c  steps   c x L'  measured    min    max  overhead  per level\n` +
       lines.join('\n') +
       `\n\nfixed:moa:3 (c = 2) ${measured.get('fixed:moa:3')!.toFixed(0)} ms against the same 4 steps one after another ${measured.get('llm: same 4 in a chain')!.toFixed(0)} ms: ${ratio.toFixed(2)}x\n` +

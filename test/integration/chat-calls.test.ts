@@ -8,8 +8,8 @@ import { sql } from 'kysely';
 import { Job, type Queue } from 'bullmq';
 import type { ChatRequest, WorkerSpec } from '@fugu/core';
 import { connectDb, saveChatRequests, savePool, type StoredWorker } from '@fugu/db';
-import { CHAT_CALL_JOB, providerCallQueue } from '@fugu/queue';
-import { defaultChatCallJobOptions, getChatCallResults, reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions } from '@fugu/calls';
+import { CHAT_CALL_JOB, createRedis, providerCallQueue } from '@fugu/queue';
+import { ChatCallEvents, defaultChatCallJobOptions, getChatCallResults, reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions } from '@fugu/calls';
 import { startOpenAIStub, type OpenAIStub, type StubReply } from '@fugu/providers/testing';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { providerCallCounterKey, startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
@@ -91,6 +91,22 @@ describe('chat-call jobs', () => {
     // the job payload carried ids only; the request is in Postgres
     const stored = await sql<{ n: number }>`select count(*)::int as n from chat_requests where id = 'conv-1.step-1'`.execute(env.ctx.db);
     expect(stored.rows[0]!.n).toBe(1);
+  });
+
+  it('with ChatCallEvents a waiter wakes when its jobs complete, not at its next poll', async () => {
+    const events = new ChatCallEvents({ connection: () => createRedis(env.config.redisUrl, 'worker'), prefix: env.config.queuePrefix });
+    try {
+      await events.listen([providerCallQueue('openai')]);
+      const calls = [1, 2, 3].map((i) => ({ id: `events-${i}`, worker: gpt, request: ask(`events question ${i}`) }));
+      // the wait starts before the jobs exist (its first look finds nothing), and its next poll is
+      // 10 minutes away: only the jobs' completion events can end it before the suite's timeout
+      const waiting = waitForChatCalls(env.ctx.db, calls.map((c) => c.id), { pollMs: 600_000, events });
+      await submitChatCalls(client, calls);
+      const results = await waiting;
+      for (const c of calls) expect(results.get(c.id)).toMatchObject({ status: 'ok' });
+    } finally {
+      await events.close();
+    }
   });
 
   it('an id submitted again returns the existing result and never calls again; a job re-run on an answered id makes no call', async () => {

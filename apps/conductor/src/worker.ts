@@ -2,11 +2,11 @@
 // (@fugu/ultra) for each job. Invalid payloads are rejected (InvalidJobError, never retried); a
 // workflow whose job failed for good is marked failed with the error, so no row stays running.
 import { Queue, Worker, type Job } from 'bullmq';
-import { toWireError } from '@fugu/core';
+import { PROVIDERS, toWireError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { finishWorkflow, type Db } from '@fugu/db';
-import { conductJobSchema, conductQueue, createRedis, parseJob, type ConductJob, type ConductJobResult } from '@fugu/queue';
-import { createCallPipeline, providerCallCounterKey } from '@fugu/calls';
+import { conductJobSchema, conductQueue, createRedis, parseJob, providerCallQueue, type ConductJob, type ConductJobResult } from '@fugu/queue';
+import { ChatCallEvents, createCallPipeline, providerCallCounterKey } from '@fugu/calls';
 import { executeWorkflow, policyWriter, routerPicker, type PolicyConductorFactory } from '@fugu/ultra';
 import { Counter, type Logger, type Registry } from '@fugu/telemetry';
 
@@ -39,6 +39,9 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
     }
     return q;
   };
+  // steps' completions wake their workflows (one blocking connection per provider queue)
+  const stepEvents = config.conductor.stepEvents ? new ChatCallEvents({ connection: () => createRedis(config.redisUrl, 'worker'), prefix: config.queuePrefix }) : undefined;
+  await stepEvents?.listen(PROVIDERS.map(providerCallQueue));
   const router = routerPicker(db, config.home);
   const policy = opts.policyConductor ?? policyWriter(db, config.home);
   const done = new Counter({ name: 'fugu_conductor_workflows_total', help: 'workflows finished by this process, by finish reason', labelNames: ['finish_reason'], registers: [opts.registry] });
@@ -53,7 +56,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
       log.error({ job: job.id, err: e }, 'rejected a conduct job whose payload failed validation');
       throw e;
     }
-    const r = await executeWorkflow({ db, config, queue, pipeline, log, routerPick: router, policyConductor: policy }, data.workflowId);
+    const r = await executeWorkflow({ db, config, queue, pipeline, log, routerPick: router, policyConductor: policy, ...(stepEvents && { stepEvents }) }, data.workflowId);
     if (r.outcome === 'done') done.inc({ finish_reason: r.finishReason });
     return r;
   };
@@ -88,6 +91,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
       await router.release();
       if ('release' in policy) await (policy as { release(): Promise<void> }).release();
       await Promise.all([...queues.values()].map((q) => q.close()));
+      await stepEvents?.close();
       connection.disconnect();
     },
   };

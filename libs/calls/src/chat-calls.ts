@@ -6,7 +6,8 @@
 // coordinator that died and restarted reads the answers of its earlier life). Submitting an id
 // again never calls again: an id that has a row is not enqueued, and a job whose id already has a
 // row completes without a call.
-import { Job, Queue, type JobsOptions } from 'bullmq';
+import { Job, Queue, QueueEvents, type JobsOptions } from 'bullmq';
+import type { Redis } from 'ioredis';
 import { InputError, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import { canonicalJson } from '@fugu/providers';
 import { getChatCalls, getChatRequest, getChatRequests, getChatRequestWorkers, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
@@ -141,6 +142,8 @@ export type WaitOptions = {
    * open ids that failed for good or are gone (reconcileChatCalls), as `fugu eval` does for runs
    */
   reconcile?: { client: ChatCallClientOptions; stallMs?: number };
+  /** wake when one of the ids' jobs completes (the poll stays as a backstop) */
+  events?: ChatCallEvents;
 };
 
 /**
@@ -154,6 +157,8 @@ export async function waitForChatCalls(db: Db, ids: readonly string[], opts: Wai
   const pollMs = opts.pollMs ?? 100;
   let progressAt = Date.now();
   for (;;) {
+    // armed before the query: a completion between the query and the wait still wakes it
+    const armed = opts.events?.arm(open);
     const got = await getChatCallResults(db, open);
     if (got.size > 0) {
       progressAt = Date.now();
@@ -161,14 +166,24 @@ export async function waitForChatCalls(db: Db, ids: readonly string[], opts: Wai
       open = open.filter((id) => !got.has(id));
       opts.onResults?.([...got.values()], out.size, out.size + open.length);
     }
-    if (open.length === 0) return out;
+    if (open.length === 0) {
+      armed?.cancel();
+      return out;
+    }
     if (opts.reconcile && Date.now() - progressAt >= (opts.reconcile.stallMs ?? 15_000)) {
       await reconcileChatCalls(opts.reconcile.client, open).catch(() => []);
       progressAt = Date.now();
     }
-    if (opts.signal?.aborted) throw new Error(`waiting for chat calls aborted with ${open.length} of ${ids.length} open`);
-    if (Date.now() + pollMs > deadline) throw new Error(`timed out waiting for chat calls: ${open.length} of ${ids.length} open (first: ${open[0]})`);
-    await new Promise((r) => setTimeout(r, pollMs));
+    const wait = Math.min(pollMs, deadline - Date.now());
+    if (opts.signal?.aborted || wait <= 0) {
+      armed?.cancel();
+      if (opts.signal?.aborted) throw new Error(`waiting for chat calls aborted with ${open.length} of ${ids.length} open`);
+      throw new Error(`timed out waiting for chat calls: ${open.length} of ${ids.length} open (first: ${open[0]})`);
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([new Promise((r) => (timer = setTimeout(r, wait))), ...(armed ? [armed.fired] : [])]);
+    clearTimeout(timer);
+    armed?.cancel();
   }
 }
 
@@ -178,4 +193,71 @@ export async function loadChatCall(db: Db, job: ChatCallJob): Promise<{ request:
   if (!r) return undefined;
   if (r.workerId !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${r.workerId}`);
   return { request: r.request as unknown as ChatRequest, sample: r.sample };
+}
+
+/**
+ * Completions of chat-call jobs as they happen (BullMQ's queue events of the provider queues), so
+ * a waiter wakes when one of its ids completes instead of at its next poll. A chat-call job
+ * completes after its chat_calls row is written, so the row is there when the event arrives.
+ * One QueueEvents (a blocking Redis connection) per queue, opened on first use.
+ */
+export class ChatCallEvents {
+  readonly #connection: () => Redis;
+  readonly #prefix: string;
+  readonly #events = new Map<string, QueueEvents>();
+  readonly #connections: Redis[] = [];
+  readonly #waiters = new Map<string, Set<() => void>>();
+
+  constructor(o: { connection: () => Redis; prefix: string }) {
+    this.#connection = o.connection;
+    this.#prefix = o.prefix;
+  }
+
+  /** Listen on these queues (idempotent); resolves once they are subscribed. */
+  async listen(queues: Iterable<string>): Promise<void> {
+    const ready: Array<Promise<unknown>> = [];
+    for (const name of queues) {
+      if (this.#events.has(name)) continue;
+      const connection = this.#connection();
+      this.#connections.push(connection);
+      const qe = new QueueEvents(name, { connection, prefix: this.#prefix });
+      const fire = ({ jobId }: { jobId: string }) => {
+        const ws = this.#waiters.get(jobId);
+        if (ws) for (const w of ws) w();
+      };
+      qe.on('completed', fire);
+      qe.on('failed', fire);
+      qe.on('error', () => {});
+      this.#events.set(name, qe);
+      ready.push(qe.waitUntilReady());
+    }
+    await Promise.all(ready);
+  }
+
+  /** A promise that resolves when any of `ids` completes from now on; `cancel` stops listening for them. */
+  arm(ids: readonly string[]): { fired: Promise<void>; cancel(): void } {
+    let resolve!: () => void;
+    const fired = new Promise<void>((r) => (resolve = r));
+    for (const id of ids) {
+      let ws = this.#waiters.get(id);
+      if (!ws) this.#waiters.set(id, (ws = new Set()));
+      ws.add(resolve);
+    }
+    const cancel = () => {
+      for (const id of ids) {
+        const ws = this.#waiters.get(id);
+        if (!ws) continue;
+        ws.delete(resolve);
+        if (ws.size === 0) this.#waiters.delete(id);
+      }
+    };
+    return { fired, cancel };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.#events.values()].map((q) => q.close().catch(() => {})));
+    for (const c of this.#connections.splice(0)) c.disconnect();
+    this.#events.clear();
+    this.#waiters.clear();
+  }
 }

@@ -100,8 +100,10 @@ export const configSchema = z
         lockDurationMs: positiveInt.default(30_000),
         /** sampling temperature of an `llm:` Conductor unless a workflow sets its own */
         temperature: z.coerce.number().min(0).max(2).default(0.7),
-        /** how often a workflow polls Postgres for its steps' answers */
+        /** how often a workflow polls Postgres for its steps' answers (with stepEvents: a backstop, at least 1 s) */
         pollMs: positiveInt.default(50),
+        /** wake a workflow when its steps' chat-call jobs complete (BullMQ queue events) instead of waiting for the poll */
+        stepEvents: bool.default(true),
         /**
          * OpenAI-compatible endpoints an `llm:<name>` Conductor may name besides the pool's workers
          * (e.g. a vLLM-served open model); the API key is read from `apiKeyEnv`, never stored here
@@ -192,6 +194,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_CONDUCTOR_LOCK_MS: 'conductor.lockDurationMs',
   FUGU_CONDUCTOR_TEMPERATURE: 'conductor.temperature',
   FUGU_CONDUCTOR_POLL_MS: 'conductor.pollMs',
+  FUGU_CONDUCTOR_STEP_EVENTS: 'conductor.stepEvents',
   FUGU_GATEWAY_PORT: 'gateway.port',
   FUGU_GATEWAY_HOST: 'gateway.host',
   FUGU_GATEWAY_MODE: 'gateway.mode',

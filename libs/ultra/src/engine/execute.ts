@@ -20,7 +20,7 @@ import {
   claimWorkflow, finishWorkflow, getChatCalls, getItems, getPoolWorkers, getWorkflows, saveWorkflowStep,
   type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow, type WorkflowStepSpec,
 } from '@fugu/db';
-import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls, type CallPipeline, type ChatCallClientOptions, type ChatCallResult } from '@fugu/calls';
+import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls, type CallPipeline, type ChatCallClientOptions, type ChatCallEvents, type ChatCallResult } from '@fugu/calls';
 import { verify } from '@fugu/datasets';
 import type { ConductJobResult } from '@fugu/queue';
 import type { FuguConfig } from '@fugu/config';
@@ -45,6 +45,8 @@ export type EngineDeps = {
   routerPick?: RouterPick;
   /** policy: (apps/conductor passes `policyWriter`); absent: such workflows end `conductor-error` */
   policyConductor?: PolicyConductorFactory;
+  /** wakes a workflow when its steps' jobs complete (config conductor.stepEvents); absent: the Postgres poll alone */
+  stepEvents?: ChatCallEvents;
   /** how long one level of steps may take before the workflow gives up (default 10 min; the job is then retried) */
   stepTimeoutMs?: number;
   signal?: AbortSignal;
@@ -127,7 +129,9 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
     runSteps: async (calls) => {
       await submitChatCalls(client, calls);
       return waitForChatCalls(deps.db, calls.map((c) => c.id), {
-        pollMs: deps.config.conductor.pollMs,
+        // with the queue events the poll is only a backstop
+        pollMs: deps.stepEvents ? Math.max(1000, deps.config.conductor.pollMs) : deps.config.conductor.pollMs,
+        ...(deps.stepEvents && { events: deps.stepEvents }),
         timeoutMs: deps.stepTimeoutMs ?? 600_000,
         reconcile: { client },
         ...(deps.signal && { signal: deps.signal }),
