@@ -195,5 +195,6 @@ describe('fugu train grpo', () => {
     expect(await field({ ...small, pool: 'llmrouter', from: 'no-such-checkpoint' })).toBe('--from');
     expect(await field({ resume: local, g: 8 })).toBe('--g');
     expect(await field({ resume: 'no-such-run' })).toBe('--resume');
+    expect(await field({ ...small, runId: 'has.a.dot' })).toBe('--run-id');
   });
 });

@@ -85,6 +85,8 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
     start = o.from;
   }
   const id = o.runId ?? newRunId();
+  // it names checkpoints, workflow keys and job ids: letters, digits, _ and - only
+  if (!/^[A-Za-z0-9_-]{1,100}$/.test(id)) throw new InputError(`run id ${JSON.stringify(id)}: 1 to 100 letters, digits, _ and -`, { field: '--run-id' });
   if (await getGrpoRun(db, id)) throw new InputError(`a GRPO run "${id}" exists already (use --resume ${id})`, { field: '--run-id' });
   const ds = await saveDataset(db, { name: dataset.name, source: dataset.source, contentHash: dataset.contentHash, items: dataset.items });
   const saved = await savePool(db, pool, poolContentHash(pool));
