@@ -38,8 +38,9 @@ let livePoolId: number;
 let items: Array<{ dbId: number; item: DatasetItem }>;
 const REPLAY = ['qwen2.5-7b-instruct', 'gemma-2-9b-it', 'llama3-chatqa-1.5-70b'];
 
-/** completions of the planner endpoint, by question */
+/** completions of the planner endpoint, by question; the system prompts it was sent, by question */
 const plans = new Map<string, string>();
+const plannerSystem = new Map<string, string>();
 
 const lastUser = (req: RecordedRequest): string => {
   const msgs = (req.body?.messages ?? []) as Array<{ role: string; content: unknown }>;
@@ -57,6 +58,8 @@ beforeAll(async () => {
       const q = lastUser(req);
       if (req.body?.model === 'planner-model') {
         const plan = [...plans.entries()].find(([k]) => q.includes(k));
+        const system = ((req.body?.messages ?? []) as Array<{ role: string; content: unknown }>).find((m) => m.role === 'system')?.content;
+        if (plan) plannerSystem.set(plan[0], typeof system === 'string' ? system : JSON.stringify(system));
         return { type: 'text', text: plan?.[1] ?? 'no plan', usage: { input: 100, output: 40 } };
       }
       if (q.includes('CUT')) return { type: 'text', text: 'a cut answer', finish: 'length', usage: { input: 10, output: 8 } };
@@ -267,6 +270,55 @@ describe('the embedded policy (policy:<checkpoint>)', () => {
     expect(other!.error!.message).toMatch(/qwen2\.5-7b-instruct.*gpt|gpt.*qwen2\.5-7b-instruct/);
     expect(missing).toMatchObject({ finishReason: 'conductor-error' });
     expect(missing!.error!.message).toMatch(/no policy checkpoint "no-such-ckpt"/);
+  });
+});
+
+describe('a restricted pool (options.workers: a per-key pool, a randomised training pool)', () => {
+  it('every writer sees only those workers: the llm: prompt lists them from id 0, the router and the policy pick among them, fixed topologies rank them', async () => {
+    // llm: the planner's prompt lists claude and gem as 0 and 1, and never gpt; its ids are theirs
+    plans.set('PLAN-SUB', 'model id = [0, 1]\nsubtasks = ["solve it", "check it"]\naccess list = [[], [0]]');
+    plans.set('PLAN-XSUB', 'model id = [2]\nsubtasks = ["solve it"]\naccess list = [[]]');
+    const sub = { maxSteps: 5, workers: ['claude', 'gem'] };
+    const [ok, bad, single, unknown] = await run([
+      live('sub-llm', 'PLAN-SUB: what is 2+2?', 'llm:planner', sub),
+      live('sub-llm-bad', 'PLAN-XSUB: anything', 'llm:planner', sub),
+      live('sub-single', 'anything', 'fixed:single:gpt', sub),
+      live('sub-unknown', 'anything', 'fixed:chain', { maxSteps: 5, workers: ['claude', 'nobody'] }),
+    ]);
+    expect(ok).toMatchObject({ finishReason: 'answered', nSteps: 2 });
+    expect((await getWorkflowSteps(env.ctx.db, ok!.id)).map((s) => s.worker)).toEqual(['claude', 'gem']);
+    const system = plannerSystem.get('PLAN-SUB')!;
+    expect(system).toContain('0: claude-test (anthropic)');
+    expect(system).toContain('1: gemini-test (google)');
+    expect(system).not.toContain('a general model');
+    // id 2 is outside the 2-worker pool the planner was shown
+    expect(bad).toMatchObject({ finishReason: 'parse-error', reward: 0 });
+    expect(bad!.parseError).toMatchObject({ list: 'model id', step: 1 });
+    // a fixed topology naming a worker outside the pool, and a pool naming a stranger, end conductor-error naming it
+    expect(single).toMatchObject({ finishReason: 'conductor-error' });
+    expect(single!.error!.message).toContain('"gpt"');
+    expect(unknown).toMatchObject({ finishReason: 'conductor-error' });
+    expect(unknown!.error!.message).toMatch(/options\.workers\[1\]: worker "nobody" is not in the pool/);
+
+    // fixed:router restricted: item 0 is the anchor of REPLAY[0], which is not allowed: it goes to one of the two others;
+    // items 1 and 2 still go to their own workers. fixed:chain ranks the allowed ones. policy: steps only on them.
+    const anchors = Object.fromEntries(REPLAY.map((w, i) => [w, items[i]!.item.prompt]));
+    const ckpt = await saveAnchorCheckpoint(env.ctx.db, { home: env.config.home, anchors, id: 'anchor-replay-3-sub' });
+    const allowed = [REPLAY[1]!, REPLAY[2]!];
+    const backbone = await loadUseLite();
+    const pol = await initPolicyCheckpoint(env.ctx.db, { id: 'pol-replay-3-sub', workers: REPLAY, backboneId: backbone.backboneId, featureDim: useLiteHeadDims(REPLAY.length).dim, seed: 3, ranking: REPLAY });
+    const restricted = (prefix: string, spec: string, seed = 3): NewWorkflow[] => replayRows(prefix, spec, seed).map((r) => ({ ...r, options: { ...r.options, workers: allowed } }));
+    const rows = await run([...restricted('sub-router', `fixed:router:${ckpt.id}`).slice(0, 3), ...restricted('sub-chain', 'fixed:chain'), ...[5, 6, 7].flatMap((s) => restricted(`sub-pol-${s}`, `policy:${pol.id}`, s))]);
+    const stepsOf = async (r: WorkflowRow) => (await getWorkflowSteps(env.ctx.db, r.id)).map((s) => s.worker);
+    expect(rows.every((r) => r.finishReason === 'answered')).toBe(true);
+    expect((await Promise.all(rows.slice(0, 3).map(stepsOf))).map((w) => w.length === 1 && allowed.includes(w[0]!))).toEqual([true, true, true]);
+    expect(await stepsOf(rows[1]!)).toEqual([REPLAY[1]]);
+    expect(await stepsOf(rows[2]!)).toEqual([REPLAY[2]]);
+    // the chain: the best-ranked allowed worker solves, the next verifies (REPLAY[0] leads the ranking but is not allowed)
+    expect(await stepsOf(rows[3]!)).toEqual(allowed);
+    const polSteps = (await Promise.all(rows.slice(3 + items.length).map(stepsOf))).flat();
+    expect(polSteps.length).toBeGreaterThan(3 * items.length);
+    for (const w of polSteps) expect(allowed).toContain(w);
   });
 });
 

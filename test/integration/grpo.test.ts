@@ -4,6 +4,7 @@
 // same policy bit for bit; the update moves the policy where the group's rewards differ; every
 // rollout has its row with the sampling policy's per-decision log-probabilities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
 import { InputError } from '@fugu/core';
 import { getConductorCheckpoint, getDatasetItems, getGrpoRun, getPoolWorkers, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
 import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
@@ -116,6 +117,38 @@ describe('fugu train grpo', () => {
       expect(comparable(b.rollouts)).toEqual(comparable(a.rollouts));
       expect(b.iterations.map((i) => recordOf(i.record))).toEqual(a.iterations.map((i) => recordOf(i.record)));
       expect(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-cluster-i2'))!.theta)).toEqual(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-local-i2'))!.theta));
+
+      // randomised pools (--pool-k 3): each question's group runs on its own 3 of the 9 workers,
+      // the policy's choice masked to them; the two paths agree here too (the mask enters the
+      // sampling, the recomputed log-probabilities and the gradient alike)
+      const k = { ...small, poolK: 3, from: 'grpo-local-start' };
+      const kLocal = await startGrpoRun(env.ctx, { ...k, runId: 'grpo-k3-local' }, features);
+      await runGrpo(env.ctx, { runId: kLocal, rollouts: 'local', features });
+      const kCluster = await startGrpoRun(env.ctx, { ...k, runId: 'grpo-k3-cluster' }, features);
+      expect((await runGrpo(env.ctx, { runId: kCluster, rollouts: 'cluster', features, pollMs: 50 })).status).toBe('completed');
+      const kl = await runRows(kLocal);
+      const kc = await runRows(kCluster);
+      expect(comparable(kc.rollouts)).toEqual(comparable(kl.rollouts));
+      expect(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-k3-cluster-i2'))!.theta)).toEqual(Array.from((await getConductorCheckpoint(env.ctx.db, 'grpo-k3-local-i2'))!.theta));
+      // every train rollout's steps use only its question's pool, the one its workflow row was given
+      const { rows: wfs } = await sql<{ id: number; options: { workers?: string[] } }>`select id, options from workflows where id = any(${kc.rollouts.map((x) => x.workflowId!)})`.execute(env.ctx.db);
+      const optionsOf = new Map(wfs.map((w) => [w.id, w.options]));
+      const names = (await getPoolWorkers(env.ctx.db, kc.run.poolId)).map((w) => w.name);
+      const pools = new Map<string, string>();
+      for (const x of kc.rollouts) {
+        const allowed = optionsOf.get(x.workflowId!)!.workers;
+        if (x.split === 'val') {
+          expect(allowed).toBeUndefined();
+          continue;
+        }
+        expect(allowed).toHaveLength(3);
+        const used = (x.decisions as { steps: Array<{ worker: number }> }).steps.map((st) => names[st.worker]!);
+        for (const w of used) expect(allowed).toContain(w);
+        const group = `${x.iteration}.${x.question}`;
+        expect(pools.get(group) ?? allowed!.join()).toBe(allowed!.join());
+        pools.set(group, allowed!.join());
+      }
+      expect(new Set(pools.values()).size, 'questions get different pools').toBeGreaterThan(1);
     } finally {
       await conductor?.term();
       await worker?.term();
@@ -196,5 +229,7 @@ describe('fugu train grpo', () => {
     expect(await field({ resume: local, g: 8 })).toBe('--g');
     expect(await field({ resume: 'no-such-run' })).toBe('--resume');
     expect(await field({ ...small, runId: 'has.a.dot' })).toBe('--run-id');
+    expect(await field({ ...small, poolK: 1 })).toBe('--pool-k');
+    expect(await field({ ...small, poolK: 10 })).toBe('--pool-k');
   });
 });

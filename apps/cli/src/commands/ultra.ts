@@ -14,7 +14,7 @@ import {
 } from '@fugu/ultra';
 import { InputError } from '@fugu/core';
 import {
-  action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, printJson, usdOption, type CommandGroup,
+  action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
 import { registerUltraCalibrate } from './ultra-calibrate.ts';
@@ -22,7 +22,7 @@ import { registerUltraPolicy } from './ultra-policy.ts';
 
 export type UltraEvalFlags = {
   dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; repeats: number;
-  maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; argmax?: boolean; replay?: string; runId?: string; resume?: string; localConductors: number | 'auto'; localWorkers: number | 'auto';
+  maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; argmax?: boolean; workers?: string[]; replay?: string; runId?: string; resume?: string; localConductors: number | 'auto'; localWorkers: number | 'auto';
   keyCheck: boolean; wait: boolean; stallSeconds: number; out?: string; json?: boolean;
 };
 
@@ -49,6 +49,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
     .addOption(usdOption('--max-usd <usd>', 'budget of one workflow in USD'))
     .addOption(intOption('--max-tokens-per-step <n>', 'most output tokens of a step'))
     .option('--argmax', 'policy: writers take their most probable decisions instead of sampling (a trained policy)')
+    .addOption(listOption('--workers <a,b>', "only these of the pool's workers, as a per-key pool (every conductor sees only them: a policy's choice is masked, the router picks among them)"))
     .option('--replay <file>', 'replay step model parameters (a ReplayConfig JSON file, e.g. from `fugu ultra calibrate`)')
     .option('--run-id <id>', 'the new run\'s id (default: ultra_<time>_<random>)')
     .option('--resume <run>', 'go on with a paused or interrupted conductor run')
@@ -128,7 +129,7 @@ function evalOptions(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal,
     ...(f.resume !== undefined && { resume: f.resume }),
     ...(f.runId !== undefined && { runId: f.runId }),
     split: f.split, splitSeed: f.splitSeed, sample: f.sample ?? null, seed: f.seed, repeats: f.repeats, maxSteps: f.maxSteps,
-    maxUsd: f.maxUsd ?? null, maxTokensPerStep: f.maxTokensPerStep ?? null, ...(f.argmax && { argmax: true }),
+    maxUsd: f.maxUsd ?? null, maxTokensPerStep: f.maxTokensPerStep ?? null, ...(f.argmax && { argmax: true }), ...(f.workers && { workers: f.workers }),
     localConductors: f.localConductors, localWorkers: f.localWorkers, keyCheck: f.keyCheck, wait: f.wait, stallSeconds: f.stallSeconds, signal,
     progress: (run) => {
       const bar = createProgress({ total: run.total, label: run.id, unit: 'workflows' });

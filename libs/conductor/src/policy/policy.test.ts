@@ -458,6 +458,50 @@ describe('ConductorPolicy', () => {
     inputError(() => p.decide(features(0), { seed: 1, maxSteps: 0 }), 'maxSteps');
   });
 
+  it('a worker mask (a restricted pool): only allowed workers are chosen, logprob and the gradients follow the masked softmax', () => {
+    const allowed = [1, 3, 4];
+    let other = 0;
+    for (let s = 0; s < 200; s++) {
+      const p = randomPolicy(s);
+      const x = features(s);
+      const { decisions, logprob } = p.decide(x, { seed: s, allowedWorkers: allowed });
+      for (const st of decisions.steps) expect(allowed).toContain(st.worker);
+      expect(p.logprob(x, decisions, { allowedWorkers: allowed })).toBe(logprob);
+      const per = p.decisionLogprobs(x, decisions, { allowedWorkers: allowed });
+      expect(per.reduce((a, d) => a + d.logprob, 0)).toBeCloseTo(logprob, 10);
+      // the masked worker decisions renormalise over the allowed three: more probable than unmasked
+      const unmasked = p.decisionLogprobs(x, decisions);
+      per.forEach((d, i) => (d.head === 'worker' ? expect(d.logprob).toBeGreaterThan(unmasked[i]!.logprob) : expect(d.logprob).toBe(unmasked[i]!.logprob)));
+      if (p.decide(x, { seed: s }).decisions.steps.some((st) => !allowed.includes(st.worker))) other++;
+    }
+    expect(other, 'unmasked, the same seeds choose masked workers').toBeGreaterThan(50);
+    // argmax under a mask: the best allowed worker by the init's ranking (qwen-7b = 2 is masked; gpt-4o = 0 too; mistral-7b = 3)
+    const init = ConductorPolicy.init({ workers: names, featureDim: D, seed: 0, ranking });
+    expect(init.decide(features(1), { argmax: true, allowedWorkers: [1, 3, 4] }).decisions.steps.map((st) => st.worker)).toEqual([3]);
+    // the masked gradient matches finite differences of the masked logprob
+    const p = randomPolicy(7, 4);
+    const x = features(107);
+    const d = p.decide(x, { seed: 3, allowedWorkers: allowed }).decisions;
+    const g = p.gradLogprob(x, d, { allowedWorkers: allowed });
+    const wb = p.layout.find((b) => b.name === 'worker.b')!;
+    const eps = 1e-3;
+    for (let j = 0; j < names.length; j++) {
+      const i = wb.offset + j;
+      const plus = Float32Array.from(p.theta), minus = Float32Array.from(p.theta);
+      plus[i]! += eps;
+      minus[i]! -= eps;
+      const fd = (p.withTheta(plus).logprob(x, d, { allowedWorkers: allowed }) - p.withTheta(minus).logprob(x, d, { allowedWorkers: allowed })) / (plus[i]! - minus[i]!);
+      expect(Math.abs(g[i]! - fd), `worker.b[${j}]`).toBeLessThan(1e-4 + 1e-3 * Math.abs(fd));
+      // a masked worker's logit does not enter the masked softmax
+      if (!allowed.includes(j)) expect(g[i]).toBe(0);
+    }
+    // a decision outside the mask is impossible; a bad mask names its entry
+    const outside: PolicyDecisions = { steps: [{ worker: 0, kind: 'solve', access: 'none' }] };
+    inputError(() => p.logprob(x, outside, { allowedWorkers: allowed }), 'decisions.steps[0]');
+    inputError(() => p.decide(x, { seed: 1, allowedWorkers: [] }), 'allowedWorkers');
+    inputError(() => p.decide(x, { seed: 1, allowedWorkers: [1, 9] }), 'allowedWorkers[1]');
+  });
+
   it('refuses impossible decisions and bad features, naming the field', () => {
     const p = randomPolicy(1);
     const x = features(1);
@@ -538,5 +582,29 @@ describe('policy checkpoints and the policy Conductor', () => {
     await expect(conductor.write({ question: 'q', pool, seed: 1, features: features(1, 8) })).rejects.toMatchObject({ field: 'features' });
     const other = conductorPool(['a', 'b'].map((name) => ({ name, description: name })));
     await expect(conductor.write({ question: 'q', pool: other, seed: 1, features: features(1) })).rejects.toMatchObject({ field: 'pool' });
+  });
+
+  it('writes for a restricted pool (some of its workers, in order): the text numbers that pool, the decisions the policy\'s workers', async () => {
+    const conductor = policyConductor(policy, 'policy:pol-1');
+    const sub = [names[1]!, names[3]!, names[4]!];
+    const subPool = conductorPool(sub.map((name) => ({ name, description: name })));
+    let steps = 0;
+    for (let s = 0; s < 50; s++) {
+      const out = await conductor.write({ question: 'What is 2 + 2?', pool: subPool, seed: s, features: features(s) });
+      const parsed = parseWorkflow(out.text, { poolSize: sub.length });
+      expect(parsed.ok).toBe(true);
+      if (!parsed.ok) continue;
+      const d = out.decisions as PolicyDecisions;
+      // the same steps: the text's ids are the sub-pool's, the decisions the policy's indices
+      expect(parsed.workflow.steps.map((st) => sub[st.worker])).toEqual(d.steps.map((st) => names[st.worker]));
+      expect(out.logprob).toBe(policy.logprob(features(s), d, { allowedWorkers: [1, 3, 4] }));
+      steps += d.steps.length;
+    }
+    expect(steps).toBeGreaterThan(50);
+    // a pool out of the policy's order, or with a stranger, is refused
+    const swapped = conductorPool([names[3]!, names[1]!].map((name) => ({ name, description: name })));
+    await expect(conductor.write({ question: 'q', pool: swapped, seed: 1, features: features(1) })).rejects.toMatchObject({ field: 'pool' });
+    const stranger = conductorPool([names[1]!, 'zz'].map((name) => ({ name, description: name })));
+    await expect(conductor.write({ question: 'q', pool: stranger, seed: 1, features: features(1) })).rejects.toMatchObject({ field: 'pool' });
   });
 });

@@ -82,14 +82,25 @@ export const POLICY_INIT = {
 export type DecideOptions = ({ seed: number | string; argmax?: false } | { argmax: true }) & {
   /** cap the number of steps below the policy's maxSteps (masks the longer workflows) */
   maxSteps?: number;
-};
+} & WorkerMask;
+
+/**
+ * The workers a workflow may use (a per-key pool, or a randomised k-of-K training pool): their
+ * indices in the policy's workers. The worker head's softmax runs over them only (the others are
+ * masked), so decide, logprob and the gradients must all be given the same set. Default: all.
+ */
+export type WorkerMask = { allowedWorkers?: readonly number[] };
 
 export type Decided = { decisions: PolicyDecisions; logprob: number };
 
 export type WriteInput = {
   features: Float32Array | readonly number[];
   question: string;
-  /** the pool the workflow's ids refer to: its names must be the policy's, in order */
+  /**
+   * the pool the workflow's ids refer to: the policy's workers in order, or some of them in the
+   * policy's order (a restricted pool: the other workers are masked, and the text's ids are this
+   * pool's)
+   */
   pool: ConductorPool;
   seed?: number | string;
   argmax?: boolean;
@@ -108,7 +119,7 @@ export type PolicyDecisionLogprob = {
   logprob: number;
 };
 
-export type GradOptions = {
+export type GradOptions = WorkerMask & {
   /** cap the number of steps below the policy's maxSteps, as for logprob */
   maxSteps?: number;
   /**
@@ -392,12 +403,12 @@ export class ConductorPolicy {
         return last;
       };
     }
-    return this.#walk(this.checkFeatures(x), cap, choose);
+    return this.#walk(this.checkFeatures(x), cap, choose, undefined, this.#workerMask(opts.allowedWorkers));
   }
 
-  /** The exact log-probability of `decisions` (what decide returned for them). */
-  logprob(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } = {}): number {
-    return this.#walk(this.checkFeatures(x), this.#cap(opts.maxSteps), this.#replay(decisions, this.#cap(opts.maxSteps))).logprob;
+  /** The exact log-probability of `decisions` (what decide returned for them, under the same worker mask). */
+  logprob(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } & WorkerMask = {}): number {
+    return this.#walk(this.checkFeatures(x), this.#cap(opts.maxSteps), this.#replay(decisions, this.#cap(opts.maxSteps)), undefined, this.#workerMask(opts.allowedWorkers)).logprob;
   }
 
   /**
@@ -405,10 +416,10 @@ export class ConductorPolicy {
    * kind, access), each with its head, step index, choice and log-probability; they sum to
    * logprob(x, decisions). A GRPO trainer weights them (gradLogprobWeighted).
    */
-  decisionLogprobs(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } = {}): PolicyDecisionLogprob[] {
+  decisionLogprobs(x: Float32Array | readonly number[], decisions: PolicyDecisions, opts: { maxSteps?: number } & WorkerMask = {}): PolicyDecisionLogprob[] {
     const cap = this.#cap(opts.maxSteps);
     const out: PolicyDecisionLogprob[] = [];
-    this.#walk(this.checkFeatures(x), cap, this.#replay(decisions, cap), (d) => out.push({ head: d.head, step: d.step, choice: d.chosen, logprob: d.logprob }));
+    this.#walk(this.checkFeatures(x), cap, this.#replay(decisions, cap), (d) => out.push({ head: d.head, step: d.step, choice: d.chosen, logprob: d.logprob }), this.#workerMask(opts.allowedWorkers));
     return out;
   }
 
@@ -438,6 +449,7 @@ export class ConductorPolicy {
     const R = this.rank;
     const cols = D + contextSize(this.workers.length, this.maxSteps);
     let d = 0;
+    const mask = this.#workerMask(opts.allowedWorkers);
     this.#walk(xs, cap, this.#replay(decisions, cap), ({ head, probs, chosen, context, vx, pc }) => {
       const weight = weights === undefined ? 1 : weights[d];
       d++;
@@ -470,7 +482,7 @@ export class ConductorPolicy {
         if (dv !== 0) for (let k = 0; k < D; k++) g[V + r * D + k]! += dv * xs[k]!;
         if (dp !== 0) for (const [k, v] of context) g[P + r * (cols - D) + k]! += dp * v;
       }
-    });
+    }, mask);
     if (weights !== undefined && weights.length !== d) {
       throw new InputError(`weights has ${weights.length} entries, the decisions have ${d} unforced decisions (decisionLogprobs lists them)`, { field: 'weights' });
     }
@@ -479,14 +491,16 @@ export class ConductorPolicy {
 
   /** The workflow of a question: decisions (seeded or argmax) rendered as the three-list text. */
   write(input: WriteInput): WriteOutput {
-    this.checkPool(input.pool);
+    const ids = this.poolIndices(input.pool);
     const question = typeof input.question === 'string' ? input.question.trim() : '';
     if (!question) throw new InputError('the question is empty', { field: 'question' });
-    const opts: DecideOptions = input.argmax
-      ? { argmax: true, ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }) }
-      : { seed: input.seed as number | string, ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }) };
+    const restricted = ids.length < this.workers.length;
+    const common = { ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }), ...(restricted && { allowedWorkers: ids }) };
+    const opts: DecideOptions = input.argmax ? { argmax: true, ...common } : { seed: input.seed as number | string, ...common };
     const { decisions, logprob } = this.decide(input.features, opts);
-    const workflow = this.workflowOf(decisions, question);
+    const full = this.workflowOf(decisions, question);
+    // the text's ids are the given pool's: a restricted pool numbers its own workers from 0
+    const workflow = restricted ? { steps: full.steps.map((s) => ({ ...s, worker: ids.indexOf(s.worker) })) } : full;
     return { text: renderWorkflow(workflow), workflow, decisions, logprob };
   }
 
@@ -499,12 +513,35 @@ export class ConductorPolicy {
     return workflow;
   }
 
-  /** The pool must be the policy's workers, in order (InputError naming both lists). */
-  checkPool(pool: ConductorPool, what = 'the policy'): void {
+  /**
+   * The policy's index of each worker of `pool`, which must be the policy's workers in order, or
+   * some of them in the policy's order (a restricted pool); else an InputError naming both lists.
+   */
+  poolIndices(pool: ConductorPool, what = 'the policy'): number[] {
     const given = pool.workers.map((w) => w.name);
-    if (given.length !== this.workers.length || given.some((n, i) => n !== this.workers[i])) {
-      throw new InputError(`${what} was made for the workers ${this.workers.join(', ')} (in this order); the pool has ${given.join(', ')}`, { field: 'pool' });
+    const ids = given.map((n) => this.workers.indexOf(n));
+    if (given.length === 0 || ids.some((j, i) => j < 0 || (i > 0 && j <= ids[i - 1]!))) {
+      throw new InputError(`${what} was made for the workers ${this.workers.join(', ')} (in this order, or some of them in this order); the pool has ${given.join(', ')}`, { field: 'pool' });
     }
+    return ids;
+  }
+
+  /** The pool must be the policy's workers in order, or some of them in that order (poolIndices). */
+  checkPool(pool: ConductorPool, what = 'the policy'): void {
+    this.poolIndices(pool, what);
+  }
+
+  /** The worker head's mask for `allowedWorkers` (InputError naming `allowedWorkers`); undefined: every worker. */
+  #workerMask(allowed: readonly number[] | undefined): boolean[] | undefined {
+    if (allowed === undefined) return undefined;
+    const K = this.workers.length;
+    if (!Array.isArray(allowed) || allowed.length === 0) throw new InputError('allowedWorkers must list at least one worker index', { field: 'allowedWorkers' });
+    const mask = Array.from({ length: K }, () => false);
+    allowed.forEach((j, i) => {
+      if (!Number.isInteger(j) || j < 0 || j >= K) throw new InputError(`allowedWorkers[${i}] = ${String(j)} is not a worker index (0 to ${K - 1})`, { field: `allowedWorkers[${i}]` });
+      mask[j] = true;
+    });
+    return mask;
   }
 
   #cap(maxSteps: number | undefined): number {
@@ -537,7 +574,7 @@ export class ConductorPolicy {
    * (i >= 1), worker, kind, access (i >= 1). A head with one allowed option is forced: it adds
    * nothing to the log-probability, and it is not observed.
    */
-  #walk(x: Float32Array | readonly number[], cap: number, choose: Chooser, observe?: Observer): Decided {
+  #walk(x: Float32Array | readonly number[], cap: number, choose: Chooser, observe?: Observer, workerMask?: readonly boolean[]): Decided {
     const K = this.workers.length;
     const S = SUBTASK_KINDS.length;
     const M = this.maxSteps;
@@ -613,7 +650,7 @@ export class ConductorPolicy {
       if (prev) {
         if (decide('stop', i, allowedStop(prev.kind)) === STOP) break;
       }
-      const worker = decide('worker', i, Array.from({ length: K }, () => true));
+      const worker = decide('worker', i, workerMask ? [...workerMask] : Array.from({ length: K }, () => true));
       context.set(off.curW + worker, 1);
       const kind = SUBTASK_KINDS[decide('kind', i, allowedKinds(i, cap))]!;
       context.set(off.curK + SUBTASK_KINDS.indexOf(kind), 1);

@@ -27,8 +27,11 @@ import type { FuguConfig } from '@fugu/config';
 import type { Logger } from '@fugu/telemetry';
 import { validateWorkflowOptions, workerReplayParams, type WorkflowOptions } from './options.ts';
 
-/** The fugu router's pick for a question (fixed:router): a pool worker's name. */
-export type RouterPick = (input: { checkpoint: string; question: string; workers: readonly string[] }) => Promise<string>;
+/**
+ * The fugu router's pick for a question (fixed:router): a pool worker's name. `workers` is the
+ * whole pool (the checkpoint's); `allowed`, when given, the names it may pick among (a restricted pool).
+ */
+export type RouterPick = (input: { checkpoint: string; question: string; workers: readonly string[]; allowed?: readonly string[] }) => Promise<string>;
 
 /** A writer for `policy:` specs (the embedded policy: `policyWriter`). */
 export type PolicyConductorFactory = (spec: Extract<ConductorSpec, { kind: 'policy' }>, ctx: { db: Db; workers: readonly StoredWorker[] }) => Promise<Conductor>;
@@ -146,7 +149,8 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
  * returns the workflow's final write (a ConductorFailure when the writer could not write).
  */
 export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], item: StoredItem | undefined): Promise<WorkflowFinish> {
-  const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
+  // the pool the writer sees and the text's ids refer to: the workflow's workers (options.workers), in pool order
+  const pool = conductorPool(allowedWorkers(workers, options).map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
   // ---- the conductor writes
   const out = await env.write(row, options, workers, pool, item);
   const conductorCost = out.costPico ?? 0n;
@@ -289,13 +293,32 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
 // ---- the writers ---------------------------------------------------------------------------
 
 /**
+ * The pool workers a workflow may use, in pool order: `options.workers` (each must be in the
+ * pool: a ConductorFailure naming `options.workers[i]`), else all of them.
+ */
+export function allowedWorkers(workers: readonly StoredWorker[], options: Pick<WorkflowOptions, 'workers'>): readonly StoredWorker[] {
+  if (options.workers === undefined) return workers;
+  const names = new Set(workers.map((w) => w.name));
+  options.workers.forEach((n, i) => {
+    if (!names.has(n)) {
+      const e = new InputError(`options.workers[${i}]: worker ${JSON.stringify(n)} is not in the pool (it has ${workers.map((w) => w.name).join(', ')})`, { field: `options.workers[${i}]` });
+      throw new ConductorFailure(e.message, toWireError(e));
+    }
+  });
+  const allowed = new Set(options.workers);
+  return workers.filter((w) => allowed.has(w.name));
+}
+
+/**
  * What a writer is given for a workflow row. A sampling writer's draws are the seed, the item
  * (its dataset id, stable across databases) or the question, and `options.sample`.
  */
 export function conductorInput(row: Pick<WorkflowRow, 'question' | 'seed'>, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): ConductorInput {
   const sampleKey = `${item ? `item:${item.id}` : `question:${row.question}`}${options.sample !== undefined ? `/sample:${options.sample}` : ''}`;
   return {
-    question: row.question, pool, seed: row.seed, sampleKey, maxSteps: options.maxSteps, ranking: options.ranking ?? workers.map((w) => w.name),
+    question: row.question, pool, seed: row.seed, sampleKey, maxSteps: options.maxSteps,
+    // the ranking of the workflow's own workers (a restricted pool ranks only them)
+    ranking: (options.ranking ?? workers.map((w) => w.name)).filter((n) => pool.workers.some((w) => w.name === n)),
     ...(options.argmax && { argmax: true }),
   };
 }
@@ -309,7 +332,10 @@ async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOption
     if (spec.topology === 'router') {
       if (!deps.routerPick) throw failure(`${spec.spec}: no router is available in this conductor process`, new Error('no router'));
       try {
-        routerChoice = await deps.routerPick({ checkpoint: spec.checkpoint, question: row.question, workers: workers.map((w) => w.name) });
+        routerChoice = await deps.routerPick({
+          checkpoint: spec.checkpoint, question: row.question, workers: workers.map((w) => w.name),
+          ...(pool.workers.length < workers.length && { allowed: pool.workers.map((w) => w.name) }),
+        });
       } catch (e) {
         throw failure(`${spec.spec}: the router could not pick a worker: ${(e as Error).message}`, e);
       }

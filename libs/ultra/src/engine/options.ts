@@ -29,9 +29,16 @@ export type WorkflowOptions = {
   sample?: string;
   /** a policy writer takes its most probable decisions instead of sampling (GRPO's validation) */
   argmax?: boolean;
+  /**
+   * the pool workers this workflow may use (names; default all): a per-key pool, or a GRPO run's
+   * randomised k-of-K pool. Every writer sees only them: an llm: Conductor's prompt lists them
+   * (numbered from 0), a policy's worker choice is masked to them, fixed topologies rank and the
+   * router picks among them. Checked against the pool at execution (`options.workers[i]`).
+   */
+  workers?: string[];
 };
 
-const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt', 'sample', 'argmax'] as const;
+const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt', 'sample', 'argmax', 'workers'] as const;
 
 /** Checks a workflow's options; `field` prefixes every error's field (e.g. `rows[3].options`). */
 export function validateWorkflowOptions(raw: unknown, field = 'options'): WorkflowOptions {
@@ -96,6 +103,17 @@ export function validateWorkflowOptions(raw: unknown, field = 'options'): Workfl
   if (o.argmax !== undefined) {
     if (typeof o.argmax !== 'boolean') fail('argmax', `argmax must be true or false, got ${JSON.stringify(o.argmax)}`);
     if (o.argmax) out.argmax = true;
+  }
+  if (o.workers !== undefined) {
+    const v = o.workers;
+    if (!Array.isArray(v) || v.length === 0) fail('workers', 'workers must be a non-empty list of pool worker names');
+    const seen = new Set<string>();
+    (v as unknown[]).forEach((n, i) => {
+      if (typeof n !== 'string' || n === '') fail(`workers[${i}]`, `workers[${i}] must be a worker name, got ${JSON.stringify(n)}`);
+      if (seen.has(n as string)) fail(`workers[${i}]`, `worker ${JSON.stringify(n)} appears twice`);
+      seen.add(n as string);
+    });
+    out.workers = [...(v as string[])];
   }
   for (const k of ['workerPrompt', 'conductorPrompt'] as const) {
     const v = o[k];

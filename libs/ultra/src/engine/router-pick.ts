@@ -24,7 +24,7 @@ export function routerPicker(db: Db, home: string): RouterPick & { release(): Pr
     }
     return p;
   };
-  const pick = async ({ checkpoint, question, workers }: { checkpoint: string; question: string; workers: readonly string[] }): Promise<string> => {
+  const pick: RouterPick = async ({ checkpoint, question, workers, allowed }) => {
     const { ckpt, model } = await load(checkpoint);
     const names = ckpt.workers.map((w) => w.name);
     if (names.length !== workers.length || names.some((n, i) => n !== workers[i])) {
@@ -32,9 +32,7 @@ export function routerPicker(db: Db, home: string): RouterPick & { release(): Pr
     }
     const { features } = await cachedFeatures(db, model.encoder, [question]);
     const out = await model.head.logits(features[0]!, ckpt.theta);
-    let best = 0;
-    for (let j = 1; j < names.length; j++) if (out.data[j]! > out.data[best]!) best = j;
-    return names[best]!;
+    return names[argmaxAllowed(out.data, names, allowed)]!;
   };
   return Object.assign(pick, {
     release: async () => {
@@ -44,8 +42,20 @@ export function routerPicker(db: Db, home: string): RouterPick & { release(): Pr
   });
 }
 
-/** The router checkpoint's pick (a worker index in `workers`) for each question, in one batch: what fixed:router runs for them. */
-export async function routerChoices(db: Db, home: string, checkpoint: string, questions: readonly string[], workers: readonly string[]): Promise<number[]> {
+/**
+ * The index of the largest logit among the `allowed` names (all when undefined): the router
+ * restricted to a pool's subset picks the best of its workers (an InputError when none is the router's).
+ */
+export function argmaxAllowed(logits: ArrayLike<number>, names: readonly string[], allowed?: readonly string[]): number {
+  const ok = allowed === undefined ? undefined : new Set(allowed);
+  let best = -1;
+  for (let j = 0; j < names.length; j++) if ((!ok || ok.has(names[j]!)) && (best < 0 || logits[j]! > logits[best]!)) best = j;
+  if (best < 0) throw new InputError(`none of the allowed workers (${allowed!.join(', ')}) is one the router picks among`, { field: 'workers' });
+  return best;
+}
+
+/** The router checkpoint's pick (a worker index in `workers`) for each question, in one batch: what fixed:router runs for them (`allowed`: among those names only). */
+export async function routerChoices(db: Db, home: string, checkpoint: string, questions: readonly string[], workers: readonly string[], allowed?: readonly string[]): Promise<number[]> {
   const ckpt = await getCheckpoint(db, checkpoint);
   if (!ckpt) throw new InputError(`no router checkpoint "${checkpoint}"`, { field: 'checkpoint' });
   const names = ckpt.workers.map((w) => w.name);
@@ -59,9 +69,7 @@ export async function routerChoices(db: Db, home: string, checkpoint: string, qu
     const out: number[] = [];
     for (const f of features) {
       const l = await model.head.logits(f, ckpt.theta);
-      let best = 0;
-      for (let j = 1; j < names.length; j++) if (l.data[j]! > l.data[best]!) best = j;
-      out.push(best);
+      out.push(argmaxAllowed(l.data, names, allowed));
     }
     return out;
   } finally {

@@ -24,6 +24,8 @@ export type UltraEvalOptions = LocalProcessOptions & {
   maxTokensPerStep: number | null;
   /** policy writers take their most probable decisions instead of sampling (e.g. a trained policy) */
   argmax?: boolean;
+  /** only these of the pool's workers (a restricted pool, as a per-key pool: every conductor sees only them) */
+  workers?: string[];
   reward?: Partial<RewardConfig>;
   replay?: ReplayConfig;
   runId?: string;

@@ -6,7 +6,7 @@
 // in options.ts, the split and ranking in ../split.ts, the local processes in ../locals.ts.
 import { randomBytes } from 'node:crypto';
 import { InputError } from '@fugu/core';
-import { rewardConfig, validateReplayConfig } from '@fugu/conductor';
+import { checkConductorSpec, rewardConfig, validateReplayConfig } from '@fugu/conductor';
 import {
   conductorRunProgress, createConductorRun, getConductorRun, getDatasetItems, getPoolWorkers,
   saveDataset, savePool, setConductorRunStatus, type ConductorRunRow, type StoredItem, type StoredWorker,
@@ -59,7 +59,10 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     checkUltraNumbers(opts);
     const pool = await resolveWorkerPool(opts.pool, config.llmrouterDir);
     const names = pool.workers.map((w) => w.name);
+    const allowed = opts.workers !== undefined ? restrictedPool(opts.workers, names) : undefined;
     const specs = checkSpecs(opts.conductor, names, opts.maxSteps, config.conductor.endpoints.map((e) => e.name));
+    // fixed topologies must fit in the restricted pool (an llm: writer may be any pool worker or endpoint)
+    if (allowed) for (const s of specs) if (s.kind === 'fixed') asFlag('--conductor', () => checkConductorSpec(s, { workers: allowed, maxSteps: opts.maxSteps }));
     const reward = opts.reward ? asFlag('--reward', () => rewardConfig(opts.reward)) : undefined;
     const replay = opts.replay ? asFlag('--replay', () => validateReplayConfig(opts.replay)) : undefined;
     const dataset = await resolveDataset(opts.dataset, config.llmrouterDir);
@@ -77,6 +80,7 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
       maxSteps: opts.maxSteps, ranking,
       ...(opts.maxTokensPerStep !== null && { maxTokensPerStep: opts.maxTokensPerStep }),
       ...(opts.argmax && { argmax: true }),
+      ...(allowed && { workers: allowed }),
       ...(opts.maxUsd !== null && { maxUsd: opts.maxUsd }),
       ...(reward && { reward }),
       ...(replay && { replay }),
@@ -166,4 +170,16 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
   } finally {
     for (const l of locals.reverse()) await l.stop();
   }
+}
+
+/** `--workers`: pool worker names, each once (InputError naming --workers); returned in pool order. */
+function restrictedPool(workers: readonly string[], pool: readonly string[]): string[] {
+  if (workers.length === 0) throw new InputError('name one or more of the pool\'s workers', { field: '--workers' });
+  const seen = new Set<string>();
+  for (const w of workers) {
+    if (!pool.includes(w)) throw new InputError(`worker ${JSON.stringify(w)} is not in the pool (it has ${pool.join(', ')})`, { field: '--workers' });
+    if (seen.has(w)) throw new InputError(`worker ${JSON.stringify(w)} is named twice`, { field: '--workers' });
+    seen.add(w);
+  }
+  return pool.filter((w) => seen.has(w));
 }

@@ -43,6 +43,11 @@ export type GrpoConfig = {
   /** every valEvery iterations (and after the last) the sampling policy's argmax on valSize validation items */
   valEvery: number;
   valSize: number;
+  /**
+   * randomised pools: each training question's group sees a seeded random subset of poolK of the
+   * K workers (the policy's worker choice masked to it); 0: the whole pool. Validation: the whole pool.
+   */
+  poolK: number;
   /** BullMQ attempts per rollout job, and ms after a dispatch before missing rollouts go out again */
   attempts: number;
   deadlineMs: number;
@@ -50,7 +55,7 @@ export type GrpoConfig = {
 
 export const GRPO_DEFAULTS: Omit<GrpoConfig, 'heads'> = {
   q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.003, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
-  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, attempts: 3, deadlineMs: 300_000,
+  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, poolK: 0, attempts: 3, deadlineMs: 300_000,
 };
 
 const int = (flag: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number => {
@@ -66,7 +71,7 @@ const num = (flag: string, v: unknown, ok: (x: number) => boolean, what: string)
 export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
   q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
   miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl',
-  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', attempts: '--attempts',
+  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', attempts: '--attempts',
   deadlineMs: '--deadline-ms',
 };
 
@@ -75,7 +80,7 @@ export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
  * split's size) bounds Q. `replayPool`: every worker is a replay worker, so the `kind` head is
  * left out by default (the replay model cannot tell subtask kinds apart).
  */
-export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems: number; valItems: number; replayPool: boolean }): GrpoConfig {
+export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems: number; valItems: number; replayPool: boolean; poolSize: number }): GrpoConfig {
   const c = { ...GRPO_DEFAULTS, ...Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) } as GrpoConfig;
   const f = GRPO_FLAGS;
   int(f.g, c.g, 2, 1024);
@@ -99,6 +104,8 @@ export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems:
   int(f.valEvery, c.valEvery, 0);
   int(f.valSize, c.valSize, 0);
   if (c.valEvery > 0 && c.valSize > 0 && ctx.valItems === 0) throw new InputError('the validation split has no items (use --val-every 0)', { field: f.valSize });
+  int(f.poolK, c.poolK, 0, ctx.poolSize);
+  if (c.poolK === 1) throw new InputError('a pool of 1 worker leaves the policy no worker choice to learn: use 2 or more (or 0, the whole pool)', { field: f.poolK });
   int(f.attempts, c.attempts, 1, 100);
   int(f.deadlineMs, c.deadlineMs, 1000);
   const rollouts = c.q * c.g + Math.min(c.valSize, ctx.valItems);

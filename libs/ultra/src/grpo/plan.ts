@@ -52,13 +52,31 @@ export function iterationQuestions(cfg: Pick<GrpoConfig, 'q' | 'seed'>, trainSiz
   return idx.slice(0, cfg.q);
 }
 
-/** Every rollout of iteration i, in dispatch order (train groups, then validation). */
-export function planIteration(cfg: GrpoConfig, items: GrpoItems, iteration: number, base: WorkflowOptions): PlannedRollout[] {
+/**
+ * The randomised pool of question q of iteration i (cfg.poolK > 0): a seeded k-subset of the
+ * pool's worker names, in pool order, shared by the question's G samples (a group compares
+ * decisions under one pool). undefined: the whole pool.
+ */
+export function questionPool(cfg: Pick<GrpoConfig, 'poolK' | 'seed'>, pool: readonly string[], iteration: number, q: number): string[] | undefined {
+  const k = cfg.poolK ?? 0;
+  if (k <= 0 || k >= pool.length) return undefined;
+  const r = rng('grpo-pool', cfg.seed, iteration, q);
+  const idx = Array.from({ length: pool.length }, (_, i) => i);
+  for (let j = 0; j < k; j++) {
+    const t = j + r.int(pool.length - j);
+    [idx[j], idx[t]] = [idx[t]!, idx[j]!];
+  }
+  return idx.slice(0, k).sort((a, b) => a - b).map((i) => pool[i]!);
+}
+
+/** Every rollout of iteration i, in dispatch order (train groups, then validation); `pool`: the pool's worker names (randomised pools). */
+export function planIteration(cfg: GrpoConfig, items: GrpoItems, iteration: number, base: WorkflowOptions, pool: readonly string[] = []): PlannedRollout[] {
   const out: PlannedRollout[] = [];
   iterationQuestions(cfg, items.train.length, iteration).forEach((idx, q) => {
     const seed = environmentSeed(cfg.seed, iteration, q);
+    const workers = questionPool(cfg, pool, iteration, q);
     for (let g = 0; g < cfg.g; g++) {
-      out.push({ key: `t.${q}.${g}`, split: 'train', question: q, sample: g, item: items.train[idx]!, seed, options: { ...base, sample: `${iteration}.${q}.${g}` } });
+      out.push({ key: `t.${q}.${g}`, split: 'train', question: q, sample: g, item: items.train[idx]!, seed, options: { ...base, sample: `${iteration}.${q}.${g}`, ...(workers && { workers }) } });
     }
   });
   if (isValidationIteration(cfg, iteration)) {

@@ -79,7 +79,7 @@ export class GrpoSession {
     this.run = run;
     if (run.iteration >= this.cfg.iterations) return null;
     const { policy } = await loadPolicy(this.db, run.policyCheckpointId, { workers: this.workers.map((w) => w.name) });
-    const rollouts = planIteration(this.cfg, this.items, run.iteration, this.base);
+    const rollouts = planIteration(this.cfg, this.items, run.iteration, this.base, this.workers.map((w) => w.name));
     return { index: run.iteration, keys: rollouts.map((r) => r.key), rollouts, byKey: new Map(rollouts.map((r) => [r.key, r])), policy, policyCheckpointId: run.policyCheckpointId };
   }
 

@@ -68,7 +68,14 @@ export type GrpoIterationStats = {
   wallMs?: number;
 };
 
-type Sample = { x: Float32Array; decisions: PolicyDecisions };
+type Sample = { x: Float32Array; decisions: PolicyDecisions; allowedWorkers?: number[] };
+
+/** The worker mask of a rollout's pool (options.workers: names) as the policy's indices; undefined: the whole pool. */
+function rolloutMask(policy: ConductorPolicy, r: PlannedRollout): { allowedWorkers?: number[] } {
+  const names = r.options.workers;
+  if (!names) return {};
+  return { allowedWorkers: names.map((n) => policy.workers.indexOf(n)) };
+}
 
 const count = (xs: Iterable<string>): Record<string, number> => {
   const out: Record<string, number> = {};
@@ -131,7 +138,7 @@ export function grpoFanIn(input: {
     const res = result(r);
     if (res.reward === null || res.decisions === null) continue;
     const d = res.decisions;
-    const lp = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps }).map((x) => x.logprob);
+    const lp = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps, ...rolloutMask(policy, r) }).map((x) => x.logprob);
     const sum = lp.reduce((a, b) => a + b, 0);
     if (res.logprob !== null && Math.abs(sum - res.logprob) > 1e-6 * Math.max(1, Math.abs(sum))) {
       throw new Error(`rollout ${r.key}: the writer recorded log-probability ${res.logprob}, the sampling policy gives ${sum} (another policy or other features?)`);
@@ -156,12 +163,16 @@ export function grpoFanIn(input: {
       if (oldLogp.length === 0) continue; // a forced workflow (one worker, one step): nothing to learn
       const x = input.features(r.item.prompt);
       const d = decisions.get(r.key)!;
-      samples.push({ sample: { x, decisions: d }, advantage: advantage.get(r.key)!, oldLogp, ...(cfg.klCoef > 0 && input.reference && { refLogp: input.reference.decisionLogprobs(x, d, { maxSteps: cfg.maxSteps }).map((z) => z.logprob) }) });
+      const mask = rolloutMask(policy, r);
+      samples.push({
+        sample: { x, decisions: d, ...mask }, advantage: advantage.get(r.key)!, oldLogp,
+        ...(cfg.klCoef > 0 && input.reference && { refLogp: input.reference.decisionLogprobs(x, d, { maxSteps: cfg.maxSteps, ...mask }).map((z) => z.logprob) }),
+      });
     }
   }
   const gp: GrpoPolicy<Sample, Float32Array> = {
-    logps: (theta, s) => policy.withTheta(theta).decisionLogprobs(s.x, s.decisions, { maxSteps: cfg.maxSteps }).map((d) => d.logprob),
-    weightedGradLogp: (theta, s, w) => policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, w, { maxSteps: cfg.maxSteps, heads: cfg.heads }),
+    logps: (theta, s) => policy.withTheta(theta).decisionLogprobs(s.x, s.decisions, { maxSteps: cfg.maxSteps, ...(s.allowedWorkers && { allowedWorkers: s.allowedWorkers }) }).map((d) => d.logprob),
+    weightedGradLogp: (theta, s, w) => policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, w, { maxSteps: cfg.maxSteps, heads: cfg.heads, ...(s.allowedWorkers && { allowedWorkers: s.allowedWorkers }) }),
   };
   const n = policy.theta.length;
   const adamState: AdamState = {
@@ -186,7 +197,7 @@ export function grpoFanIn(input: {
   const updated = policy.withTheta(theta);
   let klSum = 0, k3Sum = 0, nDec = 0;
   for (const s of samples) {
-    const now = updated.decisionLogprobs(s.sample.x, s.sample.decisions, { maxSteps: cfg.maxSteps });
+    const now = updated.decisionLogprobs(s.sample.x, s.sample.decisions, { maxSteps: cfg.maxSteps, ...(s.sample.allowedWorkers && { allowedWorkers: s.sample.allowedWorkers }) });
     now.forEach((d, i) => {
       const diff = d.logprob - s.oldLogp[i]!;
       klSum += -diff;
