@@ -25,6 +25,7 @@ import { verify } from '@fugu/datasets';
 import type { ConductJobResult } from '@fugu/queue';
 import type { FuguConfig } from '@fugu/config';
 import type { Logger } from '@fugu/telemetry';
+import { GIVEN_CONDUCTOR, isGivenConductor } from './given.ts';
 import { validateWorkflowOptions, workerReplayParams, type WorkflowOptions } from './options.ts';
 
 /**
@@ -324,9 +325,14 @@ export function conductorInput(row: Pick<WorkflowRow, 'question' | 'seed'>, opti
 }
 
 async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
+  const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
+  if (isGivenConductor(row.conductor)) {
+    // the completion came with the workflow (the reward service): parsed like any writer's
+    if (options.completion === undefined) throw failure(`${GIVEN_CONDUCTOR}: the workflow has no completion in its options`, new InputError('no completion', { field: 'options.completion' }));
+    return { text: options.completion };
+  }
   const spec = parseConductorSpec(row.conductor);
   const input = conductorInput(row, options, workers, pool, item);
-  const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
   if (spec.kind === 'fixed') {
     let routerChoice: string | undefined;
     if (spec.topology === 'router') {

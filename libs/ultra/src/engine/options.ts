@@ -36,9 +36,11 @@ export type WorkflowOptions = {
    * router picks among them. Checked against the pool at execution (`options.workers[i]`).
    */
   workers?: string[];
+  /** the completion of a `given` workflow (engine/given.ts): parsed and executed as written, nothing writes */
+  completion?: string;
 };
 
-const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt', 'sample', 'argmax', 'workers'] as const;
+const KNOWN = ['maxSteps', 'maxTokensPerStep', 'maxUsd', 'reward', 'ranking', 'temperature', 'replay', 'workerPrompt', 'conductorPrompt', 'sample', 'argmax', 'workers', 'completion'] as const;
 
 /** Checks a workflow's options; `field` prefixes every error's field (e.g. `rows[3].options`). */
 export function validateWorkflowOptions(raw: unknown, field = 'options'): WorkflowOptions {
@@ -114,6 +116,10 @@ export function validateWorkflowOptions(raw: unknown, field = 'options'): Workfl
       seen.add(n as string);
     });
     out.workers = [...(v as string[])];
+  }
+  if (o.completion !== undefined) {
+    if (typeof o.completion !== 'string') fail('completion', `completion must be a string (the text to parse), got ${typeof o.completion}`);
+    out.completion = o.completion as string;
   }
   for (const k of ['workerPrompt', 'conductorPrompt'] as const) {
     const v = o[k];

@@ -7,6 +7,7 @@ import { InputError } from '@fugu/core';
 import { checkConductorSpec, parseConductorSpec } from '@fugu/conductor';
 import { getPoolWorkers, getWorkflows, insertWorkflows, type Db, type WorkflowRow } from '@fugu/db';
 import { CONDUCT_JOB, conductJobId, conductJobSchema, conductQueue, enqueueStream, parseJob } from '@fugu/queue';
+import { GIVEN_CONDUCTOR, isGivenConductor } from './given.ts';
 import { validateWorkflowOptions, type WorkflowOptions } from './options.ts';
 
 export type NewWorkflow = {
@@ -66,13 +67,20 @@ export async function submitWorkflows(deps: SubmitDeps, rows: readonly NewWorkfl
       if (workers.length === 0) throw new InputError(`no worker pool ${r.poolId} (or it has no workers)`, { field: at('poolId') });
       pools.set(r.poolId, workers);
     }
-    let spec;
-    try {
-      spec = parseConductorSpec(r.conductor);
-      checkConductorSpec(spec, { workers, maxSteps: options.maxSteps, endpoints: deps.endpoints ?? [] });
-    } catch (e) {
-      if (!(e instanceof InputError)) throw e;
-      throw new InputError(e.message.replace(/^field conductor: /, ''), { field: at('conductor') });
+    let spec: { spec: string };
+    if (isGivenConductor(r.conductor)) {
+      // the completion is handed in: nothing writes, the executor parses options.completion
+      if (options.completion === undefined) throw new InputError(`conductor ${GIVEN_CONDUCTOR} needs the completion in options.completion`, { field: at('options.completion') });
+      spec = { spec: GIVEN_CONDUCTOR };
+    } else {
+      try {
+        spec = parseConductorSpec(r.conductor);
+        checkConductorSpec(spec as ReturnType<typeof parseConductorSpec>, { workers, maxSteps: options.maxSteps, endpoints: deps.endpoints ?? [] });
+      } catch (e) {
+        if (!(e instanceof InputError)) throw e;
+        throw new InputError(e.message.replace(/^field conductor: /, ''), { field: at('conductor') });
+      }
+      if (options.completion !== undefined) throw new InputError(`only the conductor ${GIVEN_CONDUCTOR} takes a completion (this row's is ${spec.spec})`, { field: at('options.completion') });
     }
     if (options.ranking) {
       const unknown = options.ranking.find((n) => !workers.includes(n));
