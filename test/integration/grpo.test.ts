@@ -231,5 +231,8 @@ describe('fugu train grpo', () => {
     expect(await field({ ...small, runId: 'has.a.dot' })).toBe('--run-id');
     expect(await field({ ...small, poolK: 1 })).toBe('--pool-k');
     expect(await field({ ...small, poolK: 10 })).toBe('--pool-k');
+    expect(await field({ ...small, poolHoldout: [['gemma-2-9b-it', 'qwen2.5-7b-instruct']] })).toBe('--pool-holdout');
+    expect(await field({ ...small, poolK: 3, poolHoldout: [['gemma-2-9b-it', 'qwen2.5-7b-instruct']] })).toBe('--pool-holdout');
+    expect(await field({ ...small, poolK: 2, poolHoldout: [['gemma-2-9b-it', 'nobody']] })).toBe('--pool-holdout');
   });
 });

@@ -16,7 +16,7 @@ import { readReplayFile } from './ultra.ts';
 type GrpoFlags = {
   dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
   lr?: number; maxGradNorm?: number; epochs?: number; miniBatches?: number; clip?: number; clipHigh?: number; advantage?: GrpoConfig['advantageScale'];
-  lossAgg?: GrpoConfig['lossAgg']; kl?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number;
+  lossAgg?: GrpoConfig['lossAgg']; kl?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number; poolHoldout?: string;
   attempts?: number; deadlineMs?: number; rollouts: 'cluster' | 'local'; localConductors: number | 'auto'; localWorkers: number | 'auto'; wait: boolean;
 };
 
@@ -55,6 +55,7 @@ export function registerTrainGrpo(train: Command, cli: Cli): void {
     .addOption(intOption('--val-every <n>', `evaluate the argmax policy on the validation items every n iterations, 0: never (default ${D.valEvery})`))
     .addOption(intOption('--val-size <n>', `validation items (default ${D.valSize})`))
     .addOption(intOption('--pool-k <k>', 'randomised pools: each training question sees a seeded random k of the pool\'s workers (the policy\'s worker choice masked to them), so one policy serves any per-key pool; 0: the whole pool (default 0)'))
+    .option('--pool-holdout <pools>', 'with --pool-k: pools never drawn for training, held out for evaluation (workers comma separated, pools by ;), e.g. "a,b,c;d,e,f"')
     .addOption(intOption('--attempts <n>', `attempts per rollout job (default ${D.attempts})`))
     .addOption(intOption('--deadline-ms <n>', `re-dispatch missing rollouts after this long (default ${D.deadlineMs})`))
     .addOption(choiceOption('--rollouts <where>', 'cluster: conduct jobs; local: in this process, replay pools only', ['cluster', 'local'], 'cluster'))
@@ -71,7 +72,7 @@ async function startOptions(f: GrpoFlags): Promise<GrpoStartOptions> {
     dataset: f.dataset, pool: f.pool, from: f.from, start: f.start, warmStartQuestions: f.warmStartQuestions, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed,
     lr: f.lr, maxGradNorm: f.maxGradNorm, epochs: f.epochs, miniBatches: f.miniBatches, clipLow: f.clip, clipHigh: f.clipHigh ?? (f.resume ? undefined : f.clip),
     advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
-    reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, poolK: f.poolK, attempts: f.attempts, deadlineMs: f.deadlineMs,
+    reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, poolK: f.poolK, poolHoldout: f.poolHoldout?.split(';').map((p) => p.split(',').map((w) => w.trim()).filter(Boolean)), attempts: f.attempts, deadlineMs: f.deadlineMs,
   };
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as GrpoStartOptions;
 }

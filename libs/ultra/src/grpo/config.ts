@@ -48,6 +48,8 @@ export type GrpoConfig = {
    * K workers (the policy's worker choice masked to it); 0: the whole pool. Validation: the whole pool.
    */
   poolK: number;
+  /** randomised pools never drawn for training (each a list of worker names): held out for evaluation */
+  poolHoldout: string[][];
   /** BullMQ attempts per rollout job, and ms after a dispatch before missing rollouts go out again */
   attempts: number;
   deadlineMs: number;
@@ -55,7 +57,7 @@ export type GrpoConfig = {
 
 export const GRPO_DEFAULTS: Omit<GrpoConfig, 'heads'> = {
   q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.003, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
-  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, poolK: 0, attempts: 3, deadlineMs: 300_000,
+  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, poolK: 0, poolHoldout: [], attempts: 3, deadlineMs: 300_000,
 };
 
 const int = (flag: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number => {
@@ -71,7 +73,7 @@ const num = (flag: string, v: unknown, ok: (x: number) => boolean, what: string)
 export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
   q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
   miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl',
-  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', attempts: '--attempts',
+  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', poolHoldout: '--pool-holdout', attempts: '--attempts',
   deadlineMs: '--deadline-ms',
 };
 
@@ -80,7 +82,7 @@ export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
  * split's size) bounds Q. `replayPool`: every worker is a replay worker, so the `kind` head is
  * left out by default (the replay model cannot tell subtask kinds apart).
  */
-export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems: number; valItems: number; replayPool: boolean; poolSize: number }): GrpoConfig {
+export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems: number; valItems: number; replayPool: boolean; pool: readonly string[] }): GrpoConfig {
   const c = { ...GRPO_DEFAULTS, ...Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) } as GrpoConfig;
   const f = GRPO_FLAGS;
   int(f.g, c.g, 2, 1024);
@@ -104,8 +106,19 @@ export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems:
   int(f.valEvery, c.valEvery, 0);
   int(f.valSize, c.valSize, 0);
   if (c.valEvery > 0 && c.valSize > 0 && ctx.valItems === 0) throw new InputError('the validation split has no items (use --val-every 0)', { field: f.valSize });
-  int(f.poolK, c.poolK, 0, ctx.poolSize);
+  int(f.poolK, c.poolK, 0, ctx.pool.length);
   if (c.poolK === 1) throw new InputError('a pool of 1 worker leaves the policy no worker choice to learn: use 2 or more (or 0, the whole pool)', { field: f.poolK });
+  if (!Array.isArray(c.poolHoldout)) throw new InputError('must be a list of worker lists', { field: f.poolHoldout });
+  if (c.poolHoldout.length > 0 && c.poolK === 0) throw new InputError('holds out randomised pools: give --pool-k too', { field: f.poolHoldout });
+  c.poolHoldout = c.poolHoldout.map((set, i) => {
+    if (!Array.isArray(set) || set.length !== c.poolK) throw new InputError(`pool ${i + 1} must name --pool-k = ${c.poolK} workers, got ${Array.isArray(set) ? set.length : String(set)}`, { field: f.poolHoldout });
+    for (const w of set) if (!ctx.pool.includes(w)) throw new InputError(`pool ${i + 1}: worker ${JSON.stringify(w)} is not in the pool (it has ${ctx.pool.join(', ')})`, { field: f.poolHoldout });
+    if (new Set(set).size !== set.length) throw new InputError(`pool ${i + 1} names a worker twice`, { field: f.poolHoldout });
+    // stored in pool order, as the plan draws them
+    return ctx.pool.filter((w) => set.includes(w));
+  });
+  const subsets = binomial(ctx.pool.length, c.poolK);
+  if (c.poolK > 0 && c.poolK < ctx.pool.length && c.poolHoldout.length >= subsets) throw new InputError(`holds out all ${subsets} pools of ${c.poolK}`, { field: f.poolHoldout });
   int(f.attempts, c.attempts, 1, 100);
   int(f.deadlineMs, c.deadlineMs, 1000);
   const rollouts = c.q * c.g + Math.min(c.valSize, ctx.valItems);
@@ -116,6 +129,12 @@ export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems:
   if (!Array.isArray(heads) || heads.length === 0) throw new InputError(`must name one or more of ${POLICY_HEADS.join(', ')}`, { field: f.heads });
   for (const h of heads) if (!(POLICY_HEADS as readonly string[]).includes(h)) throw new InputError(`${JSON.stringify(h)} is not a head (${POLICY_HEADS.join(', ')})`, { field: f.heads });
   return { ...c, heads: [...heads] };
+}
+
+function binomial(n: number, k: number): number {
+  let r = 1;
+  for (let i = 1; i <= k; i++) r = (r * (n - k + i)) / i;
+  return Math.round(r);
 }
 
 /** A resume's flags against the stored config: a changed one is an InputError naming it and both values. */

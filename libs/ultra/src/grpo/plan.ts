@@ -57,16 +57,21 @@ export function iterationQuestions(cfg: Pick<GrpoConfig, 'q' | 'seed'>, trainSiz
  * pool's worker names, in pool order, shared by the question's G samples (a group compares
  * decisions under one pool). undefined: the whole pool.
  */
-export function questionPool(cfg: Pick<GrpoConfig, 'poolK' | 'seed'>, pool: readonly string[], iteration: number, q: number): string[] | undefined {
+export function questionPool(cfg: Pick<GrpoConfig, 'poolK' | 'poolHoldout' | 'seed'>, pool: readonly string[], iteration: number, q: number): string[] | undefined {
   const k = cfg.poolK ?? 0;
   if (k <= 0 || k >= pool.length) return undefined;
+  const held = new Set((cfg.poolHoldout ?? []).map((s) => s.join('\n')));
   const r = rng('grpo-pool', cfg.seed, iteration, q);
-  const idx = Array.from({ length: pool.length }, (_, i) => i);
-  for (let j = 0; j < k; j++) {
-    const t = j + r.int(pool.length - j);
-    [idx[j], idx[t]] = [idx[t]!, idx[j]!];
+  // a held-out pool is drawn again (the config leaves at least one pool to draw)
+  for (;;) {
+    const idx = Array.from({ length: pool.length }, (_, i) => i);
+    for (let j = 0; j < k; j++) {
+      const t = j + r.int(pool.length - j);
+      [idx[j], idx[t]] = [idx[t]!, idx[j]!];
+    }
+    const names = idx.slice(0, k).sort((a, b) => a - b).map((i) => pool[i]!);
+    if (!held.has(names.join('\n'))) return names;
   }
-  return idx.slice(0, k).sort((a, b) => a - b).map((i) => pool[i]!);
 }
 
 /** Every rollout of iteration i, in dispatch order (train groups, then validation); `pool`: the pool's worker names (randomised pools). */

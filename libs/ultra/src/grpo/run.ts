@@ -69,7 +69,7 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
   const splitSeed = o.splitSeed ?? 0;
   const trainItems = splitItems(dataset.items, 'train', splitSeed).length;
   const valItems = splitItems(dataset.items, 'val', splitSeed).length;
-  const cfg = resolveGrpoConfig(given, { trainItems, valItems, replayPool: pool.workers.every((w) => w.provider === 'replay'), poolSize: pool.workers.length });
+  const cfg = resolveGrpoConfig(given, { trainItems, valItems, replayPool: pool.workers.every((w) => w.provider === 'replay'), pool: pool.workers.map((w) => w.name) });
   let start: string;
   const startSpec = o.start ?? 'init';
   if (startSpec !== 'init' && !/^router:[^\s,]+$/.test(startSpec)) throw new InputError(`must be init or router:<checkpoint>, got ${JSON.stringify(startSpec)}`, { field: '--start' });
