@@ -2,13 +2,15 @@
 // argmax workflow (or K seeded samples), scored by expectedWorkflowCorrect over every draw. A
 // simulation from recorded outcomes (libs/conductor/src/replay), for comparing trained policies
 // quickly; the main table runs through `fugu ultra eval` on the cluster.
-//   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/exact-eval.ts <checkpoint|router:<checkpoint>,...> [split] [samples]
+//   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/exact-eval.ts <checkpoint|router:<checkpoint>,...> [split] [samples] [workers]
+// `workers` (comma separated): a restricted pool, as `fugu ultra eval --workers`: the policy's
+// choice masked to them, the router's pick among them, the best single of them.
 import { loadConfig } from '../../../libs/config/src/index.ts';
 import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '../../../libs/conductor/src/index.ts';
 import { connectDb, getPoolWorkers, getDatasetItems } from '../../../libs/db/src/index.ts';
 import { backboneFeatures, loadPolicy, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
 
-const [ids, split = 'test', samplesArg = '0'] = process.argv.slice(2);
+const [ids, split = 'test', samplesArg = '0', workersArg] = process.argv.slice(2);
 const config = loadConfig();
 const db = await connectDb(config.databaseUrl);
 const datasets = await db.selectFrom('datasets').select(['id', 'name']).execute();
@@ -21,14 +23,16 @@ const items = splitItems(stored, split as 'test', 0).map((i) => stored[i]!);
 const feats = await backboneFeatures(db, config.home);
 const x = await feats.features(items.map((i) => i.prompt));
 const params = (w: string) => workerReplayParams(undefined, workers.find((k) => k.name === w)!);
-const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? w.name })));
-const ranking = trainSplitRanking(names, stored, 0);
+const allowed = workersArg ? names.filter((n) => workersArg.split(',').includes(n)) : names;
+if (workersArg && allowed.length !== workersArg.split(',').length) throw new Error(`unknown workers in ${workersArg}`);
+const pool = conductorPool(workers.filter((w) => allowed.includes(w.name)).map((w) => ({ name: w.name, description: w.description ?? w.name })));
+const ranking = trainSplitRanking(names, stored, 0).filter((n) => allowed.includes(n));
 const samples = Number(samplesArg);
 const best = items.reduce((a, it) => a + (it.recorded![ranking[0]!]!.score), 0) / items.length;
-console.log(`${split}: ${items.length} items; best single by train mean (${ranking[0]}) ${best.toFixed(4)}`);
+console.log(`${split}: ${items.length} items${workersArg ? `, pool ${allowed.length} of ${names.length}` : ''}; best single by train mean (${ranking[0]}) ${best.toFixed(4)}`);
 for (const id of ids!.split(',')) {
   if (id.startsWith('router:')) {
-    const picks = await routerChoices(db, config.home, id.slice('router:'.length), items.map((i) => i.prompt), names);
+    const picks = await routerChoices(db, config.home, id.slice('router:'.length), items.map((i) => i.prompt), names, workersArg ? allowed : undefined);
     const acc = items.reduce((a, it, i) => a + it.recorded![names[picks[i]!]!]!.score, 0) / items.length;
     console.log(`${id}: expected accuracy ${acc.toFixed(4)} (reward ${(0.5 + 0.5 * acc).toFixed(4)}), 1.00 steps`);
     continue;
@@ -40,7 +44,7 @@ for (const id of ids!.split(',')) {
   items.forEach((it, i) => {
     for (let s = 0; s < draws; s++) {
       const out = policy.write({ features: x[i]!, question: it.prompt, pool, ...(samples > 0 ? { seed: `eval/${s}/${it.id}` } : { argmax: true }) });
-      const wf = out.workflow.steps.map((st, j) => ({ worker: names[st.worker]!, sees: visibleSteps(out.workflow, j) }));
+      const wf = out.workflow.steps.map((st, j) => ({ worker: pool.workers[st.worker]!.name, sees: visibleSteps(out.workflow, j) }));
       acc += expectedWorkflowCorrect({ params, item: replayItemOf(it), steps: wf });
       steps += wf.length;
       const key = wf.map((st) => `${st.worker.replace(/-instruct|-it|-v\d.*$/g, '')}${st.sees.length ? `<-[${st.sees.join(',')}]` : ''}`).join(' ; ');

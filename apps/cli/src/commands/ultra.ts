@@ -19,6 +19,7 @@ import {
 import { createProgress } from '../progress.ts';
 import { registerUltraCalibrate } from './ultra-calibrate.ts';
 import { registerUltraPolicy } from './ultra-policy.ts';
+import { registerUltraPrompt } from './ultra-prompt.ts';
 
 export type UltraEvalFlags = {
   dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; repeats: number;
@@ -103,6 +104,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
 
   registerUltraPolicy(ultra, cli);
   registerUltraCalibrate(ultra, cli);
+  registerUltraPrompt(ultra, cli);
 };
 
 /** A ReplayConfig JSON file (`--replay`); its content is validated by the driver. */
