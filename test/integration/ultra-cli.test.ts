@@ -74,6 +74,21 @@ describe('fugu ultra: bad input is exit 2 naming the flag', () => {
     expect(ckpt.stderr).toMatch(/field --conductor: .*no Conductor policy checkpoint "nope"/);
   });
 
+  it('--workers: a worker outside the pool or named twice; a fixed topology that does not fit the restricted pool', async () => {
+    const unknown = await fugu(evalArgs('--conductor', 'fixed:chain', '--workers', 'alpha,nobody'));
+    expect(unknown.code, unknown.stderr).toBe(2);
+    expect(unknown.stderr).toMatch(/field --workers: worker "nobody" is not in the pool \(it has alpha, beta, gamma\)/);
+    const twice = await fugu(evalArgs('--conductor', 'fixed:chain', '--workers', 'alpha,alpha'));
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toMatch(/field --workers: worker "alpha" is named twice/);
+    const outside = await fugu(evalArgs('--conductor', 'fixed:single:gamma', '--workers', 'alpha,beta'));
+    expect(outside.code).toBe(2);
+    expect(outside.stderr).toMatch(/field --conductor: conductor spec "fixed:single:gamma": unknown worker "gamma" \(the pool has alpha, beta\)/);
+    const moa = await fugu(evalArgs('--conductor', 'fixed:moa:3', '--workers', 'alpha,beta'));
+    expect(moa.code).toBe(2);
+    expect(moa.stderr).toMatch(/field --conductor: .*the pool has only 2 workers/);
+  });
+
   it('max steps out of range, a bad split, repeats, sample; a missing dataset; an unknown run', async () => {
     for (const n of ['0', '11']) {
       const r = await fugu(evalArgs('--conductor', 'fixed:chain', '--max-steps', n));
