@@ -22,3 +22,4 @@ export * from './engine/index.ts';
 export * from './eval/index.ts';
 export * from './calibrate.ts';
 export * from './grpo/index.ts';
+export * from './rewards/index.ts';
