@@ -1,13 +1,16 @@
 // `node apps/gateway/src/main.ts` (or `fugu gateway`): the OpenAI-compatible gateway process.
 // Configuration from the environment (README): FUGU_GATEWAY_PORT, FUGU_GATEWAY_MODE
-// (in-process | pool), FUGU_GATEWAY_POOL, FUGU_GATEWAY_AUTH, FUGU_ADMIN_KEY (Bull Board), ...
+// (in-process | pool), FUGU_GATEWAY_POOL, FUGU_GATEWAY_AUTH, FUGU_ADMIN_KEY (Bull Board),
+// FUGU_REWARDS_DATASET and FUGU_REWARDS_BODY_LIMIT_BYTES (POST /v1/rewards, docs/rewards.md), ...
 // Checks Redis and Postgres, loads the worker pool and the deployed router checkpoint's worker
 // list (every one must be in the pool), listens, and shuts down gracefully on SIGTERM.
+import { Queue } from 'bullmq';
 import { loadConfig } from '@fugu/config';
 import { connectDb, getCheckpoint, getDeployment, migrate } from '@fugu/db';
 import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
 import { InProcessRouteClient, QueueRouteClient, type RouteClient } from '@fugu/serving';
 import { createLogger, Registry } from '@fugu/telemetry';
+import { createRewardsService, REWARD_LIMITS } from '@fugu/ultra';
 import { collectDefaultMetrics } from 'prom-client';
 import { buildGateway } from './server.ts';
 import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
@@ -43,7 +46,22 @@ async function main(): Promise<void> {
   const adminKey = process.env.FUGU_ADMIN_KEY?.trim() || undefined;
   // the shared rate limits of the call pipeline, and Bull Board
   const redis = createRedis(config.redisUrl, 'producer');
-  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry });
+  // POST /v1/rewards: workflows on the gateway's pool through the conduct queue; question ids
+  // name FUGU_REWARDS_DATASET (default: the LLMRouter data when the pool is its replay pool)
+  const queues = new Map<string, Queue>();
+  const queue = (name: string): Queue => {
+    let q = queues.get(name);
+    if (!q) queues.set(name, (q = new Queue(name, { connection: redis, prefix: config.queuePrefix })));
+    return q;
+  };
+  const rewardsDataset = process.env.FUGU_REWARDS_DATASET?.trim() || (g.pool === 'llmrouter' || g.pool.startsWith('llmrouter:') ? g.pool : undefined);
+  const bodyLimitBytes = Number(process.env.FUGU_REWARDS_BODY_LIMIT_BYTES ?? REWARD_LIMITS.bodyLimitBytes);
+  if (!Number.isInteger(bodyLimitBytes) || bodyLimitBytes < 1) throw new Error(`FUGU_REWARDS_BODY_LIMIT_BYTES must be a positive whole number of bytes, got ${process.env.FUGU_REWARDS_BODY_LIMIT_BYTES}`);
+  const rewards = {
+    service: createRewardsService({ db, queue, config, pool: g.pool, ...(rewardsDataset !== undefined && { dataset: rewardsDataset }), log }),
+    bodyLimitBytes,
+  };
+  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry, rewards });
   await app.listen({ port: g.port, host: g.host });
   const port = (app.server.address() as { port: number }).port;
   log.info(
@@ -56,6 +74,7 @@ async function main(): Promise<void> {
     [
       { name: 'http server', close: () => app.close() },
       { name: 'router', close: () => routeClient.close() },
+      { name: 'queues', close: async () => void (await Promise.all([...queues.values()].map((q) => q.close().catch(() => {})))) },
       { name: 'redis', close: async () => redis.disconnect() },
       { name: 'postgres', close: () => db.destroy() },
     ],

@@ -7,6 +7,7 @@
 //   chat     (plugins/chat.ts)     POST /v1/chat/completions (JSON or SSE; usage.cost)
 //   models   (plugins/api.ts)      GET /v1/models: the registry's models this caller may use
 //   route    (plugins/api.ts)      POST /v1/route: the decision and probabilities, nothing called
+//   rewards  (plugins/rewards.ts)  POST /v1/rewards: Conductor completions scored as workflows (docs/rewards.md)
 //   ops      (plugins/ops.ts)      /healthz /readyz /metrics, Bull Board at /admin/queues
 //
 // Every provider call goes through one seam (context.ts ProviderCalls). Provider failures: a
@@ -30,6 +31,7 @@ import { authPlugin } from './plugins/auth.ts';
 import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
 import { recordsPlugin, requestIdOf } from './plugins/records.ts';
+import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
 import { createWorkerModels } from './workers.ts';
 
 export { ROUTER_MODEL } from './models.ts';
@@ -58,6 +60,8 @@ export type GatewayOptions = {
   adminKey?: string;
   log?: Logger;
   registry?: Registry;
+  /** POST /v1/rewards: the reward service (@fugu/ultra createRewardsService) and its body limit; absent: no such route */
+  rewards?: Omit<RewardsPluginOptions, 'ctx'>;
 };
 
 export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstance> {
@@ -106,6 +110,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     await api.register(chatPlugin, { ctx, models });
     await api.register(modelsPlugin, { ctx, models });
     await api.register(routePlugin, { ctx });
+    if (opts.rewards) await api.register(rewardsPlugin, { ctx, ...opts.rewards });
   });
   await app.register(opsPlugin, { ctx });
   if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis, adminKey: opts.adminKey });
