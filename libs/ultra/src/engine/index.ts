@@ -4,3 +4,4 @@ export * from './submit.ts';
 export * from './execute.ts';
 export * from './router-pick.ts';
 export * from './policy-writer.ts';
+export * from './given.ts';
