@@ -1,8 +1,10 @@
 // test:cluster — fugu across hosts (network namespaces on one machine, see netns.ts):
 //   db       Redis and Postgres
-//   w1, w2   a provider worker, a conductor (case 2 only) and an ES evaluator each
-//   c1, c2   the ES coordinator (c2 takes over when c1's process is killed)
-//   op       the operator's `fugu` commands (eval, ultra eval, router train, train es --no-wait, router publish)
+//   w1, w2   a provider worker, a conductor (cases 2 and 3) and an ES evaluator each
+//   c1, c2   the ES coordinator (c2 takes over when c1's process is killed); c1 also coordinates
+//            the GRPO run (`fugu train grpo`, cluster rollouts)
+//   op       the operator's `fugu` commands (eval, ultra eval, train grpo --rollouts local, router
+//            train, train es --no-wait, router publish)
 //   gw       the gateway in pool mode (its router workers: w2)
 // 1. an evaluation batch spread over w1 and w2 completes with every result exactly once; and
 //    again with w1 cut off mid-batch and restored after the run completed (its late results
@@ -10,10 +12,16 @@
 // 2. a conductor batch (`fugu ultra eval`, fixed:moa:3 and fixed:chain on replay workers) with w1
 //    cut off mid-batch: the workflows w1's conductor held are finished by w2's; every workflow,
 //    step row and step call exactly once, and w1's late work, once restored, changes no row;
-// 3. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
+// 3. a GRPO run (Q 8 x G 4, 4 iterations, validation 3 times) whose rollouts are conduct jobs on
+//    the conductors of w1 and w2, w1 cut off while its conductor holds rollouts of iteration >= 1
+//    and restored after the run completed: the final policy, Adam's state, the iteration records
+//    (less wall-clock fields) and every rollout row equal the uninterrupted run's (`--rollouts
+//    local` on op, the same seed); the rollouts w1 held were taken back (stalled) and finished by
+//    w2, and w1's late finishes of them, once restored, change no row;
+// 4. an ES run whose worker host w1 is cut off mid-generation (link down) and later restored
 //    completes with the final state of an uninterrupted run with the same seed;
-// 4. the coordinator's process killed on c1 and started again on c2 resumes the run;
-// 5. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
+// 5. the coordinator's process killed on c1 and started again on c2 resumes the run;
+// 6. a gateway in pool mode with no router worker alive answers 503 at once and leaves one wake
 //    job (the depth KEDA scales a router pool up from zero on); a router worker started on w2
 //    takes it, and the gateway's requests are then routed over the network.
 // Timings (detection of the lost host, re-dispatch, total delay) are printed as a table and,
@@ -23,7 +31,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
-import { getCheckpoint, getConductorRun, getEsRun, getEsState, getRun, listCheckpoints, listEsGenerations } from '@fugu/db';
+import { getCheckpoint, getConductorCheckpoint, getConductorRun, getEsRun, getEsState, getGrpoRun, getRun, listCheckpoints, listEsGenerations, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
 import { conductQueue, esEvalQueue } from '@fugu/queue';
 import { waitFor } from '../support/eval-env.ts';
 import { TestCluster, type FuguProcess } from './cluster.ts';
@@ -227,6 +235,157 @@ describe('a conductor batch over two worker hosts', () => {
       timings['conductor batch: step calls made by w1 / w2'] = made.join(' / ');
       expect(Math.min(...made)).toBeGreaterThan(0);
       expect(made[0]! + made[1]!).toBeGreaterThanOrEqual(stepsTotal);
+    } finally {
+      await events.close();
+      eventsConnection.disconnect();
+      redis.disconnect();
+    }
+  });
+});
+
+// GRPO (issue 16): Q 8 x G 4, 4 iterations, validation at 0, 2 and 3 (8 items): 32 or 40 rollouts an iteration
+const GRPO_ARGS = ['train', 'grpo', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--q', '8', '--g', '4', '--iterations', '4', '--val-every', '2', '--val-size', '8',
+  '--seed', '7', '--lr', '0.01', '--deadline-ms', '120000'];
+const GRPO_ROLLOUTS = 4 * 8 * 4 + 3 * 8;
+// few workflows per conductor, so that more rollouts in hand than one conductor takes means both hold some
+const GRPO_CONCURRENCY = 4;
+const GRPO_CONDUCTOR = { FUGU_CONDUCTOR_LOCK_MS: '3000', FUGU_CONDUCTOR_CONCURRENCY: String(GRPO_CONCURRENCY) };
+
+/** What a GRPO run ends with, its own id taken out: the state, the records less wall-clock fields, every rollout row, the final policy. */
+async function grpoOutcome(runId: string) {
+  const run = (await getGrpoRun(cluster.db, runId))!;
+  const iterations = (await listGrpoIterations(cluster.db, runId)).map((i) => {
+    const { wallMs: _w, dispatches: _d, ...record } = i.record;
+    return { iteration: i.iteration, from: i.policyCheckpointId.replace(runId, 'RUN'), next: i.nextCheckpointId.replace(runId, 'RUN'), record, valReward: i.valReward };
+  });
+  const rollouts = (await listGrpoRollouts(cluster.db, runId)).map(({ workflowId: _w, ...r }) => r);
+  return {
+    status: run.status, iteration: run.iteration, policy: run.policyCheckpointId.replace(runId, 'RUN'), best: run.bestCheckpointId?.replace(runId, 'RUN'), bestValReward: run.bestValReward,
+    adam: { step: run.adam.step, m: Array.from(run.adam.m ?? []), v: Array.from(run.adam.v ?? []) },
+    theta: Array.from((await getConductorCheckpoint(cluster.db, run.policyCheckpointId))!.theta),
+    bestTheta: run.bestCheckpointId ? Array.from((await getConductorCheckpoint(cluster.db, run.bestCheckpointId))!.theta) : null,
+    iterations, rollouts,
+  };
+}
+
+/** The rows the rollouts of a GRPO run left in workflows (key grpo.<run>.<iteration>.<rollout>), their steps and step calls. */
+async function grpoWorkflowRows(runId: string) {
+  const like = `grpo.${runId}.%`;
+  const workflows = (await sql<Record<string, unknown>>`select id, key, status, attempts, finish_reason, final_answer, outcome, reward, logprob, decisions, n_steps, worker_cost, started_at, finished_at
+    from workflows where key like ${like} order by id`.execute(cluster.db)).rows;
+  const steps = (await sql<Record<string, unknown>>`select s.workflow_id, s.idx, s.worker, s.status, s.answer, s.chat_call_id, s.cost from workflow_steps s join workflows w on w.id = s.workflow_id
+    where w.key like ${like} order by s.workflow_id, s.idx`.execute(cluster.db)).rows;
+  const calls = (await sql<{ n: number; keys: number }>`select count(*)::int as n, count(distinct c.key)::int as keys from chat_calls c join workflows w on split_part(c.key, '.', 1) = 'wf' || w.id
+    where c.key like 'wf%' and w.key like ${like}`.execute(cluster.db)).rows[0]!;
+  return { workflows, steps, calls };
+}
+
+describe('GRPO across hosts', () => {
+  const conductors: FuguProcess[] = [];
+  let reference: Awaited<ReturnType<typeof grpoOutcome>>;
+  beforeAll(async () => {
+    // the reference in process on op (--rollouts local, bit-identical to the cluster path:
+    // test/integration/grpo.test.ts) while conductors with few workflows each start on w1 and w2
+    const t0 = Date.now();
+    const [ref] = await Promise.all([
+      cluster.cli('op', [...GRPO_ARGS, '--rollouts', 'local', '--run-id', 'gref']).then((x) => {
+        timings['GRPO reference: in process on op (CLI start to end, --rollouts local)'] = Date.now() - t0;
+        return x;
+      }),
+      ...['w1', 'w2'].map(async (host) => conductors.push(await cluster.startApp(host, 'conductor', GRPO_CONDUCTOR))),
+    ]);
+    expect(ref.code, `fugu train grpo --rollouts local\n${ref.stderr}`).toBe(0);
+    reference = await grpoOutcome('gref');
+  }, 180_000);
+  afterAll(async () => {
+    for (const p of conductors) await p.kill9().catch(() => undefined);
+  });
+
+  it('a GRPO run whose worker host w1 is cut off mid-rollout and restored after it: the policy, records and rollouts of the uninterrupted run', async () => {
+    expect(reference.status).toBe('completed');
+    expect(reference.iterations).toHaveLength(4);
+    expect(reference.iterations.filter((i) => i.valReward !== null)).toHaveLength(3);
+    // the reference learnt something to compare: Adam stepped, the policy moved
+    expect(reference.adam.step).toBeGreaterThan(0);
+    const start = Array.from((await getConductorCheckpoint(cluster.db, 'gref-start'))!.theta);
+    expect(reference.theta).not.toEqual(start);
+
+    const redis = new Redis(cluster.redisUrl, { maxRetriesPerRequest: null });
+    const eventsConnection = redis.duplicate();
+    const events = new QueueEvents(conductQueue, { connection: eventsConnection, prefix: 'fugu' });
+    try {
+      await events.waitUntilReady();
+      // the conduct jobs taken back from a lost holder: workflow id and when
+      const stalled: Array<{ workflowId: number; at: number }> = [];
+      events.on('stalled', ({ jobId }) => stalled.push({ workflowId: Number(/^wf(\d+)\./.exec(jobId)?.[1] ?? -1), at: Date.now() }));
+      const t0 = Date.now();
+      // the coordinator on c1 (what the Job fugu-grpo-coordinator runs, here followed by the CLI)
+      const train = cluster.cli('c1', [...GRPO_ARGS, '--rollouts', 'cluster', '--local-conductors', '0', '--local-workers', '0', '--run-id', 'gcut']);
+      // iteration >= 1 mid-rollout: more rollouts claimed than one conductor holds (so w1 holds
+      // some), and enough still pending that its hands stay full until the cut
+      const held = await waitFor('rollouts of iteration >= 1 in both conductors\' hands', async () => {
+        const r = await sql<{ it: number; running: number; pending: number }>`select split_part(key, '.', 3)::int as it, count(*) filter (where status = 'running')::int as running,
+            count(*) filter (where status = 'pending')::int as pending from workflows where key like 'grpo.gcut.%' and key not like 'grpo.gcut.0.%' group by 1 order by 1 desc limit 1`.execute(cluster.db);
+        const x = r.rows[0];
+        return x && x.running > GRPO_CONCURRENCY && x.pending >= 2 * GRPO_CONCURRENCY ? x : undefined;
+      }, 180_000, 5);
+      const cutAt = Date.now();
+      cluster.net.linkDown('w1');
+      // what w1's conductor had finished when it lost the network, read on the host itself
+      const w1AtCut = counter(await cluster.localGet('w1', 9472, '/metrics'), 'fugu_conductor_workflows_total');
+      const cut = held.it;
+      await waitFor(`iteration ${cut} committed`, async () => ((await getGrpoRun(cluster.db, 'gcut'))?.iteration ?? 0) > cut, 180_000, 20);
+      const recoveredAt = Date.now();
+      const r = await train;
+      const completedAt = Date.now();
+      expect(r.code, `fugu train grpo\n${r.stderr}`).toBe(0);
+
+      // the run ends where the uninterrupted one does: policy, Adam, records, every rollout row, the validation best
+      expect(await grpoOutcome('gcut')).toEqual(reference);
+      // one workflows row per rollout, all done; one step row per (workflow, step), one call row per step key
+      const atCompletion = await grpoWorkflowRows('gcut');
+      expect(atCompletion.workflows).toHaveLength(GRPO_ROLLOUTS);
+      expect(new Set(atCompletion.workflows.map((w) => w.key)).size).toBe(GRPO_ROLLOUTS);
+      expect(atCompletion.workflows.every((w) => w.status === 'done')).toBe(true);
+      expect(new Set((await listGrpoRollouts(cluster.db, 'gcut')).map((x) => x.workflowId)).size).toBe(GRPO_ROLLOUTS);
+      const nSteps = atCompletion.workflows.reduce((a, w) => a + Number(w.n_steps ?? 0), 0);
+      expect(atCompletion.steps).toHaveLength(nSteps);
+      expect(atCompletion.calls).toEqual({ n: nSteps, keys: nSteps });
+
+      // the cut mattered: conduct jobs w1's conductor held came back (stalled) and w2's finished
+      // them, after the cut (the workflows claimed twice); all rollouts of the cut iteration
+      const gcutIds = new Set(atCompletion.workflows.map((w) => Number(w.id)));
+      const takenBack = stalled.filter((x) => gcutIds.has(x.workflowId));
+      expect(takenBack.length, 'conduct jobs held by the cut-off host came back through the stalled-job check').toBeGreaterThan(0);
+      // (claimed before the cut; a workflow first claimed later and claimed again would be a
+      // stall of w2's own under load: allowed, it changes no result)
+      const moved = atCompletion.workflows.filter((w) => Number(w.attempts) > 1 && (w.started_at as Date).getTime() < cutAt);
+      expect(moved.length).toBeGreaterThan(0);
+      expect(moved.every((w) => (w.finished_at as Date).getTime() >= cutAt && String(w.key).startsWith(`grpo.gcut.${cut}.`))).toBe(true);
+      expect(moved.every((w) => takenBack.some((x) => x.workflowId === Number(w.id)))).toBe(true);
+      const records = await listGrpoIterations(cluster.db, 'gcut');
+      const wall = (i: number) => Number(records.find((x) => x.iteration === i)!.record.wallMs);
+      const others = records.map((x) => x.iteration).filter((i) => i !== cut && i !== 0).map(wall).sort((a, b) => a - b);
+      timings['GRPO: rollouts (Q 8 x G 4, 4 iterations, 3 x 8 validation)'] = String(GRPO_ROLLOUTS);
+      timings['GRPO run on the cluster: wall time (CLI start to completed)'] = completedAt - t0;
+      timings['GRPO iteration on the cluster (uncut, median)'] = others[Math.floor(others.length / 2)]!;
+      timings[`GRPO, w1 cut in iteration ${cut}: rollouts claimed by w1 + w2 / taken over by w2`] = `${held.running} / ${moved.length}`;
+      timings['GRPO, w1 cut: detection (cut -> first stalled job taken back)'] = takenBack[0]!.at - cutAt;
+      timings['GRPO, w1 cut: cut -> iteration committed by w2'] = recoveredAt - cutAt;
+      timings['GRPO, w1 cut: delay of the cut iteration'] = wall(cut) - others[Math.floor(others.length / 2)]!;
+      timings['GRPO, w1 cut: dispatches of the cut iteration'] = String(records.find((x) => x.iteration === cut)!.record.dispatches);
+      timings['GRPO, w1 cut: cut -> run completed'] = completedAt - cutAt;
+
+      // w1 comes back after the run completed; its conductor finishes the rollouts it held when it
+      // was cut off (late, and refused: a workflow row is finished once), and nothing changes
+      const upAt = Date.now();
+      cluster.net.linkUp('w1');
+      await waitFor('w1 reachable again', async () => (await cluster.httpGet('w1', 9472, '/healthz').catch(() => '')).includes('ok'), 60_000, 200);
+      await waitFor('w1\'s late finishes of the rollouts it held', async () => (await workflowsDone('w1')) >= w1AtCut + moved.length, 90_000, 200);
+      timings['GRPO, w1 restored: link up -> its late finishes done (refused)'] = Date.now() - upAt;
+      await new Promise((res) => setTimeout(res, 1_000));
+      expect(await grpoWorkflowRows('gcut'), 'the late host changed no workflow, step or call row').toEqual(atCompletion);
+      expect(await grpoOutcome('gcut')).toEqual(reference);
     } finally {
       await events.close();
       eventsConnection.disconnect();

@@ -141,6 +141,22 @@ export class TestCluster {
     return res.text();
   }
 
+  /**
+   * A host's ops endpoint read from inside the host, on its loopback (what `kubectl exec` into the
+   * pod sees): it answers while the host's cable is pulled, when httpGet cannot reach it.
+   */
+  async localGet(host: string, port: number, urlPath: string): Promise<string> {
+    const script = `fetch('http://127.0.0.1:${port}${urlPath}', { signal: AbortSignal.timeout(5000) }).then((r) => r.text()).then((t) => process.stdout.write(t), (e) => { process.stderr.write(String(e)); process.exit(1); })`;
+    const child = this.net.spawn(host, process.execPath, ['-e', script], { env: { PATH: process.env.PATH } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.on('data', (d: Buffer) => { stdout += d.toString(); });
+    child.stderr?.on('data', (d: Buffer) => { stderr += d.toString(); });
+    const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+    if (code !== 0) throw new Error(`GET ${urlPath} on ${host}'s loopback: ${stderr.trim() || `exit ${code}`}`);
+    return stdout;
+  }
+
   async stop(): Promise<void> {
     await this.db?.destroy().catch(() => undefined);
     this.net.destroy();

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROVIDERS } from '@fugu/core';
-import { allQueueNames, conductQueue, esEvalQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
+import { allQueueNames, conductQueue, esEvalQueue, grpoFaninQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
 import { generate, SCALED_OBJECTS_FILE, UNSCALED } from '../../k8s/scripts/generate.ts';
 import {
   configMap,
@@ -168,6 +168,33 @@ describe.each(TARGETS)('k8s/%s: the conductor', (target) => {
     const rules = netpolRules(objects, labels);
     for (const r of rules) expect(r.from?.length, 'ingress to the conductor names its peers').toBeGreaterThan(0);
     if (rules.length) expect(rules.flatMap((r) => r.ports ?? []).map((p) => p.port)).toContain(Number(configMap(objects).FUGU_CONDUCTOR_PORT));
+  });
+});
+
+describe.each(TARGETS)('k8s/%s: the GRPO coordinator', (target) => {
+  type JobSpec = {
+    backoffLimit?: number;
+    podFailurePolicy?: { rules: Array<{ action: string; onExitCodes?: { containerName?: string; operator: string; values: number[] }; onPodConditions?: Array<{ type: string }> }> };
+    template: { spec: ReturnType<typeof podSpec> & { restartPolicy?: string } };
+  };
+
+  it('is a Job template (CronJob fugu-grpo-coordinator, suspended) whose pods are replaced until the run completes: each new pod resumes it from Postgres', () => {
+    const objects = objectsOf(target);
+    const cj = find(objects, 'CronJob', 'fugu-grpo-coordinator').spec as { suspend?: boolean; jobTemplate: { spec: JobSpec } };
+    expect(cj.suspend).toBe(true);
+    const job = cj.jobTemplate.spec;
+    const c = job.template.spec.containers.find((x) => x.name === 'coordinator')!;
+    expect(c.args).toEqual(['node', 'apps/trainer/src/grpo-main.ts']);
+    expect(c.env?.map((e) => e.name)).toContain('FUGU_GRPO_RUN');
+    expect(c.ports?.find((p) => p.name === 'ops')?.containerPort).toBe(9473);
+    // a failed or evicted pod is replaced by a new one (never restarted in place); a configuration
+    // error (exit 2) or a failed run (exit 3) ends the Job; a disruption does not count
+    expect(job.template.spec.restartPolicy).toBe('Never');
+    expect(job.backoffLimit).toBeGreaterThanOrEqual(1);
+    expect(job.podFailurePolicy?.rules).toContainEqual({ action: 'FailJob', onExitCodes: { containerName: 'coordinator', operator: 'In', values: [2, 3] } });
+    expect(job.podFailurePolicy?.rules).toContainEqual({ action: 'Ignore', onPodConditions: [{ type: 'DisruptionTarget' }] });
+    // its rollouts are conduct jobs (the conductors KEDA scales, above); its fan-in queue is its own, not scaled
+    expect(Object.keys(UNSCALED)).toContain(grpoFaninQueue);
   });
 });
 
