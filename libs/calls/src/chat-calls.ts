@@ -91,7 +91,9 @@ export async function submitChatCalls(opts: ChatCallClientOptions, calls: readon
       }
     }
   }
-  const answered = await getChatCallResults(opts.db, ids);
+  // only an id stored before can have a result: a call's row comes after its job, and its job
+  // after its request (a job whose id has a row anyway makes no call: chatCallJob looks first)
+  const answered = again.length > 0 ? await getChatCallResults(opts.db, again.map((r) => r.id)) : new Map<string, ChatCallResult>();
   const todo = calls.filter((c) => !answered.has(c.id));
   const enqueued = await enqueueStream(opts.queue, todo.map((c) => chatCallBulkJob(opts, c.id, c.worker.id, c.worker.provider)));
   return { ids, answered: answered.size, enqueued };
