@@ -13,7 +13,7 @@ import { DelayedError, Queue, RateLimitError as QueueRateLimitError, Unrecoverab
 import type { Redis } from 'ioredis';
 import { ConfigError, formatUsd, InputError, parseUsd, type ProviderKind } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { getChatCalls, setRunStatus, type Db, type RunProgress } from '@fugu/db';
+import { setRunStatus, type Db, type RunProgress } from '@fugu/db';
 import { isProviderError, requestHash, type ChatRequest } from '@fugu/providers';
 import { verify } from '@fugu/datasets';
 import { answerReplayRequest } from '@fugu/conductor';
@@ -22,7 +22,7 @@ import {
   type ChatCallJob, type ChatCallJobResult, type ProviderCallJob, type ProviderCallResult,
 } from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
-import { CallWriter, createCallPipeline, LimitExceededError, loadChatCall, providerCallCounterKey, type CallOutcome } from '@fugu/calls';
+import { CallWriter, createCallPipeline, LimitExceededError, loadChatCallJob, providerCallCounterKey, type CallOutcome } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';
 
@@ -202,10 +202,10 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         log.error({ queue: name, job: job.id, err: e }, 'rejected a job whose payload failed validation');
         throw e;
       }
-      // answered already (a re-run after a crash, or the same id submitted again): no call
-      const existing = (await getChatCalls(db, [data.id]))[0];
-      if (existing) return { outcome: 'existing', status: existing.status };
-      const stored = await loadChatCall(db, data);
+      // the id's row and its stored request in one query; answered already (a re-run after a
+      // crash, or the same id submitted again): no call
+      const stored = await loadChatCallJob(db, data);
+      if (stored?.existing) return { outcome: 'existing', status: stored.existing };
       if (!stored) throw new UnrecoverableError(`chat call ${data.id}: no stored request (chat_requests) under this id`);
       const itemId = stored.request.metadata?.itemId;
       // a replay worker answers an item's recorded outcome: the item must be loaded first

@@ -8,9 +8,10 @@
 // row completes without a call.
 import { Job, Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { sql } from 'kysely';
 import { InputError, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import { canonicalJson } from '@fugu/providers';
-import { getChatCalls, getChatRequest, getChatRequests, getChatRequestWorkers, saveChatRequests, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
+import { getChatCalls, getChatRequests, getChatRequestWorkers, saveChatRequests, type CallStatus, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
 import type { WireError } from '@fugu/core';
 
@@ -189,12 +190,21 @@ export async function waitForChatCalls(db: Db, ids: readonly string[], opts: Wai
   }
 }
 
-/** A chat-call job's stored request, or undefined when none is stored under its id. */
-export async function loadChatCall(db: Db, job: ChatCallJob): Promise<{ request: ChatRequest; sample: number } | undefined> {
-  const r = await getChatRequest(db, job.id);
-  if (!r) return undefined;
-  if (r.workerId !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${r.workerId}`);
-  return { request: r.request as unknown as ChatRequest, sample: r.sample };
+/**
+ * What a chat-call job needs before its call, in one query: the status of the id's row when it
+ * has one (answered already: no call), else the stored request (undefined: none under the id).
+ */
+export async function loadChatCallJob(db: Db, job: ChatCallJob): Promise<{ existing: CallStatus } | { existing?: undefined; request: ChatRequest; sample: number } | undefined> {
+  const r = await sql<{ status: CallStatus | null; worker_id: number | null; request: Record<string, unknown> | null; sample: number | null }>`
+    select c.status, r.worker_id, r.request, r.sample
+      from (select ${job.id}::text as id) k
+      left join chat_calls c on c.key = k.id
+      left join chat_requests r on r.id = k.id`.execute(db);
+  const row = r.rows[0]!;
+  if (row.status !== null) return { existing: row.status };
+  if (row.worker_id === null) return undefined;
+  if (row.worker_id !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${row.worker_id}`);
+  return { request: row.request as unknown as ChatRequest, sample: row.sample! };
 }
 
 /**
