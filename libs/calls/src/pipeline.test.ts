@@ -3,6 +3,7 @@
 // rate limits for direct callers (wait up to a bound, else a transient rate-limit error), streams.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { sql } from 'kysely';
 import { loadConfig } from '@fugu/config';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
@@ -64,6 +65,52 @@ describe('call pipeline: call()', () => {
     expect(stub.requestCount).toBe(1);
     const n = await sql<{ n: number }>`select count(*)::int as n from chat_calls where key = 'same'`.execute(t.db);
     expect(n.rows[0]!.n).toBe(1);
+  });
+
+  // the cache entry and the row are written at once: each must hold without the other
+  /** Runs `fn` while `table` is locked; the pipeline's statements that wait for the lock are cancelled (a crash mid-write). */
+  async function withTableHeld<T>(table: 'chat_calls' | 'response_cache', waitFor: () => Promise<boolean>, fn: () => Promise<T>): Promise<T> {
+    const lock = new pg.Client({ connectionString: t.url });
+    await lock.connect();
+    try {
+      await lock.query('begin');
+      await lock.query(`lock table ${table} in exclusive mode`);
+      const lockPid = (await lock.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      const running = fn();
+      running.catch(() => {});
+      const waiting = sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and pid <> ${lockPid}`;
+      for (let until = Date.now() + 10_000; ; ) {
+        if ((await waitFor()) && (await waiting.execute(t.db)).rows.length > 0) break;
+        if (Date.now() > until) throw new Error(`no statement waiting for ${table}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      for (const b of (await waiting.execute(t.db)).rows) await sql`select pg_cancel_backend(${b.pid})`.execute(t.db);
+      return await running;
+    } finally {
+      await lock.query('rollback').catch(() => {});
+      await lock.end();
+    }
+  }
+  const cacheEntries = async () => (await sql<{ n: number }>`select count(*)::int as n from response_cache`.execute(t.db)).rows[0]!.n;
+
+  it('a fresh answer whose row could not be written is cached already: the re-run under its key answers from the cache and pays once', async () => {
+    const p = pipeline();
+    const before = await cacheEntries();
+    const first = withTableHeld('chat_calls', async () => (await cacheEntries()) > before, () => p.call({ worker: worker(), request: ask('held row'), origin: 'chat-call', key: 'held-row' }));
+    await expect(first).rejects.toThrow(/cancel/);
+    expect(await row('held-row')).toBeUndefined();
+    const again = await p.call({ worker: worker(), request: ask('held row'), origin: 'chat-call', key: 'held-row', attempt: 2 });
+    expect(again).toMatchObject({ cached: true, cost: 350_350_000_000n, attempts: 2 });
+    expect(stub.requestCount).toBe(1);
+    expect(await row('held-row')).toMatchObject({ status: 'ok', cached: true, cost: '0.350350000000' });
+  });
+
+  it('a call whose row is written is recorded even when its cache entry could not be', async () => {
+    const p = pipeline();
+    const o = await withTableHeld('response_cache', async () => (await row('held-cache')) !== undefined, () => p.call({ worker: worker(), request: ask('held cache'), origin: 'chat-call', key: 'held-cache' }));
+    expect(o).toMatchObject({ cached: false, cost: 350_350_000_000n });
+    expect(await row('held-cache')).toMatchObject({ status: 'ok', cached: false, cost: '0.350350000000' });
+    expect(stub.requestCount).toBe(1);
   });
 
   it('rethrows a provider error unchanged and records it as an error row with the wire error', async () => {

@@ -8,7 +8,7 @@
 // `execute` is the core (no row): the evaluation jobs use it and write `calls` + `rewards` through
 // the batched CallWriter. `call` and `stream` also write one `chat_calls` row per key (status ok or
 // error; the first row of a key wins, so a re-run writes nothing) and rethrow provider errors
-// unchanged.
+// unchanged; `call` writes a fresh answer's cache entry and its row at once (one wait, not two).
 import type { Redis } from 'ioredis';
 import { estimateTokens, formatUsd, type JsonValue, messageText, tokenCost, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent, type TextPart, type ToolCall, type ToolCallPart, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
@@ -177,18 +177,27 @@ export function createCallPipeline(opts: CallPipelineOptions) {
 
   /** The call without a row: cache, limits, provider, cost. Throws the provider's error unchanged. */
   async function execute(input: ExecuteInput, paidBy: string = input.key): Promise<CallOutcome> {
+    const { outcome, fill } = await answer(input, paidBy);
+    await fill?.();
+    return outcome;
+  }
+
+  /** execute without its last step: the cache fill of a fresh answer is left to the caller (`fill`). */
+  async function answer(input: ExecuteInput, paidBy: string): Promise<{ outcome: CallOutcome; fill?: () => Promise<void> }> {
     const started = performance.now();
     const hash = requestHash(input.worker, input.request, input.sample ?? 0);
     const hit = await cachedOutcome(input, hash, paidBy, started);
-    if (hit) return hit;
+    if (hit) return { outcome: hit };
     await admit(input);
     countCall(input.worker.provider);
     const t0 = performance.now();
     const result = await modelFor(input.worker).generate(requestOf(input));
     const latencyMs = Math.round(performance.now() - t0);
-    await fillCache(input, hash, paidBy, result);
     const cost = tokenCost(result.usage.inputTokens, result.usage.outputTokens, input.worker.prices);
-    return { result, cost, cached: false, latencyMs, requestHash: hash, attempts: input.attempt ?? 1 };
+    return {
+      outcome: { result, cost, cached: false, latencyMs, requestHash: hash, attempts: input.attempt ?? 1 },
+      ...(useCacheFor(input) && { fill: () => fillCache(input, hash, paidBy, result) }),
+    };
   }
 
   async function writeOk(input: CallInput, o: CallOutcome): Promise<void> {
@@ -223,17 +232,34 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     behind.add(p);
   }
 
+  /**
+   * The row of a fresh answer and its cache entry, written at once (one round trip of waiting, not
+   * two). The entry is what lets a re-run whose row never got written answer from the cache and pay
+   * once; it goes out with the row, not after it, so that holds as before. Once the row is written
+   * the call is recorded: a failed fill only loses a later call's cache hit (logged).
+   */
+  async function writeOkAndFill(input: CallInput, o: CallOutcome, fill: (() => Promise<void>) | undefined): Promise<void> {
+    if (!fill) return writeOk(input, o);
+    const [filled, row] = await Promise.allSettled([fill(), writeOk(input, o)]);
+    if (row.status === 'rejected') throw row.reason;
+    if (filled.status === 'rejected') opts.log?.warn({ key: input.key, err: (filled.reason as Error).message }, 'could not cache the answer of a recorded call');
+  }
+
   /** One call with its `chat_calls` row (also when it fails: status error); rethrows errors unchanged. */
   async function call(input: CallInput): Promise<CallOutcome> {
     const started = performance.now();
     let outcome: CallOutcome;
+    let fill: (() => Promise<void>) | undefined;
     try {
-      outcome = await execute(input, paidByOf(input));
+      ({ outcome, fill } = await answer(input, paidByOf(input)));
+      // write-behind (someone waits for the answer): the answer is cached before it is returned,
+      // the row follows
+      if (input.writeBehind) await fill?.();
     } catch (e) {
       await written(input, writeError(input, requestHash(input.worker, input.request, input.sample ?? 0), e, Math.round(performance.now() - started)));
       throw e;
     }
-    await written(input, writeOk(input, outcome));
+    await written(input, input.writeBehind ? writeOk(input, outcome) : writeOkAndFill(input, outcome, fill));
     return outcome;
   }
 
