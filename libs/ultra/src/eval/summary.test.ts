@@ -155,6 +155,22 @@ describe('summarizeUltraRun', () => {
     expect(s.results.map((r) => r.name)).toEqual(['fixed:chain', 'llm:alpha', 'best single (alpha, by train mean)', 'oracle']);
   });
 
+  it('a restricted pool (--workers): the reference rows are over its workers only', async () => {
+    const ds = (await db.selectFrom('datasets').select('id').where('name', '=', 'tiny').executeTakeFirstOrThrow()).id;
+    await createConductorRun(db, {
+      id: 'r-beta', datasetId: ds, poolId, specs: ['fixed:chain'], total: 3,
+      options: { dataset: 'tiny', pool: 'p', split: 'all', splitSeed: 0, sample: null, seed: 0, repeats: 1, items: 3, workflow: { maxSteps: 5, ranking: ['alpha', 'beta'], workers: ['beta'] } },
+    });
+    for (const item of [0, 1, 2]) await insertWorkflow({ run: 'r-beta', conductor: 'fixed:chain', item, status: 'done', reward: 1, outcome: 'correct', parseOk: true, topology: 'single', nSteps: 1, finish: 'answered', latency: 100, steps: [{ worker: 'beta' }] });
+    const s = await summarizeUltraRun(db, 'r-beta');
+    const single = s.results.find((r) => r.name.startsWith('best single'))!;
+    const oracle = s.results.find((r) => r.name === 'oracle')!;
+    // alpha leads the ranking but is not in the pool; beta alone: items b and c correct
+    expect(single.name).toBe('best single (beta, by train mean)');
+    expect(single.accuracy).toBeCloseTo(2 / 3, 12);
+    expect(oracle.accuracy).toBeCloseTo(2 / 3, 12);
+  });
+
   it('worker distribution per task (skipped steps left out), task counts, environment and replay parameters, examples', async () => {
     const s = await summarizeUltraRun(db, 'r1');
     expect(s.workerDistribution['fixed:chain']).toEqual({ math: { alpha: 0.5, beta: 0.5 }, qa: { alpha: 0.5, beta: 0.5 } });

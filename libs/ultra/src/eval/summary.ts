@@ -45,7 +45,10 @@ export async function summarizeUltraRun(db: Db, runId: string, opts: { examplesP
   const items = await conductorRunItems(db, runId);
   const taskCounts: Record<string, number> = {};
   for (const it of items) taskCounts[it.task] = (taskCounts[it.task] ?? 0) + 1;
-  results.push(...referenceRows(items, workers, o.workflow?.ranking ?? workers.map((w) => w.name), reward));
+  // a restricted pool (--workers): the references are over its workers only
+  const allowed = o.workflow?.workers;
+  const refWorkers = allowed ? workers.filter((w) => allowed.includes(w.name)) : workers;
+  results.push(...referenceRows(items, refWorkers, o.workflow?.ranking ?? workers.map((w) => w.name), reward));
 
   const workerDistribution: ConductorReportData['workerDistribution'] = {};
   const totals = new Map<string, number>();
