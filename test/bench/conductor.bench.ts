@@ -131,9 +131,11 @@ function inFlightMax(): number {
  * created_at, all on Postgres' clock): queue (insert -> a conductor's claim), conductor (claim ->
  * the first steps' requests stored: the writer, llm: its planner call, parse), engine (a level's
  * inputs answered -> the next level's requests stored: the conductor's poll and its writes),
- * dispatch (request stored -> the provider worker's call starts: the chat-call job's enqueue and
- * pickup, loading the request), provider (the call itself: L plus the HTTP round trip), finish
- * (the last answer -> the workflow row's final write: verifier, reward, step rows).
+ * dispatch (request stored -> the call's row written, less the call itself: the chat-call job's
+ * enqueue and pickup, the worker's reads before the call (the request, the response cache), and
+ * whatever the worker waits for between the answer and its row's insert), provider (the call
+ * itself: L plus the HTTP round trip), finish (the last answer -> the workflow row's final write:
+ * verifier, reward, step rows). A row's time is its insert's (created_at = now()).
  */
 type Parts = { queue: number; conductor: number; engine: number; dispatch: number; provider: number; finish: number };
 const PARTS: Array<keyof Parts> = ['queue', 'conductor', 'engine', 'dispatch', 'provider', 'finish'];
