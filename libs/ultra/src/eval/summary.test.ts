@@ -169,6 +169,7 @@ describe('summarizeUltraRun', () => {
     expect(single.name).toBe('best single (beta, by train mean)');
     expect(single.accuracy).toBeCloseTo(2 / 3, 12);
     expect(oracle.accuracy).toBeCloseTo(2 / 3, 12);
+    expect(s.run.pool).toBe('p (restricted to 1 of 2: beta)');
   });
 
   it('worker distribution per task (skipped steps left out), task counts, environment and replay parameters, examples', async () => {

@@ -63,7 +63,7 @@ export async function summarizeUltraRun(db: Db, runId: string, opts: { examplesP
   const replayCfg: ReplayConfig = o.workflow?.replay ?? {};
   return {
     run: {
-      id: run.id, dataset: dataset?.name ?? null, pool: o.pool ?? String(run.poolId), split: o.split ?? null, sample: o.sample ?? null,
+      id: run.id, dataset: dataset?.name ?? null, pool: `${o.pool ?? String(run.poolId)}${allowed ? ` (restricted to ${allowed.length} of ${workers.length}: ${allowed.join(', ')})` : ''}`, split: o.split ?? null, sample: o.sample ?? null,
       seed: o.seed ?? 0, repeats: o.repeats ?? 1, maxSteps: o.workflow?.maxSteps ?? 5, status: run.status,
       createdAt: run.createdAt.toISOString(), finishedAt: run.finishedAt?.toISOString() ?? null, environment,
       ...(environment !== 'live' && {
