@@ -11,7 +11,7 @@
 // naming the field (413 for a body over the limit) and stores nothing; a key is required; no
 // key reaches a row.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile, fork, type ChildProcess } from 'node:child_process';
+import { execFile, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import type { ChatMessage, WorkerSpec } from '@fugu/core';
@@ -22,6 +22,7 @@ import { promptPool, rewardPromptLine, runUltraEval, type UltraEvalOptions } fro
 import { resolveWorkerPool } from '@fugu/evaluation';
 import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
+import { watchApp, type AppProcess } from '../support/app-process.ts';
 
 const gatewayMain = fileURLToPath(new URL('../../apps/gateway/src/main.ts', import.meta.url));
 const cliMain = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
@@ -32,7 +33,7 @@ const SPECS = ['fixed:single:qwen2.5-7b-instruct', 'fixed:moa:3', 'fixed:chain',
 let env: EvalEnv;
 let worker: WorkerProcess;
 let conductor: ConductorProcess;
-let gateway: ChildProcess | undefined;
+let gateway: AppProcess | undefined;
 let url: string;
 let key: string;
 let keyId: string;
@@ -88,27 +89,18 @@ beforeAll(async () => {
   const k = await createApiKey(env.ctx.db, { name: 'trainer' });
   key = k.key;
   keyId = k.record.id;
-  gateway = fork(gatewayMain, [], {
+  gateway = await watchApp(fork(gatewayMain, [], {
     env: {
       PATH: process.env.PATH, ...serviceEnv(env.config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_MODE: 'pool', FUGU_GATEWAY_POOL: 'llmrouter', FUGU_GATEWAY_PORT: '0',
       FUGU_REWARDS_BODY_LIMIT_BYTES: String(BODY_LIMIT),
     },
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
-  let stderr = '';
-  gateway.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const port = await new Promise<number>((resolve, reject) => {
-    gateway!.on('message', (m: { type?: string; port?: number }) => m?.type === 'ready' && resolve(m.port!));
-    gateway!.once('exit', (code) => reject(new Error(`gateway exited during start (code ${code}): ${stderr}`)));
-  });
-  url = `http://127.0.0.1:${port}`;
+  }), 'gateway');
+  url = `http://127.0.0.1:${gateway.ready.port}`;
 }, 300_000);
 
 afterAll(async () => {
-  if (gateway && gateway.exitCode === null) {
-    gateway.kill('SIGTERM');
-    await new Promise((r) => gateway!.once('exit', r));
-  }
+  await gateway?.term();
   await conductor?.term();
   await worker?.term();
   await env?.cleanup();
