@@ -5,21 +5,12 @@
 //   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/exact-eval.ts <checkpoint|router:<checkpoint>,...> [split] [samples] [workers]
 // `workers` (comma separated): a restricted pool, as `fugu ultra eval --workers`: the policy's
 // choice masked to them, the router's pick among them, the best single of them.
-import { loadConfig } from '../../../libs/config/src/index.ts';
 import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '../../../libs/conductor/src/index.ts';
-import { connectDb, getPoolWorkers, getDatasetItems } from '../../../libs/db/src/index.ts';
-import { backboneFeatures, loadPolicy, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { backboneFeatures, loadPolicy, routerChoices, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { openLlmrouter } from './llmrouter-db.ts';
 
 const [ids, split = 'test', samplesArg = '0', workersArg] = process.argv.slice(2);
-const config = loadConfig();
-const db = await connectDb(config.databaseUrl);
-const datasets = await db.selectFrom('datasets').select(['id', 'name']).execute();
-const ds = datasets.find((d) => d.name === 'llmrouter')!;
-const pools = await db.selectFrom('worker_pools').select(['id', 'name']).execute();
-const workers = await getPoolWorkers(db, pools.find((p) => p.name === 'llmrouter')!.id);
-const names = workers.map((w) => w.name);
-const stored = await getDatasetItems(db, ds.id);
-const items = splitItems(stored, split as 'test', 0).map((i) => stored[i]!);
+const { config, db, workers, names, stored, items } = await openLlmrouter(split);
 const feats = await backboneFeatures(db, config.home);
 const x = await feats.features(items.map((i) => i.prompt));
 const params = (w: string) => workerReplayParams(undefined, workers.find((k) => k.name === w)!);

@@ -4,19 +4,12 @@
 // per-question best of {the router's pick, each such pair} (an oracle upper bound of what
 // choosing between them per question can reach).
 //   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/landscape.ts <router checkpoint> [split]
-import { loadConfig } from '../../../libs/config/src/index.ts';
 import { expectedWorkflowCorrect, replayItemOf } from '../../../libs/conductor/src/index.ts';
-import { connectDb, getPoolWorkers, getDatasetItems } from '../../../libs/db/src/index.ts';
-import { routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { routerChoices, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { openLlmrouter } from './llmrouter-db.ts';
 
 const [router, split = 'test'] = process.argv.slice(2);
-const config = loadConfig();
-const db = await connectDb(config.databaseUrl);
-const ds = (await db.selectFrom('datasets').select(['id', 'name']).execute()).find((d) => d.name === 'llmrouter')!;
-const workers = await getPoolWorkers(db, (await db.selectFrom('worker_pools').select(['id', 'name']).execute()).find((p) => p.name === 'llmrouter')!.id);
-const names = workers.map((w) => w.name);
-const stored = await getDatasetItems(db, ds.id);
-const items = splitItems(stored, split as 'test', 0).map((i) => stored[i]!);
+const { config, db, workers, names, stored, items } = await openLlmrouter(split);
 const params = (w: string) => workerReplayParams(undefined, workers.find((k) => k.name === w)!);
 const ranking = trainSplitRanking(names, stored, 0);
 const picks = await routerChoices(db, config.home, router!, items.map((i) => i.prompt), names);

@@ -3,19 +3,12 @@
 // halved, one at a time, in both size-class presets), beside a router checkpoint (one step: the
 // step model does not touch it) and the best single worker. A simulation from recorded outcomes.
 //   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/robustness.ts <policy,...> <router checkpoint> [split]
-import { loadConfig } from '../../../libs/config/src/index.ts';
 import { conductorPool, expectedWorkflowCorrect, REPLAY_PRESETS, replayItemOf, visibleSteps, type ReplayConfig, type ReplayParams } from '../../../libs/conductor/src/index.ts';
-import { connectDb, getDatasetItems, getPoolWorkers } from '../../../libs/db/src/index.ts';
-import { backboneFeatures, loadPolicy, routerChoices, splitItems, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { backboneFeatures, loadPolicy, routerChoices, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { openLlmrouter } from './llmrouter-db.ts';
 
 const [ids, router, split = 'test'] = process.argv.slice(2);
-const config = loadConfig();
-const db = await connectDb(config.databaseUrl);
-const ds = (await db.selectFrom('datasets').select(['id', 'name']).execute()).find((d) => d.name === 'llmrouter')!;
-const workers = await getPoolWorkers(db, (await db.selectFrom('worker_pools').select(['id', 'name']).execute()).find((p) => p.name === 'llmrouter')!.id);
-const names = workers.map((w) => w.name);
-const stored = await getDatasetItems(db, ds.id);
-const items = splitItems(stored, split as 'test', 0).map((i) => stored[i]!);
+const { config, db, workers, names, items } = await openLlmrouter(split);
 const feats = await backboneFeatures(db, config.home);
 const x = await feats.features(items.map((i) => i.prompt));
 const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? w.name })));
