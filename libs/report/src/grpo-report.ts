@@ -86,6 +86,10 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     fact('optimiser', `Adam lr ${String(c.lr)}, ${String(c.epochs)} epoch(s), clip ${String(c.clipLow)}/${String(c.clipHigh)}, advantages ${String(c.advantageScale)}, KL ${String(c.klCoef)}`),
     fact('trained heads', Array.isArray(c.heads) ? (c.heads as string[]).join(', ') : '—'),
     fact('seed', String(c.seed)),
+    fact('reward', `1 / 0.5 / 0${typeof (c.reward as { costPerUsd?: number } | undefined)?.costPerUsd === 'number' ? ` minus ${String((c.reward as { costPerUsd: number }).costPerUsd)} x $` : ''}`),
+    fact('pools', typeof c.poolK === 'number' && c.poolK > 0
+      ? `a random ${String(c.poolK)} of the workers per question${Array.isArray(c.poolHoldout) && c.poolHoldout.length > 0 ? `, ${String(c.poolHoldout.length)} pool(s) held out` : ''}`
+      : 'the whole pool'),
     fact('start', run.startCheckpointId),
     fact('current policy', run.policyCheckpointId),
     fact('best on validation', run.bestCheckpointId ? `${run.bestCheckpointId} (${f4(run.bestValReward ?? undefined)})` : '—'),
