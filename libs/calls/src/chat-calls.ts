@@ -8,10 +8,9 @@
 // row completes without a call.
 import { Job, Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { sql } from 'kysely';
 import { InputError, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import { canonicalJson } from '@fugu/providers';
-import { getChatCalls, getChatRequests, getChatRequestWorkers, saveChatRequests, type CallStatus, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
+import { getChatCallJobState, getChatCalls, getChatRequests, getChatRequestWorkers, saveChatRequests, type CallStatus, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
 import type { WireError } from '@fugu/core';
 
@@ -195,15 +194,10 @@ export async function waitForChatCalls(db: Db, ids: readonly string[], opts: Wai
  * has one (answered already: no call), else the stored request (undefined: none under the id).
  */
 export async function loadChatCallJob(db: Db, job: ChatCallJob): Promise<{ existing: CallStatus } | { existing?: undefined; request: ChatRequest; sample: number } | undefined> {
-  const r = await sql<{ status: CallStatus | null; worker_id: number | null; request: Record<string, unknown> | null; sample: number | null }>`
-    select c.status, r.worker_id, r.request, r.sample
-      from (select ${job.id}::text as id) k
-      left join chat_calls c on c.key = k.id
-      left join chat_requests r on r.id = k.id`.execute(db);
-  const row = r.rows[0]!;
+  const row = await getChatCallJobState(db, job.id);
   if (row.status !== null) return { existing: row.status };
-  if (row.worker_id === null) return undefined;
-  if (row.worker_id !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${row.worker_id}`);
+  if (row.workerId === null) return undefined;
+  if (row.workerId !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${row.workerId}`);
   return { request: row.request as unknown as ChatRequest, sample: row.sample! };
 }
 

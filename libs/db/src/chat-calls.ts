@@ -96,3 +96,17 @@ export async function getChatRequests(db: Db, ids: readonly string[]): Promise<C
   const rows = await db.selectFrom('chat_requests').selectAll().where('id', '=', sql<string>`any(${ids as string[]}::text[])`).execute();
   return rows.map((r) => ({ id: r.id, workerId: r.worker_id, request: r.request, sample: r.sample, origin: r.origin }));
 }
+
+/**
+ * What a chat-call job reads before its call, in one query: the id's chat_calls status (null: no
+ * row yet) and its stored request (null fields: none stored).
+ */
+export async function getChatCallJobState(db: Db, id: string): Promise<{ status: CallStatus | null; workerId: number | null; request: Record<string, unknown> | null; sample: number | null }> {
+  const r = await sql<{ status: CallStatus | null; worker_id: number | null; request: Record<string, unknown> | null; sample: number | null }>`
+    select c.status, r.worker_id, r.request, r.sample
+      from (select ${id}::text as id) k
+      left join chat_calls c on c.key = k.id
+      left join chat_requests r on r.id = k.id`.execute(db);
+  const row = r.rows[0]!;
+  return { status: row.status, workerId: row.worker_id, request: row.request, sample: row.sample };
+}
