@@ -41,6 +41,8 @@ const REPLAY = ['qwen2.5-7b-instruct', 'gemma-2-9b-it', 'llama3-chatqa-1.5-70b']
 /** completions of the planner endpoint, by question; the system prompts it was sent, by question */
 const plans = new Map<string, string>();
 const plannerSystem = new Map<string, string>();
+/** what the dataflow test's stub saw */
+const dataflow: { step1HeldUntilStep2?: boolean } = {};
 
 const lastUser = (req: RecordedRequest): string => {
   const msgs = (req.body?.messages ?? []) as Array<{ role: string; content: unknown }>;
@@ -63,6 +65,20 @@ beforeAll(async () => {
         return { type: 'text', text: plan?.[1] ?? 'no plan', usage: { input: 100, output: 40 } };
       }
       if (q.includes('CUT')) return { type: 'text', text: 'a cut answer', finish: 'length', usage: { input: 10, output: 8 } };
+      // the dataflow test: step 1 is held until step 2's request has arrived (at most 10 s)
+      if (q.includes('DF-STEP-1') && !q.includes('DF-STEP-2')) {
+        return new Promise((resolve) => {
+          const t0 = Date.now();
+          const check = (): void => {
+            const arrived = openai.requests.some((r) => lastUser(r).includes('DF-STEP-2') && !lastUser(r).includes('DF-STEP-3'));
+            if (arrived || Date.now() - t0 > 10_000) {
+              dataflow.step1HeldUntilStep2 = arrived;
+              resolve({ type: 'text', text: 'answer one', usage: { input: 10, output: 3 } });
+            } else setTimeout(check, 5);
+          };
+          check();
+        });
+      }
       return { type: 'text', text: 'openai answer', usage: { input: 10, output: 3 } };
     },
   });
@@ -198,6 +214,22 @@ describe('an llm: Conductor over live (stub) workers', () => {
     expect(r).toMatchObject({ status: 'done', finishReason: 'parse-error', parseOk: false, reward: 0, outcome: 'unparsed' });
     expect(r!.parseError).toMatchObject({ list: 'model id', step: 2 });
     expect(await getWorkflowSteps(env.ctx.db, r!.id)).toEqual([]);
+  });
+
+  it('steps start when their own inputs are ready: with access [none, none, [0], all], step 2 runs while step 1 is still held', async () => {
+    // the stub holds step 1 until step 2's request has arrived: a level barrier would wait for
+    // step 1 before starting step 2, so step 1 would be answered only by the stub's 10 s fallback
+    plans.set('PLAN-DF', 'model id = [0, 0, 0, 0]\nsubtasks = ["DF-STEP-0 solve it", "DF-STEP-1 solve it too", "DF-STEP-2 check step 0", "DF-STEP-3 combine"]\naccess list = [[], [], [0], [0, 1, 2]]');
+    const [r] = await run([live('llm-df', 'PLAN-DF: what is 2+2?', 'llm:planner')]);
+    expect(r).toMatchObject({ finishReason: 'answered', nSteps: 4 });
+    expect(dataflow.step1HeldUntilStep2).toBe(true);
+    // step 2's request came while step 1 was open, and read step 0's answer only; step 3 read all three
+    const reqs = openai.requests.map(lastUser);
+    const at = (tag: string) => reqs.findIndex((q) => q.includes(tag) && !q.includes(`DF-STEP-${Number(tag.slice(-1)) + 1}`));
+    expect(at('DF-STEP-2')).toBeGreaterThan(at('DF-STEP-1'));
+    expect(reqs[at('DF-STEP-2')]).not.toContain('answer one');
+    expect(reqs[at('DF-STEP-3')]).toContain('answer one');
+    expect((await getWorkflowSteps(env.ctx.db, r!.id)).map((s) => s.status)).toEqual(['ok', 'ok', 'ok', 'ok']);
   });
 
   it('too many steps ends budget-steps', async () => {

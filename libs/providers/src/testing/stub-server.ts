@@ -50,7 +50,8 @@ export type StubServerOptions = {
   /** the only API key accepted; requests with another or none get 401 */
   apiKey?: string;
   /** reply when no scripted reply is queued (default: a short text answer) */
-  defaultReply?: StubReply | ((req: RecordedRequest) => StubReply);
+  /** the reply when none is queued; a function may answer later (a promise: the request waits for it) */
+  defaultReply?: StubReply | ((req: RecordedRequest) => StubReply | Promise<StubReply>);
   /** characters per streamed text/argument fragment (default 4) */
   chunkSize?: number;
   /** wait before answering each request, ms (for concurrency tests; default 0) */
@@ -193,7 +194,7 @@ export class StubServer {
     }
     if (this.#opts.latencyMs) await new Promise((r) => setTimeout(r, this.#opts.latencyMs));
 
-    const reply = this.#queue.shift() ?? this.#default(rec);
+    const reply = this.#queue.shift() ?? (await this.#default(rec));
     const ctx: ReplyContext = { req: rec, route, chunkSize: this.#opts.chunkSize ?? 4, seq };
     switch (reply.type) {
       case 'hang':
@@ -212,7 +213,7 @@ export class StubServer {
     }
   }
 
-  #default(rec: RecordedRequest): StubReply {
+  #default(rec: RecordedRequest): StubReply | Promise<StubReply> {
     const r = this.#opts.defaultReply;
     if (typeof r === 'function') return r(rec);
     return r ?? { type: 'text', text: 'stub answer' };

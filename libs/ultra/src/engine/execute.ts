@@ -2,8 +2,8 @@
 //
 //   claim -> the Conductor writes (fixed: rendered topology; llm: one call through the call
 //   pipeline in this process, key `wf<id>.conductor`, reused when its row exists) -> parse ->
-//   schedule -> every ready step at once as a chat-call job `wf<id>.s<idx>` (provider workers,
-//   shared limits, cache, cost) -> step rows -> the last step's answer -> verifier -> reward ->
+//   schedule -> every step as soon as the steps it reads have answered (dataflow, no level
+//   barrier), as a chat-call job `wf<id>.s<idx>` (provider workers, shared limits, cache, cost) -> step rows -> the last step's answer -> verifier -> reward ->
 //   the one final write.
 //
 // Postgres is the truth. A re-execution after a crash reads the conductor's completion and the
@@ -51,7 +51,7 @@ export type EngineDeps = {
   policyConductor?: PolicyConductorFactory;
   /** wakes a workflow when its steps' jobs complete (config conductor.stepEvents); absent: the Postgres poll alone */
   stepEvents?: ChatCallEvents;
-  /** how long one level of steps may take before the workflow gives up (default 10 min; the job is then retried) */
+  /** how long one step's call may take before the workflow gives up (default 10 min; the job is then retried) */
   stepTimeoutMs?: number;
   signal?: AbortSignal;
 };
@@ -111,18 +111,19 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   }
 }
 
-/** One level's chat calls of a workflow's steps, and what came back for each id. */
+/** A step's chat call (the steps that became ready together are submitted together). */
 export type StepCall = { id: string; worker: StoredWorker; request: ChatRequest };
 
 /**
- * What runWorkflow needs around it: who writes, how a level of steps runs, where a step's row
+ * What runWorkflow needs around it: who writes, how a step's call runs, where a step's row
  * goes. The cluster's (engineSteps): the writers of the conductor process, chat-call jobs on the
  * provider queues waited on in Postgres, workflow_steps rows. The in-process rollout path
  * (grpo/local.ts) runs the same function with the replay provider called in this process.
  */
 export type WorkflowEnv = {
   write(row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput>;
-  runSteps(calls: StepCall[]): Promise<Map<string, ChatCallResult>>;
+  /** submits the calls at once; one promise per call, in order, each settling when its own call is answered */
+  runSteps(calls: StepCall[]): Array<Promise<ChatCallResult>>;
   saveStep(step: WorkflowStepRow): Promise<unknown>;
 };
 
@@ -130,15 +131,20 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
   const client: ChatCallClientOptions = { db: deps.db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
   return {
     write: (r, options, workers, pool, item) => write(deps, r, options, workers, pool, item),
-    runSteps: async (calls) => {
-      await submitChatCalls(client, calls);
-      return waitForChatCalls(deps.db, calls.map((c) => c.id), {
-        // with the queue events the poll is only a backstop
-        pollMs: deps.stepEvents ? Math.max(1000, deps.config.conductor.pollMs) : deps.config.conductor.pollMs,
-        ...(deps.stepEvents && { events: deps.stepEvents }),
-        timeoutMs: deps.stepTimeoutMs ?? 600_000,
-        reconcile: { client },
-        ...(deps.signal && { signal: deps.signal }),
+    runSteps: (calls) => {
+      const submitted = submitChatCalls(client, calls);
+      // each call waited for on its own, so a step waits only for the steps it reads
+      return calls.map(async (c) => {
+        await submitted;
+        const got = await waitForChatCalls(deps.db, [c.id], {
+          // with the queue events the poll is only a backstop
+          pollMs: deps.stepEvents ? Math.max(1000, deps.config.conductor.pollMs) : deps.config.conductor.pollMs,
+          ...(deps.stepEvents && { events: deps.stepEvents }),
+          timeoutMs: deps.stepTimeoutMs ?? 600_000,
+          reconcile: { client },
+          ...(deps.signal && { signal: deps.signal }),
+        });
+        return got.get(c.id)!;
       });
     },
     saveStep: (step) => saveWorkflowStep(deps.db, step),
@@ -146,7 +152,7 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
 }
 
 /**
- * A workflow from the writer to the reward, every ready level of steps at once, under `env`;
+ * A workflow from the writer to the reward, every step as soon as the steps it reads have answered, under `env`;
  * returns the workflow's final write (a ConductorFailure when the writer could not write).
  */
 export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], item: StoredItem | undefined): Promise<WorkflowFinish> {
@@ -183,7 +189,7 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
   }));
   const shape: WorkflowFinish = { ...base, parseOk: true, parseError: null, steps: stepSpecs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath };
 
-  // ---- the steps, level by level (every ready step at once)
+  // ---- the steps, each as soon as its inputs are ready
   const byName = new Map(workers.map((w) => [w.name, w]));
   const seen = workflow.steps.map((_, i) => visibleSteps(workflow, i));
   const names = workflow.steps.map((s) => pool.workers[s.worker]!.name);
@@ -201,37 +207,50 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
   let ended: 'budget-usd' | 'budget-tokens' | 'step-error' | undefined;
   const maxUsd = options.maxUsd !== undefined ? parseUsd(options.maxUsd) : undefined;
 
-  for (;;) {
-    const ready = readySteps(schedule, answers.keys());
-    if (ready.length === 0 || ended) break;
-    if (maxUsd !== undefined && conductorCost + workerCost >= maxUsd) {
-      ended = 'budget-usd';
-      break;
+  // dataflow: a step starts as soon as the steps it sees have answered (never waiting for a
+  // level's other steps); once the workflow has ended (a budget, a failure) nothing new starts,
+  // and the steps in flight are waited for and recorded
+  const started = new Set<number>();
+  const inFlight = new Map<number, Promise<{ i: number; r: ChatCallResult }>>();
+  const record = async (i: number, r: ChatCallResult): Promise<void> => {
+    const st = states[i]!;
+    st.result = r;
+    const common = { ...stepBase(st), latencyMs: r.latencyMs };
+    if (r.status === 'ok') {
+      const cost = parseUsd(r.cost);
+      workerCost += cost;
+      tokensIn += r.result.usage.inputTokens;
+      tokensOut += r.result.usage.outputTokens;
+      answers.set(i, r.result.text);
+      const replay = replayCell(r.result);
+      await env.saveStep({
+        ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
+        cached: r.cached, replay: replay ?? null, error: null,
+      });
+      if (options.maxTokensPerStep !== undefined && r.result.finishReason === 'length') ended ??= 'budget-tokens';
+    } else {
+      await env.saveStep({ ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
+      ended = 'step-error';
     }
-    const calls = ready.map((i) => ({ id: chatId(row.id, i), worker: states[i]!.worker, request: stepRequest(row, options, workflow, i, answers, states, item) }));
-    const results = await env.runSteps(calls);
-    for (const i of ready) {
-      const st = states[i]!;
-      const r = results.get(chatId(row.id, i))!;
-      st.result = r;
-      const common = { ...stepBase(st), latencyMs: r.latencyMs };
-      if (r.status === 'ok') {
-        const cost = parseUsd(r.cost);
-        workerCost += cost;
-        tokensIn += r.result.usage.inputTokens;
-        tokensOut += r.result.usage.outputTokens;
-        answers.set(i, r.result.text);
-        const replay = replayCell(r.result);
-        await env.saveStep({
-          ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
-          cached: r.cached, replay: replay ?? null, error: null,
+  };
+  for (;;) {
+    if (!ended) {
+      const ready = readySteps(schedule, answers.keys()).filter((i) => !started.has(i));
+      if (ready.length > 0 && maxUsd !== undefined && conductorCost + workerCost >= maxUsd) ended = 'budget-usd';
+      else if (ready.length > 0) {
+        const calls = ready.map((i) => ({ id: chatId(row.id, i), worker: states[i]!.worker, request: stepRequest(row, options, workflow, i, answers, states, item) }));
+        // the steps that became ready together are submitted together (one enqueue), each waited for on its own
+        const results = env.runSteps(calls);
+        ready.forEach((i, k) => {
+          started.add(i);
+          inFlight.set(i, results[k]!.then((r) => ({ i, r })));
         });
-        if (options.maxTokensPerStep !== undefined && r.result.finishReason === 'length') ended ??= 'budget-tokens';
-      } else {
-        await env.saveStep({ ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
-        ended = 'step-error';
       }
     }
+    if (inFlight.size === 0) break;
+    const { i, r } = await Promise.race(inFlight.values());
+    inFlight.delete(i);
+    await record(i, r);
   }
   // steps a budget or a failure left unrun
   for (const st of states) {

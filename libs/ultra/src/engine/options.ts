@@ -7,9 +7,9 @@ import { loadPromptTemplate, resolveMaxSteps, resolveWorkerParams, rewardConfig,
 export type WorkflowOptions = {
   /** the most steps a workflow may have (1..10); a longer one ends `budget-steps` */
   maxSteps: number;
-  /** maxTokens of every step's call; a step cut by it ends the workflow `budget-tokens` after its level */
+  /** maxTokens of every step's call; a step cut by it ends the workflow `budget-tokens` (no further step starts) */
   maxTokensPerStep?: number;
-  /** dollars (decimal string); spent >= maxUsd before a level ends the workflow `budget-usd` */
+  /** dollars (decimal string); spent >= maxUsd before a step starts ends the workflow `budget-usd` (steps in flight finish) */
   maxUsd?: string;
   reward?: Partial<RewardConfig>;
   /** pool worker names by training mean, best first (fixed topologies; default: pool order) */

@@ -47,15 +47,12 @@ export async function localRollout(o: {
   const conductor = policyConductor(o.policy, o.spec);
   const env: WorkflowEnv = {
     write: (row, options, workers, pool, item) => conductor.write({ ...conductorInput(row, options, workers, pool, item), features: o.features }),
-    runSteps: async (calls) => {
-      const out = new Map<string, ChatCallResult>();
-      for (const c of calls) {
+    runSteps: (calls) =>
+      calls.map(async (c): Promise<ChatCallResult> => {
         const result = await o.models(c.worker).generate(c.request);
         const cost = tokenCost(result.usage.inputTokens, result.usage.outputTokens, c.worker.prices);
-        out.set(c.id, { id: c.id, status: 'ok', result, cost: formatUsd(cost), cached: false, latencyMs: 0, attempts: 1, worker: c.worker.name });
-      }
-      return out;
-    },
+        return { id: c.id, status: 'ok', result, cost: formatUsd(cost), cached: false, latencyMs: 0, attempts: 1, worker: c.worker.name };
+      }),
     saveStep: async () => undefined,
   };
   const row = { id: 0, question: o.item.prompt, seed: o.seed, conductor: o.spec, itemId: o.item.dbId, poolId: o.poolId } as WorkflowRow;
