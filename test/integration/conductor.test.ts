@@ -286,7 +286,7 @@ describe('the embedded policy (policy:<checkpoint>)', () => {
     const [a, b] = [rows.slice(0, items.length), rows.slice(items.length)];
     for (const r of rows) {
       expect(r).toMatchObject({ status: 'done', parseOk: true, finishReason: 'answered' });
-      expect(r.promptVersion).toBe('policy-v1');
+      expect(r.promptVersion).toBe('policy-v2');
       expect(r.logprob).toBeLessThanOrEqual(0);
       expect(r.reward === 1 || r.reward === 0.5).toBe(true);
     }

@@ -5,7 +5,7 @@ import { InputError } from '@fugu/core';
 import type { Conductor } from '../conductor.ts';
 import type { ConductorSpec } from '../spec.ts';
 import { ACCESS_CHOICES, ConductorPolicy, POLICY_ENCODING_VERSION, policyThetaLayout, type PolicyConfig, type ThetaBlock } from './policy.ts';
-import { POLICY_TEMPLATE_VERSION, SUBTASK_KINDS } from './templates.ts';
+import { isPolicyTemplateVersion, POLICY_TEMPLATE_VERSIONS, SUBTASK_KINDS } from './templates.ts';
 
 export type PolicyCheckpoint = {
   id: string;
@@ -63,7 +63,7 @@ export function policyFromCheckpoint(c: PolicyCheckpoint, opts: { workers: reado
   if (!cfg || typeof cfg !== 'object') throw bad('no config');
   if (!Array.isArray(cfg.kinds) || !sameList(cfg.kinds, SUBTASK_KINDS)) throw bad(`subtask kinds ${JSON.stringify(cfg.kinds)} are not this version's (${SUBTASK_KINDS.join(', ')})`);
   if (!Array.isArray(cfg.access) || !sameList(cfg.access, ACCESS_CHOICES)) throw bad(`access choices ${JSON.stringify(cfg.access)} are not this version's (${ACCESS_CHOICES.join(', ')})`);
-  if (cfg.templateVersion !== POLICY_TEMPLATE_VERSION) throw bad(`template version ${JSON.stringify(cfg.templateVersion)} is unknown (known: ${POLICY_TEMPLATE_VERSION})`);
+  if (!isPolicyTemplateVersion(cfg.templateVersion)) throw bad(`template version ${JSON.stringify(cfg.templateVersion)} is unknown (known: ${Object.keys(POLICY_TEMPLATE_VERSIONS).join(', ')})`);
   if (cfg.encodingVersion !== POLICY_ENCODING_VERSION) {
     const old = cfg.encodingVersion === 'policy-enc-v1' ? ': a policy-enc-v1 checkpoint has the older layout without the bilinear blocks U, V, P, so make a new one (fugu ultra policy init)' : '';
     throw bad(`encoding version ${JSON.stringify(cfg.encodingVersion)} is unknown (known: ${POLICY_ENCODING_VERSION})${old}`);
@@ -81,7 +81,7 @@ export function policyFromCheckpoint(c: PolicyCheckpoint, opts: { workers: reado
   });
   if (!same) throw bad('its theta layout is not the one this code expects for its workers, feature dimension, maxSteps and rank');
   try {
-    return new ConductorPolicy({ workers: c.workers, featureDim: c.featureDim, maxSteps: cfg.maxSteps, rank: cfg.rank, theta: c.theta });
+    return new ConductorPolicy({ workers: c.workers, featureDim: c.featureDim, maxSteps: cfg.maxSteps, rank: cfg.rank, theta: c.theta, templateVersion: cfg.templateVersion });
   } catch (e) {
     throw bad((e as Error).message);
   }
@@ -106,7 +106,7 @@ export function policyConductor(policy: ConductorPolicy, spec: string | Extract<
         ...(opts.argmax || input.argmax ? { argmax: true } : { seed: input.sampleKey !== undefined ? `${input.seed}/${input.sampleKey}` : input.seed }),
         ...(input.maxSteps !== undefined && { maxSteps: input.maxSteps }),
       });
-      return { text: out.text, logprob: out.logprob, promptVersion: POLICY_TEMPLATE_VERSION, decisions: out.decisions };
+      return { text: out.text, logprob: out.logprob, promptVersion: policy.config.templateVersion, decisions: out.decisions };
     },
   };
 }

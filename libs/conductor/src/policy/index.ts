@@ -28,5 +28,5 @@ export {
   type WriteInput as PolicyWriteInput,
   type WriteOutput as PolicyWriteOutput,
 } from './policy.ts';
-export { KINDS_NEEDING_ANSWERS, POLICY_TEMPLATES, POLICY_TEMPLATE_VERSION, SUBTASK_KINDS, policySubtask, type SubtaskKind } from './templates.ts';
+export { isPolicyTemplateVersion, KINDS_NEEDING_ANSWERS, POLICY_TEMPLATES, POLICY_TEMPLATE_VERSION, POLICY_TEMPLATE_VERSIONS, SUBTASK_KINDS, policySubtask, type SubtaskKind } from './templates.ts';
 export { policyCheckpoint, policyConductor, policyFromCheckpoint, type PolicyCheckpoint } from './checkpoint.ts';

@@ -2,7 +2,8 @@ import { InputError, rng } from '@fugu/core';
 import { describe, expect, it } from 'vitest';
 import { policyConductor, policyCheckpoint, policyFromCheckpoint } from './checkpoint.ts';
 import { ACCESS_CHOICES, ConductorPolicy, POLICY_ENCODING_VERSION, POLICY_HEADS, POLICY_INIT, maskHeads, policyBlockHead, policyThetaLayout, policyThetaSize, type PolicyDecisions, type PolicyHead, type PolicyStep } from './policy.ts';
-import { POLICY_TEMPLATES, SUBTASK_KINDS } from './templates.ts';
+import { POLICY_TEMPLATE_VERSIONS, POLICY_TEMPLATES, SUBTASK_KINDS } from './templates.ts';
+import { renderWorkerPrompt } from '../prompts.ts';
 import { parseWorkflow } from '../text.ts';
 import { conductorPool, sameWorkflow, visibleSteps } from '../workflow.ts';
 
@@ -523,7 +524,7 @@ describe('policy checkpoints and the policy Conductor', () => {
 
   it('round-trips through a checkpoint', () => {
     const c = policyCheckpoint(policy, { id: 'pol-1', backboneId: 'use-lite-abc', training: { seed: 3 } });
-    expect(c).toMatchObject({ id: 'pol-1', workers: names, backboneId: 'use-lite-abc', featureDim: D, parentId: null, config: { maxSteps: 5, rank: 8, templateVersion: 'policy-v1', encodingVersion: 'policy-enc-v2' } });
+    expect(c).toMatchObject({ id: 'pol-1', workers: names, backboneId: 'use-lite-abc', featureDim: D, parentId: null, config: { maxSteps: 5, rank: 8, templateVersion: 'policy-v2', encodingVersion: 'policy-enc-v2' } });
     expect(POLICY_ENCODING_VERSION).toBe('policy-enc-v2');
     const back = policyFromCheckpoint(JSON.parse(JSON.stringify({ ...c, theta: Array.from(c.theta) }), (k, v: unknown) => (k === 'theta' ? Float32Array.from(v as number[]) : v)), { workers: names });
     expect(back.theta).toEqual(policy.theta);
@@ -575,13 +576,31 @@ describe('policy checkpoints and the policy Conductor', () => {
     const parsed = parseWorkflow(out.text, { poolSize: names.length });
     expect(parsed.ok).toBe(true);
     expect(out.logprob).toBe(policy.logprob(features(4), out.decisions as PolicyDecisions));
-    expect(out.promptVersion).toBe('policy-v1');
+    expect(out.promptVersion).toBe('policy-v2');
     const argmax = await policyConductor(policy, 'policy:pol-1', { argmax: true }).write({ question: 'q?', pool, seed: 1, features: features(1) });
     expect(argmax.text).toBe(`model id = [2]\nsubtasks = [${JSON.stringify(POLICY_TEMPLATES.solve.replace('{{question}}', 'q?'))}]\naccess list = [[]]`);
     await expect(conductor.write({ question: 'q', pool, seed: 1 })).rejects.toMatchObject({ field: 'features' });
     await expect(conductor.write({ question: 'q', pool, seed: 1, features: features(1, 8) })).rejects.toMatchObject({ field: 'features' });
     const other = conductorPool(['a', 'b'].map((name) => ({ name, description: name })));
     await expect(conductor.write({ question: 'q', pool: other, seed: 1, features: features(1) })).rejects.toMatchObject({ field: 'pool' });
+  });
+
+  it('template versions: a policy-v2 step\'s worker prompt carries the question once; a policy-v1 checkpoint keeps writing v1 subtasks', async () => {
+    const question = 'What is the capital of Mongolia?';
+    const v2 = policy.write({ features: features(2), question, pool, argmax: true });
+    expect(policy.config.templateVersion).toBe('policy-v2');
+    for (const st of v2.workflow.steps) expect(st.subtask).not.toContain(question);
+    const prompt = renderWorkerPrompt({ question, workflow: v2.workflow, step: 0, answers: new Map() });
+    const text = prompt.messages.map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content))).join('\n');
+    expect(text.split(question).length - 1).toBe(1);
+    // a stored policy-v1 checkpoint: its subtasks embed the question, as when it was trained
+    const c = policyCheckpoint(policy, { id: 'pol-v1', backboneId: 'bb' });
+    const old = policyFromCheckpoint({ ...c, config: { ...c.config, templateVersion: 'policy-v1' } }, { workers: names });
+    expect(old.config.templateVersion).toBe('policy-v1');
+    expect(old.withTheta(old.theta).config.templateVersion).toBe('policy-v1');
+    const v1 = old.write({ features: features(2), question, pool, argmax: true });
+    expect(v1.workflow.steps[0]!.subtask).toBe(POLICY_TEMPLATE_VERSIONS['policy-v1']!.solve.replace('{{question}}', question));
+    expect((await policyConductor(old, 'policy:pol-v1').write({ question, pool, seed: 1, features: features(1) })).promptVersion).toBe('policy-v1');
   });
 
   it('writes for a restricted pool (some of its workers, in order): the text numbers that pool, the decisions the policy\'s workers', async () => {

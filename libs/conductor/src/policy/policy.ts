@@ -7,7 +7,7 @@
 import { InputError, rng, type Rng } from '@fugu/core';
 import { renderWorkflow } from '../text.ts';
 import { checkWorkflow, resolveMaxSteps, type Access, type ConductorPool, type Step, type Workflow } from '../workflow.ts';
-import { KINDS_NEEDING_ANSWERS, POLICY_TEMPLATE_VERSION, SUBTASK_KINDS, policySubtask, type SubtaskKind } from './templates.ts';
+import { isPolicyTemplateVersion, KINDS_NEEDING_ANSWERS, POLICY_TEMPLATE_VERSION, SUBTASK_KINDS, policySubtask, type SubtaskKind } from './templates.ts';
 
 /** The access choices of a step after the first, in the order of the access head's outputs. */
 export const ACCESS_CHOICES = ['all', 'none', 'previous', 'first'] as const;
@@ -300,7 +300,7 @@ export class ConductorPolicy {
   readonly config: PolicyConfig;
   readonly #blocks: Map<string, number>;
 
-  constructor(opts: { workers: readonly string[]; featureDim: number; maxSteps?: number; rank?: number; theta: Float32Array }) {
+  constructor(opts: { workers: readonly string[]; featureDim: number; maxSteps?: number; rank?: number; theta: Float32Array; templateVersion?: string }) {
     this.workers = checkWorkers(opts.workers, 'workers');
     if (!Number.isInteger(opts.featureDim) || opts.featureDim < 1) throw new InputError(`the feature dimension must be a positive integer, got ${String(opts.featureDim)}`, { field: 'featureDim' });
     this.featureDim = opts.featureDim;
@@ -314,7 +314,9 @@ export class ConductorPolicy {
     for (let i = 0; i < opts.theta.length; i++) if (!Number.isFinite(opts.theta[i]!)) throw new InputError(`theta[${i}] is not a finite number`, { field: 'theta' });
     this.theta = opts.theta;
     this.#blocks = new Map(this.layout.map((b) => [b.name, b.offset]));
-    this.config = { maxSteps: this.maxSteps, rank: this.rank, kinds: SUBTASK_KINDS, access: ACCESS_CHOICES, templateVersion: POLICY_TEMPLATE_VERSION, encodingVersion: POLICY_ENCODING_VERSION };
+    const templateVersion = opts.templateVersion ?? POLICY_TEMPLATE_VERSION;
+    if (!isPolicyTemplateVersion(templateVersion)) throw new InputError(`unknown policy template version ${JSON.stringify(templateVersion)}`, { field: 'templateVersion' });
+    this.config = { maxSteps: this.maxSteps, rank: this.rank, kinds: SUBTASK_KINDS, access: ACCESS_CHOICES, templateVersion, encodingVersion: POLICY_ENCODING_VERSION };
   }
 
   /** The documented initialisation (README "Initialisation"). */
@@ -363,7 +365,7 @@ export class ConductorPolicy {
 
   /** A copy with another θ (same layout): what a trainer steps. */
   withTheta(theta: Float32Array): ConductorPolicy {
-    return new ConductorPolicy({ workers: this.workers, featureDim: this.featureDim, maxSteps: this.maxSteps, rank: this.rank, theta });
+    return new ConductorPolicy({ workers: this.workers, featureDim: this.featureDim, maxSteps: this.maxSteps, rank: this.rank, theta, templateVersion: this.config.templateVersion });
   }
 
   /** The features, checked: a vector of featureDim finite numbers (InputError naming `features`). */
@@ -506,7 +508,7 @@ export class ConductorPolicy {
 
   /** The workflow decisions stand for: per-kind subtasks embedding the question, access lists from the choices. */
   workflowOf(decisions: PolicyDecisions, question: string): Workflow {
-    const steps: Step[] = decisions.steps.map((s, i) => ({ worker: s.worker, subtask: policySubtask(s.kind, question), access: accessOf(s.access, i) }));
+    const steps: Step[] = decisions.steps.map((s, i) => ({ worker: s.worker, subtask: policySubtask(s.kind, question, this.config.templateVersion), access: accessOf(s.access, i) }));
     const workflow: Workflow = { steps };
     const fault = checkWorkflow(workflow, { poolSize: this.workers.length, maxSteps: this.maxSteps });
     if (fault) throw new InputError(`the decisions make an invalid workflow (${fault.message})`, { field: 'decisions' });
