@@ -18,7 +18,7 @@ import type { ChatMessage, WorkerSpec } from '@fugu/core';
 import { serviceEnv } from '@fugu/config';
 import { createApiKey, getDatasetItems, getWorkflowSteps, listApiKeys, revokeApiKey, type StoredItem } from '@fugu/db';
 import { providerCallQueue } from '@fugu/queue';
-import { promptPool, rewardPromptLine, runUltraEval, type UltraEvalOptions } from '@fugu/ultra';
+import { promptPool, rewardPromptLine, runUltraEval, splitItems, type UltraEvalOptions } from '@fugu/ultra';
 import { resolveWorkerPool } from '@fugu/evaluation';
 import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
@@ -296,10 +296,14 @@ describe('fugu ultra prompt', () => {
     expect(out.code, out.stderr).toBe(0);
     const lines = out.stdout.trim().split('\n').map((l) => JSON.parse(l) as Json);
     expect(lines).toHaveLength(3);
-    const byExt = new Map([...items.values()].map((it) => [it.id, it]));
+    const all = [...items.values()];
+    const byExt = new Map(all.map((it) => [it.id, it]));
+    // every label is the id of a question of the test split (the split asked for), each once
+    const testIds = new Set(splitItems(all, 'test', 0).map((i) => all[i]!.id));
+    expect(lines.map((l) => testIds.has(l.label as string))).toEqual([true, true, true]);
+    expect(new Set(lines.map((l) => l.label)).size).toBe(3);
     for (const l of lines) {
       const it = byExt.get(l.label)!;
-      expect(it).toBeDefined();
       expect(l).toMatchObject({ question_id: l.label, data_source: 'fugu', reward_model: { style: 'rule', ground_truth: l.label } });
       expect(chatml(l.prompt)).toBe(promptOf(it));
       expect(l.prompt[0].content).toMatch(/^You coordinate a team of AI workers/);
