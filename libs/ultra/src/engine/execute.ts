@@ -132,20 +132,23 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
   return {
     write: (r, options, workers, pool, item) => write(deps, r, options, workers, pool, item),
     runSteps: (calls) => {
-      const submitted = submitChatCalls(client, calls);
-      // each call waited for on its own, so a step waits only for the steps it reads
-      return calls.map(async (c) => {
-        await submitted;
-        const got = await waitForChatCalls(deps.db, [c.id], {
+      // one waiter for the calls submitted together; each call's promise settles as its own
+      // result comes in, so a step waits only for the steps it reads
+      const settle = new Map<string, { resolve: (r: ChatCallResult) => void; reject: (e: unknown) => void }>();
+      const answered = calls.map((c) => new Promise<ChatCallResult>((resolve, reject) => settle.set(c.id, { resolve, reject })));
+      void (async () => {
+        await submitChatCalls(client, calls);
+        await waitForChatCalls(deps.db, calls.map((c) => c.id), {
           // with the queue events the poll is only a backstop
           pollMs: deps.stepEvents ? Math.max(1000, deps.config.conductor.pollMs) : deps.config.conductor.pollMs,
           ...(deps.stepEvents && { events: deps.stepEvents }),
           timeoutMs: deps.stepTimeoutMs ?? 600_000,
           reconcile: { client },
           ...(deps.signal && { signal: deps.signal }),
+          onResults: (results) => results.forEach((r) => settle.get(r.id)?.resolve(r)),
         });
-        return got.get(c.id)!;
-      });
+      })().catch((e: unknown) => settle.forEach((s) => s.reject(e)));
+      return answered;
     },
     saveStep: (step) => saveWorkflowStep(deps.db, step),
   };
