@@ -646,13 +646,15 @@ export class ConductorPolicy {
       return chosen;
     };
     const steps: PolicyStep[] = [];
+    // the worker head's options: the mask, the same at every step (read only)
+    const workerAllowed = workerMask ? [...workerMask] : Array.from({ length: K }, () => true);
     context.set(off.step, 1);
     for (let i = 0; i < cap; i++) {
       const prev = steps[i - 1];
       if (prev) {
         if (decide('stop', i, allowedStop(prev.kind)) === STOP) break;
       }
-      const worker = decide('worker', i, workerMask ? [...workerMask] : Array.from({ length: K }, () => true));
+      const worker = decide('worker', i, workerAllowed);
       context.set(off.curW + worker, 1);
       const kind = SUBTASK_KINDS[decide('kind', i, allowedKinds(i, cap))]!;
       context.set(off.curK + SUBTASK_KINDS.indexOf(kind), 1);
