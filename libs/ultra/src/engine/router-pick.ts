@@ -26,10 +26,7 @@ export function routerPicker(db: Db, home: string): RouterPick & { release(): Pr
   };
   const pick: RouterPick = async ({ checkpoint, question, workers, allowed }) => {
     const { ckpt, model } = await load(checkpoint);
-    const names = ckpt.workers.map((w) => w.name);
-    if (names.length !== workers.length || names.some((n, i) => n !== workers[i])) {
-      throw new InputError(`router checkpoint ${checkpoint} routes over [${names.join(', ')}], not the pool's [${workers.join(', ')}]`, { field: 'conductor' });
-    }
+    const names = routerWorkers(ckpt, checkpoint, workers, 'conductor');
     const { features } = await cachedFeatures(db, model.encoder, [question]);
     const out = await model.head.logits(features[0]!, ckpt.theta);
     return names[argmaxAllowed(out.data, names, allowed)]!;
@@ -40,6 +37,15 @@ export function routerPicker(db: Db, home: string): RouterPick & { release(): Pr
       loaded.clear();
     },
   });
+}
+
+/** The checkpoint's worker names, which must be the pool's in order (an InputError naming `field`). */
+function routerWorkers(ckpt: CheckpointRecord, id: string, workers: readonly string[], field: string): string[] {
+  const names = ckpt.workers.map((w) => w.name);
+  if (names.length !== workers.length || names.some((n, i) => n !== workers[i])) {
+    throw new InputError(`router checkpoint ${id} routes over [${names.join(', ')}], not the pool's [${workers.join(', ')}]`, { field });
+  }
+  return names;
 }
 
 /**
@@ -58,10 +64,7 @@ export function argmaxAllowed(logits: ArrayLike<number>, names: readonly string[
 export async function routerChoices(db: Db, home: string, checkpoint: string, questions: readonly string[], workers: readonly string[], allowed?: readonly string[]): Promise<number[]> {
   const ckpt = await getCheckpoint(db, checkpoint);
   if (!ckpt) throw new InputError(`no router checkpoint "${checkpoint}"`, { field: 'checkpoint' });
-  const names = ckpt.workers.map((w) => w.name);
-  if (names.length !== workers.length || names.some((n, i) => n !== workers[i])) {
-    throw new InputError(`router checkpoint ${checkpoint} routes over [${names.join(', ')}], not the pool's [${workers.join(', ')}]`, { field: 'checkpoint' });
-  }
+  const names = routerWorkers(ckpt, checkpoint, workers, 'checkpoint');
   const model = await loadRouterModel(home, ckpt.workers.length);
   try {
     if (model.backboneId !== ckpt.backboneId) throw new InputError(`checkpoint ${checkpoint} was trained on backbone ${ckpt.backboneId}, not ${model.backboneId}`, { field: 'checkpoint' });
