@@ -42,14 +42,17 @@ export function validationItems(cfg: Pick<GrpoConfig, 'valSize' | 'seed'>, val: 
 
 /** The question indices (into the train split) of iteration i: Q distinct ones, a seeded draw. */
 export function iterationQuestions(cfg: Pick<GrpoConfig, 'q' | 'seed'>, trainSize: number, iteration: number): number[] {
-  const r = rng('grpo-questions', cfg.seed, iteration);
-  // a partial Fisher-Yates shuffle: the first Q of a seeded permutation
-  const idx = Array.from({ length: trainSize }, (_, i) => i);
-  for (let k = 0; k < cfg.q; k++) {
-    const j = k + r.int(trainSize - k);
-    [idx[k], idx[j]] = [idx[j]!, idx[k]!];
+  return firstOfShuffle(rng('grpo-questions', cfg.seed, iteration), trainSize, cfg.q);
+}
+
+/** The first k of a seeded permutation of 0..n-1 (a partial Fisher-Yates shuffle, k draws of r). */
+function firstOfShuffle(r: ReturnType<typeof rng>, n: number, k: number): number[] {
+  const idx = Array.from({ length: n }, (_, i) => i);
+  for (let j = 0; j < k; j++) {
+    const t = j + r.int(n - j);
+    [idx[j], idx[t]] = [idx[t]!, idx[j]!];
   }
-  return idx.slice(0, cfg.q);
+  return idx.slice(0, k);
 }
 
 /**
@@ -64,12 +67,7 @@ export function questionPool(cfg: Pick<GrpoConfig, 'poolK' | 'poolHoldout' | 'se
   const r = rng('grpo-pool', cfg.seed, iteration, q);
   // a held-out pool is drawn again (the config leaves at least one pool to draw)
   for (;;) {
-    const idx = Array.from({ length: pool.length }, (_, i) => i);
-    for (let j = 0; j < k; j++) {
-      const t = j + r.int(pool.length - j);
-      [idx[j], idx[t]] = [idx[t]!, idx[j]!];
-    }
-    const names = idx.slice(0, k).sort((a, b) => a - b).map((i) => pool[i]!);
+    const names = firstOfShuffle(r, pool.length, k).sort((a, b) => a - b).map((i) => pool[i]!);
     if (!held.has(names.join('\n'))) return names;
   }
 }
