@@ -25,6 +25,7 @@ export {
   type PolicyInitOptions,
   type PolicyStep,
   type ThetaBlock as PolicyThetaBlock,
+  type WorkerMask as PolicyWorkerMask,
   type WriteInput as PolicyWriteInput,
   type WriteOutput as PolicyWriteOutput,
 } from './policy.ts';

@@ -4,7 +4,7 @@
 // with the sampling policy's per-decision log-probabilities kept fixed (grpoUpdate), Adam, and the
 // iteration's record. The policy's gradient is restricted to the configured heads.
 import { formatUsd, InputError, parseUsd } from '@fugu/core';
-import { SUBTASK_KINDS, type ConductorPolicy, type PolicyDecisions, type PolicyStep } from '@fugu/conductor';
+import { SUBTASK_KINDS, type ConductorPolicy, type PolicyDecisions, type PolicyStep, type PolicyWorkerMask as WorkerMask } from '@fugu/conductor';
 import { groupAdvantages, grpoUpdate, mean, type AdamState, type GrpoPolicy, type GrpoSample } from '@fugu/grpo';
 import type { GrpoRolloutRow, WorkflowFinish } from '@fugu/db';
 import type { GrpoConfig } from './config.ts';
@@ -68,10 +68,10 @@ export type GrpoIterationStats = {
   wallMs?: number;
 };
 
-type Sample = { x: Float32Array; decisions: PolicyDecisions; allowedWorkers?: number[] };
+type Sample = { x: Float32Array; decisions: PolicyDecisions; mask: WorkerMask };
 
 /** The worker mask of a rollout's pool (options.workers: names) as the policy's indices; undefined: the whole pool. */
-function rolloutMask(policy: ConductorPolicy, r: PlannedRollout): { allowedWorkers?: number[] } {
+function rolloutMask(policy: ConductorPolicy, r: PlannedRollout): WorkerMask {
   const names = r.options.workers;
   if (!names) return {};
   return { allowedWorkers: names.map((n) => policy.workers.indexOf(n)) };
@@ -134,16 +134,19 @@ export function grpoFanIn(input: {
   // the sampling policy's per-decision log-probabilities: recomputed here, and checked against what the writer recorded
   const oldLogps = new Map<string, number[]>();
   const decisions = new Map<string, PolicyDecisions>();
+  const masks = new Map<string, WorkerMask>();
   for (const r of train) {
     const res = result(r);
     if (res.reward === null || res.decisions === null) continue;
     const d = res.decisions;
-    const lp = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps, ...rolloutMask(policy, r) }).map((x) => x.logprob);
+    const mask = rolloutMask(policy, r);
+    const lp = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps, ...mask }).map((x) => x.logprob);
     const sum = lp.reduce((a, b) => a + b, 0);
     if (res.logprob !== null && Math.abs(sum - res.logprob) > 1e-6 * Math.max(1, Math.abs(sum))) {
       throw new Error(`rollout ${r.key}: the writer recorded log-probability ${res.logprob}, the sampling policy gives ${sum} (another policy or other features?)`);
     }
     decisions.set(r.key, d);
+    masks.set(r.key, mask);
     oldLogps.set(r.key, lp);
   }
 
@@ -163,16 +166,16 @@ export function grpoFanIn(input: {
       if (oldLogp.length === 0) continue; // a forced workflow (one worker, one step): nothing to learn
       const x = input.features(r.item.prompt);
       const d = decisions.get(r.key)!;
-      const mask = rolloutMask(policy, r);
+      const mask = masks.get(r.key)!;
       samples.push({
-        sample: { x, decisions: d, ...mask }, advantage: advantage.get(r.key)!, oldLogp,
+        sample: { x, decisions: d, mask }, advantage: advantage.get(r.key)!, oldLogp,
         ...(cfg.klCoef > 0 && input.reference && { refLogp: input.reference.decisionLogprobs(x, d, { maxSteps: cfg.maxSteps, ...mask }).map((z) => z.logprob) }),
       });
     }
   }
   const gp: GrpoPolicy<Sample, Float32Array> = {
-    logps: (theta, s) => policy.withTheta(theta).decisionLogprobs(s.x, s.decisions, { maxSteps: cfg.maxSteps, ...(s.allowedWorkers && { allowedWorkers: s.allowedWorkers }) }).map((d) => d.logprob),
-    weightedGradLogp: (theta, s, w) => policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, w, { maxSteps: cfg.maxSteps, heads: cfg.heads, ...(s.allowedWorkers && { allowedWorkers: s.allowedWorkers }) }),
+    logps: (theta, s) => policy.withTheta(theta).decisionLogprobs(s.x, s.decisions, { maxSteps: cfg.maxSteps, ...s.mask }).map((d) => d.logprob),
+    weightedGradLogp: (theta, s, w) => policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, w, { maxSteps: cfg.maxSteps, heads: cfg.heads, ...s.mask }),
   };
   const n = policy.theta.length;
   const adamState: AdamState = {
@@ -197,7 +200,7 @@ export function grpoFanIn(input: {
   const updated = policy.withTheta(theta);
   let klSum = 0, k3Sum = 0, nDec = 0;
   for (const s of samples) {
-    const now = updated.decisionLogprobs(s.sample.x, s.sample.decisions, { maxSteps: cfg.maxSteps, ...(s.sample.allowedWorkers && { allowedWorkers: s.sample.allowedWorkers }) });
+    const now = updated.decisionLogprobs(s.sample.x, s.sample.decisions, { maxSteps: cfg.maxSteps, ...s.sample.mask });
     now.forEach((d, i) => {
       const diff = d.logprob - s.oldLogp[i]!;
       klSum += -diff;
