@@ -160,7 +160,7 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
  */
 export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], item: StoredItem | undefined): Promise<WorkflowFinish> {
   // the pool the writer sees and the text's ids refer to: the workflow's workers (options.workers), in pool order
-  const pool = conductorPool(allowedWorkers(workers, options).map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
+  const pool = writerPool(allowedWorkers(workers, options));
   // ---- the conductor writes
   const out = await env.write(row, options, workers, pool, item);
   const conductorCost = out.costPico ?? 0n;
@@ -314,6 +314,11 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
 }
 
 // ---- the writers ---------------------------------------------------------------------------
+
+/** The pool as a writer sees it: the workers numbered in order, each with its description (else model and provider). */
+export function writerPool(workers: ReadonlyArray<Pick<WorkerSpec, 'name' | 'model' | 'provider' | 'description'>>): ConductorPool {
+  return conductorPool(workers.map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
+}
 
 /**
  * The pool workers a workflow may use, in pool order: `options.workers` (each must be in the

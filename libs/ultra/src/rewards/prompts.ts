@@ -8,7 +8,8 @@
 // `reward_model.ground_truth`, `extra_info`; to parquet) all read. Pure but for reading the
 // dataset and pool files.
 import { InputError, type ChatMessage, type DatasetItem, type WorkerSpec } from '@fugu/core';
-import { conductorPool, renderConductorPrompt, resolveMaxSteps, type ConductorPool } from '@fugu/conductor';
+import { renderConductorPrompt, resolveMaxSteps, type ConductorPool } from '@fugu/conductor';
+import { writerPool } from '../engine/execute.ts';
 import { resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
 import { runItems, ULTRA_SPLITS, type UltraSplit } from '../split.ts';
 
@@ -28,7 +29,7 @@ export type RewardPromptLine = {
 /** The pool a workflow's Conductor sees (executor's runWorkflow): ordinal ids, descriptions, `workers` only when given. */
 export function promptPool(workers: ReadonlyArray<Pick<WorkerSpec, 'name' | 'model' | 'provider' | 'description'>>, only?: readonly string[]): ConductorPool {
   const chosen = only === undefined ? workers : workers.filter((w) => only.includes(w.name));
-  return conductorPool(chosen.map((w) => ({ name: w.name, description: w.description ?? `${w.model} (${w.provider})` })));
+  return writerPool(chosen);
 }
 
 /** The prompt line of one question. */
