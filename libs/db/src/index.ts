@@ -7,6 +7,7 @@ export * from './api-keys.ts';
 export * from './es-repositories.ts';
 export * from './chat-calls.ts';
 export * from './requests.ts';
+export * from './responses.ts';
 export * from './conductor-checkpoints.ts';
 export * from './workflows.ts';
 export * from './conductor-runs.ts';

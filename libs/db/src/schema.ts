@@ -179,6 +179,22 @@ export interface RequestsTable {
   created_at: Timestamp;
 }
 
+/** Stored responses of the Responses API (migration 0012_responses; repository in responses.ts). */
+export interface ResponsesTable {
+  id: string;
+  key_id: string | null;
+  model: string;
+  worker: string | null;
+  previous_response_id: string | null;
+  conversation_id: string;
+  status: string;
+  input_items: JSONColumnType<Array<Record<string, unknown>>>;
+  output_items: JSONColumnType<Array<Record<string, unknown>>>;
+  response: JSONColumnType<Record<string, unknown>>;
+  instructions: string | null;
+  created_at: Timestamp;
+}
+
 export interface RouterDeploymentsTable {
   name: string;
   checkpoint_id: string;
@@ -431,6 +447,7 @@ export interface Database {
   router_deployments: RouterDeploymentsTable;
   api_keys: ApiKeysTable;
   requests: RequestsTable;
+  responses: ResponsesTable;
   es_runs: EsRunsTable;
   es_generations: EsGenerationsTable;
   es_evaluations: EsEvaluationsTable;
