@@ -12,3 +12,4 @@ export * from './conductor-checkpoints.ts';
 export * from './workflows.ts';
 export * from './conductor-runs.ts';
 export * from './grpo.ts';
+export * from './ultra-serving.ts';

@@ -176,6 +176,7 @@ export interface RequestsTable {
   total_ms: number;
   status: number;
   error_code: string | null;
+  workflow_id: ColumnType<string | null, number | null | undefined, number | null>;
   created_at: Timestamp;
 }
 
@@ -313,7 +314,10 @@ export interface ConductorRunsTable {
 }
 
 export type WorkflowStatus = 'pending' | 'running' | 'done' | 'failed';
-export type WorkflowFinishReason = 'answered' | 'parse-error' | 'step-error' | 'budget-steps' | 'budget-tokens' | 'budget-usd' | 'conductor-error';
+export type WorkflowFinishReason =
+  | 'answered' | 'parse-error' | 'step-error' | 'budget-steps' | 'budget-tokens' | 'budget-usd' | 'conductor-error'
+  // fugu-ultra with tools: an agent's tool loop passed its bounds; the client's results came too late
+  | 'budget-tool-turns' | 'tool-timeout';
 
 /** One workflow, one row however often it ran (migration 0008_conductor). */
 export interface WorkflowsTable {
@@ -460,4 +464,49 @@ export interface Database {
   grpo_runs: GrpoRunsTable;
   grpo_iterations: GrpoIterationsTable;
   grpo_rollouts: GrpoRolloutsTable;
+  ultra_deployments: UltraDeploymentsTable;
+  ultra_conversations: UltraConversationsTable;
+  ultra_sessions: UltraSessionsTable;
+  ultra_tool_log: UltraToolLogTable;
+}
+
+/** fugu-ultra's deployments, conversations, interactive workflow state and shared tool memory (migration 0011_ultra_serving; repository in ultra-serving.ts). */
+export interface UltraDeploymentsTable {
+  name: string;
+  conductor: string;
+  pool: string;
+  options: JSONColumnType<Record<string, unknown>>;
+  published_at: Generated<Date>;
+}
+
+export interface UltraConversationsTable {
+  id: string;
+  api_key_id: string | null;
+  turns: Generated<number>;
+  created_at: Generated<Date>;
+}
+
+export type UltraSessionStatus = 'running' | 'tools' | 'done' | 'failed';
+
+export interface UltraSessionsTable {
+  workflow_id: ColumnType<string, number, never>;
+  conversation_id: string;
+  api_key_id: string | null;
+  status: UltraSessionStatus;
+  version: Generated<number>;
+  state: JSONColumnType<Record<string, unknown>>;
+  deadline_at: ColumnType<Date | null, Date | null | undefined, Date | null>;
+  created_at: Generated<Date>;
+  updated_at: ColumnType<Date, Date | undefined, Date>;
+}
+
+export interface UltraToolLogTable {
+  conversation_id: string;
+  seq: number;
+  workflow_id: ColumnType<string, number, never>;
+  step: number;
+  name: string;
+  arguments: string;
+  result: string;
+  created_at: Generated<Date>;
 }

@@ -11,6 +11,8 @@ import * as m0007 from './0007_requests.ts';
 import * as m0008 from './0008_conductor.ts';
 import * as m0009 from './0009_worker_descriptions.ts';
 import * as m0010 from './0010_grpo.ts';
+import * as m0011 from './0011_ultra_serving.ts';
+import * as m0012 from './0012_responses.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -23,4 +25,6 @@ export const migrations: Record<string, Migration> = {
   '0008_conductor': m0008,
   '0009_worker_descriptions': m0009,
   '0010_grpo': m0010,
+  '0011_ultra_serving': m0011,
+  '0012_responses': m0012,
 };

@@ -1,0 +1,150 @@
+// fugu-ultra served (migration 0011_ultra_serving): deployments, conversations scoped to an API
+// key, the durable state of interactive workflows (versioned: a save or claim from a stale
+// version writes nothing, so two gateway replicas never both advance one workflow), and each
+// conversation's shared tool memory.
+import { sql } from 'kysely';
+import { InputError } from '@fugu/core';
+import type { Db } from './connection.ts';
+import type { UltraSessionStatus } from './schema.ts';
+
+export type UltraDeployment = { name: string; conductor: string; pool: string; options: Record<string, unknown>; publishedAt: Date };
+
+/** Points a deployment name at a Conductor (created or replaced). */
+export async function publishUltraDeployment(db: Db, d: Omit<UltraDeployment, 'publishedAt'>): Promise<UltraDeployment> {
+  const row = await db
+    .insertInto('ultra_deployments')
+    .values({ name: d.name, conductor: d.conductor, pool: d.pool, options: JSON.stringify(d.options), published_at: new Date() })
+    .onConflict((oc) =>
+      oc.column('name').doUpdateSet((eb) => ({
+        conductor: eb.ref('excluded.conductor'), pool: eb.ref('excluded.pool'), options: eb.ref('excluded.options'), published_at: eb.ref('excluded.published_at'),
+      })),
+    )
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { name: row.name, conductor: row.conductor, pool: row.pool, options: row.options, publishedAt: row.published_at };
+}
+
+export async function getUltraDeployment(db: Db, name: string): Promise<UltraDeployment | undefined> {
+  const row = await db.selectFrom('ultra_deployments').selectAll().where('name', '=', name).executeTakeFirst();
+  return row && { name: row.name, conductor: row.conductor, pool: row.pool, options: row.options, publishedAt: row.published_at };
+}
+
+/**
+ * The conversation `id` of this API key (`keyId` null: no auth), made when new; the next turn's
+ * number (1, 2, ...) is taken atomically. A conversation of another key is an InputError naming
+ * `field` that does not say whether it exists.
+ */
+export async function nextConversationTurn(db: Db, id: string, keyId: string | null, field: string): Promise<number> {
+  await db.insertInto('ultra_conversations').values({ id, api_key_id: keyId }).onConflict((oc) => oc.column('id').doNothing()).execute();
+  const row = await db
+    .updateTable('ultra_conversations')
+    .set((eb) => ({ turns: eb('turns', '+', 1) }))
+    .where('id', '=', id)
+    .where(keyId === null ? sql<boolean>`api_key_id is null` : sql<boolean>`api_key_id = ${keyId}`)
+    .returning('turns')
+    .executeTakeFirst();
+  if (!row) throw new InputError(`no conversation "${id}" for this API key`, { field });
+  return row.turns;
+}
+
+export type UltraSession = {
+  workflowId: number;
+  conversationId: string;
+  apiKeyId: string | null;
+  status: UltraSessionStatus;
+  version: number;
+  state: Record<string, unknown>;
+  deadlineAt: Date | null;
+};
+
+type SessionRaw = { workflow_id: string; conversation_id: string; api_key_id: string | null; status: UltraSessionStatus; version: number; state: Record<string, unknown>; deadline_at: Date | null };
+const toSession = (r: SessionRaw): UltraSession => ({
+  workflowId: Number(r.workflow_id), conversationId: r.conversation_id, apiKeyId: r.api_key_id, status: r.status, version: r.version, state: r.state, deadlineAt: r.deadline_at,
+});
+
+/** A new interactive workflow's state, status running (version 0). */
+export async function insertUltraSession(db: Db, s: Omit<UltraSession, 'version'>): Promise<void> {
+  await db
+    .insertInto('ultra_sessions')
+    .values({ workflow_id: s.workflowId, conversation_id: s.conversationId, api_key_id: s.apiKeyId, status: s.status, state: JSON.stringify(s.state), deadline_at: s.deadlineAt })
+    .execute();
+}
+
+export async function getUltraSession(db: Db, workflowId: number): Promise<UltraSession | undefined> {
+  const row = await db.selectFrom('ultra_sessions').selectAll().where('workflow_id', '=', String(workflowId) as never).executeTakeFirst();
+  return row && toSession(row as unknown as SessionRaw);
+}
+
+/**
+ * Takes a session for one request: from `tools` (waiting for results), or from `running` whose
+ * lease (`deadline_at`) has passed (its gateway died mid-step); status running, version + 1, the
+ * new lease. Undefined when another request holds it or the version moved on.
+ */
+export async function claimUltraSession(db: Db, workflowId: number, version: number, leaseUntil: Date): Promise<UltraSession | undefined> {
+  const row = await db
+    .updateTable('ultra_sessions')
+    .set((eb) => ({ status: 'running' as const, version: eb('version', '+', 1), deadline_at: leaseUntil, updated_at: new Date() }))
+    .where('workflow_id', '=', String(workflowId) as never)
+    .where('version', '=', version)
+    .where(sql<boolean>`(status = 'tools' or (status = 'running' and deadline_at < now()))`)
+    .returningAll()
+    .executeTakeFirst();
+  return row && toSession(row as unknown as SessionRaw);
+}
+
+/** Saves a session's state from `version` (version + 1); false when the version moved on (nothing written). */
+export async function saveUltraSession(db: Db, workflowId: number, version: number, s: { status: UltraSessionStatus; state: Record<string, unknown>; deadlineAt: Date | null }): Promise<boolean> {
+  const r = await db
+    .updateTable('ultra_sessions')
+    .set((eb) => ({ status: s.status, state: JSON.stringify(s.state), deadline_at: s.deadlineAt, version: eb('version', '+', 1), updated_at: new Date() }))
+    .where('workflow_id', '=', String(workflowId) as never)
+    .where('version', '=', version)
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) === 1;
+}
+
+/** Sessions waiting for tool results past their deadline (at most `limit`), oldest first. */
+export async function expiredUltraSessions(db: Db, limit = 20): Promise<UltraSession[]> {
+  const rows = await db
+    .selectFrom('ultra_sessions')
+    .selectAll()
+    .where('status', '=', 'tools')
+    .where(sql<boolean>`deadline_at < now()`)
+    .orderBy('deadline_at')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => toSession(r as unknown as SessionRaw));
+}
+
+export type ToolMemoryEntry = { seq: number; workflowId: number; step: number; name: string; arguments: string; result: string };
+
+/** Appends tool calls and their results to a conversation's memory (seq continues from the last). */
+export async function appendToolMemory(db: Db, conversationId: string, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'>>): Promise<void> {
+  if (entries.length === 0) return;
+  await db.transaction().execute(async (tx) => {
+    // one writer per conversation at a time (a row lock on the conversation)
+    await sql`select 1 from ultra_conversations where id = ${conversationId} for update`.execute(tx);
+    const { rows } = await sql<{ last: number | null }>`select max(seq) as last from ultra_tool_log where conversation_id = ${conversationId}`.execute(tx);
+    const last = rows[0]?.last ?? 0;
+    await tx
+      .insertInto('ultra_tool_log')
+      .values(entries.map((e, i) => ({ conversation_id: conversationId, seq: last + i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result })))
+      .execute();
+  });
+}
+
+/** The newest `limit` entries of a conversation's memory, oldest first, and how many there are in all. */
+export async function readToolMemory(db: Db, conversationId: string, limit: number): Promise<{ entries: ToolMemoryEntry[]; total: number }> {
+  const rows = await db
+    .selectFrom('ultra_tool_log')
+    .select(['seq', 'workflow_id', 'step', 'name', 'arguments', 'result'])
+    .where('conversation_id', '=', conversationId)
+    .orderBy('seq', 'desc')
+    .limit(limit)
+    .execute();
+  const total = rows.length === 0 ? 0 : rows[0]!.seq;
+  return {
+    entries: rows.reverse().map((r) => ({ seq: r.seq, workflowId: Number(r.workflow_id), step: r.step, name: r.name, arguments: r.arguments, result: r.result })),
+    total,
+  };
+}
