@@ -23,3 +23,4 @@ export * from './eval/index.ts';
 export * from './calibrate.ts';
 export * from './grpo/index.ts';
 export * from './rewards/index.ts';
+export * from './interactive/index.ts';

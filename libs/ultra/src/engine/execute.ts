@@ -69,7 +69,7 @@ type StepState = {
 };
 
 /** A conductor that could not write: the workflow ends `conductor-error` with this message. */
-class ConductorFailure extends Error {
+export class ConductorFailure extends Error {
   readonly wire: WireError;
   constructor(message: string, wire: WireError) {
     super(message);
@@ -130,7 +130,7 @@ export type WorkflowEnv = {
 function engineSteps(deps: EngineDeps): WorkflowEnv {
   const client: ChatCallClientOptions = { db: deps.db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
   return {
-    write: (r, options, workers, pool, item) => write(deps, r, options, workers, pool, item),
+    write: (r, options, workers, pool, item) => writeWorkflow(deps, r, options, workers, pool, item),
     runSteps: (calls) => {
       // one waiter for the calls submitted together; each call's promise settles as its own
       // result comes in, so a step waits only for the steps it reads
@@ -298,19 +298,22 @@ function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workf
   const st = states[i]!;
   const req: ChatRequest = { messages: prompt.messages, ...(options.maxTokensPerStep !== undefined && { maxTokens: options.maxTokensPerStep }) };
   if (st.worker.provider === 'replay' && item) {
-    const { sizeClass: _sizeClass, ...p } = workerReplayParams(options.replay, st.worker);
-    req.metadata = {
-      itemId: String(item.dbId),
-      [REPLAY_STEP_METADATA]: encodeReplayStepRequest({
-        seed: row.seed,
-        sources: st.sources,
-        // what the step reads: the answers of the steps it sees (all answered before it runs)
-        seenTokens: st.sees.reduce((n, j) => n + outputTokensOf(states[j]!.result), 0),
-        params: p,
-      }),
-    };
+    // what the step reads: the answers of the steps it sees (all answered before it runs)
+    const seenTokens = st.sees.reduce((n, j) => n + outputTokensOf(states[j]!.result), 0);
+    req.metadata = replayStepMetadata({ itemId: String(item.dbId), seed: row.seed, options, worker: st.worker, sources: st.sources, seenTokens });
   }
   return req;
+}
+
+/**
+ * A replay worker's step request metadata: the item (`itemId`, as the replay store keys it) and
+ * the replay step model's inputs (sources, the answers' tokens it reads, the worker's parameters).
+ */
+export function replayStepMetadata(o: {
+  itemId: string; seed: number; options: Pick<WorkflowOptions, 'replay'>; worker: Pick<WorkerSpec, 'name' | 'model' | 'description' | 'size'>; sources: string[]; seenTokens: number;
+}): Record<string, string> {
+  const { sizeClass: _sizeClass, ...params } = workerReplayParams(o.options.replay, o.worker);
+  return { itemId: o.itemId, [REPLAY_STEP_METADATA]: encodeReplayStepRequest({ seed: o.seed, sources: o.sources, seenTokens: o.seenTokens, params }) };
 }
 
 // ---- the writers ---------------------------------------------------------------------------
@@ -351,7 +354,15 @@ export function conductorInput(row: Pick<WorkflowRow, 'question' | 'seed'>, opti
   };
 }
 
-async function write(deps: EngineDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
+/** What a writer needs of the engine: the database, the call pipeline (llm:), the router (fixed:router) and the policy writer (policy:). */
+export type WriterDeps = Pick<EngineDeps, 'db' | 'config' | 'pipeline' | 'log' | 'routerPick' | 'policyConductor'>;
+
+/**
+ * The Conductor writes the workflow of a row: a fixed topology, the embedded policy, or an llm:
+ * Conductor called through the pipeline (key `wf<id>.conductor`, reused when its row exists).
+ * A writer that cannot write throws a ConductorFailure (isConductorFailure).
+ */
+export async function writeWorkflow(deps: WriterDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
   const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
   if (isGivenConductor(row.conductor)) {
     // the completion came with the workflow (the reward service): parsed like any writer's

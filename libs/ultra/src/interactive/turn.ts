@@ -1,0 +1,598 @@
+// fugu-ultra served: one request of a conversation is one turn of this state machine.
+//
+//   a user message last  -> a new workflow in the conversation: the Conductor writes, the
+//                           workflow is parsed, and the agents (one per step) run;
+//   tool results last    -> the workflow their ids name resumes: each result goes back to the
+//                           agent that made the call, whose tool loop goes on.
+//
+// Either way the agents advance by dataflow (a step starts when the steps it sees are done) until
+// nothing is in flight. Then, if some agents wait for tool results, their calls, merged into one
+// assistant message with fugu's signed ids (ids.ts), are the answer, and the state (each agent's
+// private transcript, pending calls, finished steps) is saved in Postgres: any gateway replica
+// takes the next request. Otherwise the final step's answer is the answer and the workflow row is
+// finished. Isolation: an agent's transcript holds its own prompt, tool calls and results; from
+// other agents it reads only what its access list grants (their subtasks and final answers,
+// through the worker prompt), never their tool traffic. Shared memory: a later workflow's agents
+// are shown the conversation's earlier tool calls and results (memory.ts).
+import { randomBytes } from 'node:crypto';
+import {
+  formatUsd, messageText, parseUsd, toWireError,
+  type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage, type WireError,
+} from '@fugu/core';
+import { parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Step, type Workflow } from '@fugu/conductor';
+import {
+  appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getUltraSession, insertUltraSession, insertWorkflows, nextConversationTurn, readToolMemory,
+  saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
+} from '@fugu/db';
+import type { Logger } from '@fugu/telemetry';
+import { allowedWorkers, ConductorFailure, replayStepMetadata, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
+import type { WorkflowOptions } from '../engine/options.ts';
+import { parseToolCallId, signToolCallId, verifyToolCallId } from './ids.ts';
+import { renderToolMemory } from './memory.ts';
+import type { InteractiveOptions } from './options.ts';
+
+/** A request the turn refuses or cannot serve: the gateway answers it with this status, param and code. */
+export class UltraRequestError extends Error {
+  readonly status: 400 | 404 | 409 | 502 | 503;
+  readonly param: string | null;
+  readonly code: string;
+  constructor(status: UltraRequestError['status'], message: string, opts: { param?: string | null; code: string }) {
+    super(message);
+    this.name = 'UltraRequestError';
+    this.status = status;
+    this.param = opts.param ?? null;
+    this.code = opts.code;
+  }
+}
+
+export type UltraDeploymentRef = {
+  /** the model name (`fugu-ultra`) */
+  name: string;
+  /** the Conductor spec */
+  conductor: string;
+  poolId: number;
+  /** the pool's workers, in pool order */
+  workers: readonly StoredWorker[];
+  options: InteractiveOptions;
+};
+
+export type ProviderStream = { events: AsyncIterator<StreamEvent>; cost(usage: Usage): Promise<bigint> };
+
+export type InteractiveDeps = {
+  db: Db;
+  /** who writes (the engine's writers: fixed, policy, llm) */
+  writer: WriterDeps;
+  /** signs and verifies the tool-call ids the client sees */
+  secret: Buffer;
+  /** one model call of an agent (the gateway's call seam: rate limits, cache, cost, a chat_calls row keyed `key`) */
+  call(worker: StoredWorker, req: ChatRequest, key: string): Promise<{ result: ChatResult; cost: bigint }>;
+  /** the same, streamed (the final step when the client streams) */
+  stream(worker: StoredWorker, req: ChatRequest, key: string): Promise<ProviderStream>;
+  /** replay pools: the dataset item a question is (its id, as the replay store keys it) */
+  itemOf?(question: string): string | undefined;
+  log?: Logger;
+  /** how long a request may hold a workflow (a replica that died mid-step frees it then); default 10 min */
+  leaseMs?: number;
+};
+
+export type TurnInput = {
+  deployment: UltraDeploymentRef;
+  /** the API key's id (null: no auth) */
+  keyId: string | null;
+  /** the pool workers this caller may use (pool order); a subset restricts every writer */
+  workers: readonly string[];
+  messages: ChatMessage[];
+  tools?: ToolDefinition[];
+  toolChoice?: ToolChoice;
+  parallelToolCalls?: boolean;
+  temperature?: number;
+  maxTokens?: number;
+  /** an explicit conversation id (the Responses API's, or `fugu.conversation`) */
+  conversation?: string;
+  /** false: this turn's agents are not shown the conversation's earlier tool traffic */
+  sharedMemory?: boolean;
+  seed?: number;
+  /** stream the final step's tokens (TurnEvent text-delta) */
+  stream: boolean;
+};
+
+export type TurnEvent = { type: 'progress'; progress: Record<string, unknown> } | { type: 'text-delta'; text: string };
+
+type Tally = { inputTokens: number; outputTokens: number; cost: bigint };
+
+export type TurnStep = { step: number; worker: string; access: WorkflowStepSpec['access']; status: AgentStatus; toolTurns: number; finish: string | null };
+
+export type TurnResult = {
+  workflowId: number;
+  conversationId: string;
+  /** tools: the answer is tool calls the workflow waits for; done / failed: the workflow ended */
+  status: 'tools' | 'done' | 'failed';
+  text: string;
+  toolCalls: ToolCall[];
+  finishReason: FinishReason;
+  /** the workflow's finish reason once it ended */
+  workflowFinish: WorkflowFinishReason | null;
+  /** the worker of the final step (done), or of the first agent waiting for tools */
+  worker: string;
+  /** what this request spent: the Conductor's writing (its first request only) and the agents' calls */
+  usage: { conductor: Tally; workers: Tally };
+  steps: TurnStep[];
+  topology: string;
+  conductor: string;
+};
+
+// ---- the durable state --------------------------------------------------------------------
+
+type AgentStatus = 'waiting' | 'call' | 'tools' | 'done' | 'error' | 'skipped';
+type PendingCall = { id: string; agentCallId: string; name: string; arguments: string };
+type AgentState = {
+  status: AgentStatus;
+  /** the agent's private transcript: its prompt, then its own tool calls and their results */
+  messages: ChatMessage[];
+  turns: number;
+  toolTurns: number;
+  pending: PendingCall[];
+  /** text the agent wrote beside its pending tool calls */
+  toolText: string;
+  answer: string | null;
+  finish: string | null;
+  tokensIn: number;
+  tokensOut: number;
+  /** USD decimal */
+  cost: string;
+  latencyMs: number;
+  lastKey: string | null;
+  replay: Record<string, unknown> | null;
+  error: WireError | null;
+  saved: boolean;
+};
+
+type SessionState = {
+  v: 1;
+  conductor: string;
+  conversationId: string;
+  keyId: string | null;
+  /** the agents' task (the conversation so far and the shared memory) */
+  task: string;
+  /** the client's system messages, first in every agent's transcript */
+  system: string;
+  steps: Step[];
+  specs: WorkflowStepSpec[];
+  workerIds: number[];
+  sees: number[][];
+  sources: string[][];
+  itemId: string | null;
+  seed: number;
+  options: WorkflowOptions;
+  agents: AgentState[];
+  callSeq: number;
+  toolTurns: number;
+  /** the workflow row's final write, less what the steps add */
+  base: WorkflowFinish;
+  startedAt: number;
+};
+
+const CURRENT_STATE = 1;
+
+// ---- the turn --------------------------------------------------------------------------------
+
+/** One request of fugu-ultra: a new workflow, or the tool results of a waiting one. */
+export async function runTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void = () => {}): Promise<TurnResult> {
+  await expireSessions(deps).catch((e: unknown) => deps.log?.warn({ err: (e as Error).message }, 'fugu-ultra: could not end the workflows past their tool deadline'));
+  const results = trailingToolResults(input.messages);
+  return results.length > 0 ? continueTurn(deps, input, results, emit) : startTurn(deps, input, emit);
+}
+
+/** The tool results the messages end with (after the last assistant message), with their message index. */
+function trailingToolResults(messages: readonly ChatMessage[]): Array<ToolResultPart & { at: number }> {
+  const out: Array<ToolResultPart & { at: number }> = [];
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const m = messages[i]!;
+    if (m.role !== 'tool') break;
+    for (const p of m.content) out.unshift({ ...p, at: i });
+  }
+  return out;
+}
+
+const bad = (message: string, param: string | null, code = 'invalid_value'): UltraRequestError => new UltraRequestError(400, message, { param, code });
+
+async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void): Promise<TurnResult> {
+  const { db } = deps;
+  const d = input.deployment;
+  const lastUserAt = input.messages.findLastIndex((m) => m.role === 'user');
+  if (lastUserAt < 0) throw bad('a fugu-ultra conversation needs a user message (or the results of its tool calls last)', 'messages');
+  const question = messageText(input.messages[lastUserAt]!).trim();
+  if (question === '') throw bad('the last user message is empty', `messages[${lastUserAt}].content`);
+
+  const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? `conv_${randomBytes(12).toString('base64url')}`;
+  const turn = await nextConversationTurn(db, conversationId, input.keyId, input.conversation !== undefined ? 'conversation' : 'messages');
+
+  const restricted = input.workers.length < d.workers.length;
+  const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
+  const seed = input.seed ?? 0;
+  const key = `ultra.${conversationId}.${turn}`;
+  const [workflowId] = await insertWorkflows(db, [{ key, poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> }]);
+  const row = await claimWorkflow(db, workflowId!);
+  if (!row) throw new UltraRequestError(409, `workflow ${key} is already running`, { code: 'workflow_busy' });
+
+  // the conductor writes for the latest question
+  const workers = d.workers;
+  let pool;
+  let out;
+  try {
+    pool = writerPool(allowedWorkers(workers, options));
+    out = await writeWorkflow(deps.writer, row, options, workers, pool, undefined);
+  } catch (e) {
+    if (!(e instanceof ConductorFailure)) throw e;
+    await finishWorkflow(db, workflowId!, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
+    throw new UltraRequestError(502, `the Conductor (${d.conductor}) could not write a workflow: ${e.message}`, { code: 'conductor_error' });
+  }
+  const conductorTally: Tally = { inputTokens: out.usage?.inputTokens ?? 0, outputTokens: out.usage?.outputTokens ?? 0, cost: out.costPico ?? 0n };
+  const base: WorkflowFinish = {
+    completion: out.text, promptVersion: out.promptVersion ?? null, logprob: out.logprob ?? null,
+    conductorTokensIn: conductorTally.inputTokens, conductorTokensOut: conductorTally.outputTokens, conductorCost: formatUsd(conductorTally.cost),
+    ...(out.decisions !== undefined && { decisions: out.decisions }),
+  };
+  const parsed = parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: options.maxSteps });
+  if (!parsed.ok) {
+    await finishWorkflow(db, workflowId!, { ...base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...parsed.error }, outcome: 'unanswered' });
+    throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${parsed.error.message}`, { code: 'conductor_error' });
+  }
+  const workflow = parsed.workflow;
+  const schedule = scheduleOf(workflow);
+  const names = workflow.steps.map((s) => pool.workers[s.worker]!.name);
+  const byName = new Map(workers.map((w) => [w.name, w]));
+  const sees = workflow.steps.map((_, i) => visibleSteps(workflow, i));
+  const specs: WorkflowStepSpec[] = workflow.steps.map((s, i) => ({ worker: s.worker, name: names[i]!, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access] }));
+
+  // what every agent is told: the conversation so far, and what earlier workflows' tools found
+  const memory = d.options.sharedMemory && input.sharedMemory !== false ? await readToolMemory(db, conversationId, d.options.memoryMaxEntries) : undefined;
+  const memoryText = memory ? renderToolMemory(memory.entries, memory.total, { maxEntries: d.options.memoryMaxEntries, maxChars: d.options.memoryMaxChars }) : '';
+  const task = [conversationText(input.messages, lastUserAt), memoryText].filter((t) => t !== '').join('\n\n');
+  const system = input.messages.filter((m) => m.role === 'system').map((m) => messageText(m)).join('\n\n');
+
+  const state: SessionState = {
+    v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, task, system,
+    steps: workflow.steps.map((s) => ({ worker: s.worker, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access] })),
+    specs, workerIds: names.map((n) => byName.get(n)!.id), sees,
+    sources: sourcesOf(names.map((worker, i) => ({ worker, sees: sees[i]! }))),
+    itemId: deps.itemOf?.(question) ?? null, seed, options,
+    agents: names.map(() => newAgent()), callSeq: 0, toolTurns: 0,
+    base: { ...base, parseOk: true, parseError: null, steps: specs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath },
+    startedAt: Date.now(),
+  };
+  await insertUltraSession(db, { workflowId: workflowId!, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) });
+  emit({
+    type: 'progress',
+    progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
+  });
+  return advance(deps, input, { workflowId: workflowId!, version: 0 }, state, conductorTally, emit);
+}
+
+async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
+  const { db } = deps;
+  const refs = results.map((r) => ({ r, p: parseToolCallId(r.toolCallId) }));
+  const foreign = refs.find((x) => !x.p);
+  if (foreign) throw bad(`tool_call_id "${foreign.r.toolCallId}" answers no call that fugu-ultra made (its ids start with call_fu_)`, `messages[${foreign.r.at}].tool_call_id`, 'invalid_tool_call_id');
+  const workflowId = refs[0]!.p!.workflowId;
+  const other = refs.find((x) => x.p!.workflowId !== workflowId);
+  if (other) throw bad(`tool_call_id "${other.r.toolCallId}" belongs to another workflow than "${refs[0]!.r.toolCallId}": send the results of one assistant message at a time`, `messages[${other.r.at}].tool_call_id`, 'invalid_tool_call_id');
+  const session = await getUltraSession(db, workflowId);
+  for (const { r } of refs) {
+    if (!session || session.apiKeyId !== input.keyId || !verifyToolCallId(deps.secret, input.keyId, session.conversationId, r.toolCallId)) {
+      throw bad(`tool_call_id "${r.toolCallId}" was not issued to this API key (or was altered)`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
+    }
+  }
+  const s = session!;
+  let state = readState(s);
+  const pending = new Map(state.agents.flatMap((a) => a.pending.map((c) => [c.id, c] as const)));
+  const late = s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
+  if (late) await expireSession(deps, s);
+  if (late || (s.status === 'failed' && state.agents.some((a) => a.finish === 'tool-timeout'))) {
+    throw bad(`the results of workflow ${workflowId}'s tool calls were due by ${s.deadlineAt?.toISOString() ?? 'its deadline'}; the workflow ended (tool-timeout): send the question again`, 'messages', 'tool_results_late');
+  }
+  if (s.status === 'done' || s.status === 'failed' || pending.size === 0) {
+    const r = refs[0]!.r;
+    throw bad(`tool_call_id "${r.toolCallId}" was already answered: workflow ${workflowId} ${s.status === 'running' ? 'has moved on' : 'has ended'}`, `messages[${r.at}].tool_call_id`, 'tool_call_already_answered');
+  }
+  const given = new Map<string, ToolResultPart & { at: number }>();
+  for (const { r } of refs) {
+    if (!pending.has(r.toolCallId)) throw bad(`tool_call_id "${r.toolCallId}" was already answered (workflow ${workflowId} waits for ${[...pending.keys()].join(', ')})`, `messages[${r.at}].tool_call_id`, 'tool_call_already_answered');
+    if (given.has(r.toolCallId)) throw bad(`tool_call_id "${r.toolCallId}" is answered twice`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
+    given.set(r.toolCallId, r);
+  }
+  const missing = [...pending.keys()].filter((id) => !given.has(id));
+  if (missing.length > 0) {
+    throw bad(`workflow ${workflowId} waits for the result of every tool call of its message; missing: ${missing.join(', ')}`, 'messages', 'missing_tool_results');
+  }
+  const claimed = await claimUltraSession(db, workflowId, s.version, leaseUntil(deps));
+  if (!claimed) throw new UltraRequestError(409, `workflow ${workflowId} is being continued by another request`, { code: 'workflow_busy' });
+  state = readState(claimed);
+
+  // each result goes back to the agent that made the call, under that agent's own call id
+  const memory: Array<{ workflowId: number; step: number; name: string; arguments: string; result: string }> = [];
+  state.agents.forEach((a, i) => {
+    if (a.status !== 'tools') return;
+    a.messages.push({
+      role: 'tool',
+      content: a.pending.map((c) => {
+        const r = given.get(c.id)!;
+        memory.push({ workflowId, step: i, name: c.name, arguments: c.arguments, result: r.content });
+        return { type: 'tool-result' as const, toolCallId: c.agentCallId, name: c.name, content: r.content, ...(r.isError && { isError: true }) };
+      }),
+    });
+    a.pending = [];
+    a.status = 'call';
+  });
+  if (input.deployment.options.sharedMemory) await appendToolMemory(db, state.conversationId, memory);
+  emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: workflowId, conversation: state.conversationId, results: given.size } });
+  return advance(deps, input, { workflowId, version: claimed.version }, state, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit);
+}
+
+/** Runs the agents until nothing is in flight; saves the state; answers with tool calls or the final answer. */
+async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId: number; version: number }, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void): Promise<TurnResult> {
+  const { db } = deps;
+  const d = input.deployment;
+  const { workflowId } = at;
+  const workflow: Workflow = { steps: state.steps };
+  const schedule = scheduleOf(workflow);
+  const byId = new Map(d.workers.map((w) => [w.id, w]));
+  const workerOf = (i: number): StoredWorker => {
+    const w = byId.get(state.workerIds[i]!);
+    if (!w) throw new UltraRequestError(503, `workflow ${workflowId}'s step ${i + 1} runs on worker ${state.specs[i]!.name}, which this gateway's pool no longer has`, { code: 'worker_unavailable' });
+    return w;
+  };
+  const workers: Tally = { inputTokens: 0, outputTokens: 0, cost: 0n };
+  const tools = input.tools && input.tools.length > 0 ? input.tools : undefined;
+  let ended: 'step-error' | undefined;
+  let budgetHit = state.agents.some((a) => a.finish === 'budget-tool-turns');
+  const inFlight = new Map<number, Promise<{ i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number }>>();
+
+  const launch = (i: number): void => {
+    const a = state.agents[i]!;
+    const worker = workerOf(i);
+    a.turns += 1;
+    const key = `wf${workflowId}.s${i}.t${a.turns}.v${at.version}`;
+    a.lastKey = key;
+    const req: ChatRequest = {
+      messages: a.messages,
+      ...(tools && { tools, ...(input.toolChoice !== undefined && { toolChoice: input.toolChoice }), ...(input.parallelToolCalls !== undefined && { parallelToolCalls: input.parallelToolCalls }) }),
+      ...((input.temperature ?? state.options.temperature) !== undefined && { temperature: input.temperature ?? state.options.temperature }),
+      ...((state.options.maxTokensPerStep ?? input.maxTokens) !== undefined && { maxTokens: state.options.maxTokensPerStep ?? input.maxTokens }),
+    };
+    if (worker.provider === 'replay' && state.itemId !== null) {
+      const seenTokens = state.sees[i]!.reduce((n, j) => n + state.agents[j]!.tokensOut, 0);
+      req.metadata = replayStepMetadata({ itemId: state.itemId, seed: state.seed, options: state.options, worker, sources: state.sources[i]!, seenTokens });
+    }
+    emit({ type: 'progress', progress: { event: a.turns === 1 ? 'step.started' : 'step.continued', workflow: workflowId, step: i, worker: worker.name, turn: a.turns } });
+    const t0 = Date.now();
+    const streamed = input.stream && i === schedule.finalStep;
+    const p = (streamed ? streamCall(deps, worker, req, key, (text) => emit({ type: 'text-delta', text })) : deps.call(worker, req, key)).then(
+      (o) => ({ i, ok: true as const, result: o.result, cost: o.cost, ms: Date.now() - t0 }),
+      (error: unknown) => ({ i, ok: false as const, error, ms: Date.now() - t0 }),
+    );
+    inFlight.set(i, p);
+  };
+
+  for (;;) {
+    if (!ended) {
+      for (let i = 0; i < schedule.size; i++) {
+        const a = state.agents[i]!;
+        if (a.status === 'waiting' && schedule.inputs[i]!.every((j) => state.agents[j]!.status === 'done')) {
+          a.messages = agentPrompt(state, workflow, i);
+          a.status = 'call';
+        }
+        if (a.status === 'call' && !inFlight.has(i)) launch(i);
+      }
+    }
+    if (inFlight.size === 0) break;
+    const o = await Promise.race(inFlight.values());
+    inFlight.delete(o.i);
+    const a = state.agents[o.i]!;
+    const worker = workerOf(o.i);
+    a.latencyMs += o.ms;
+    if (!o.ok) {
+      a.status = 'error';
+      a.error = toWireError(o.error);
+      ended = 'step-error';
+      emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'error', error: a.error.message } });
+      continue;
+    }
+    const r = o.result;
+    a.tokensIn += r.usage.inputTokens;
+    a.tokensOut += r.usage.outputTokens;
+    a.cost = formatUsd(parseUsd(a.cost) + o.cost);
+    workers.inputTokens += r.usage.inputTokens;
+    workers.outputTokens += r.usage.outputTokens;
+    workers.cost += o.cost;
+    const rep = r.providerMetadata?.['replay'];
+    if (rep !== null && typeof rep === 'object') a.replay = rep as Record<string, unknown>;
+    if (tools && r.toolCalls.length > 0) {
+      if (a.toolTurns >= d.options.maxToolTurnsPerAgent || state.toolTurns >= d.options.maxToolTurnsPerWorkflow) {
+        // past a bound: the step ends with what the agent wrote, and says why
+        a.status = 'done';
+        a.finish = 'budget-tool-turns';
+        a.answer = r.text;
+        budgetHit = true;
+        emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'done', finish: a.finish } });
+        continue;
+      }
+      a.toolTurns += 1;
+      state.toolTurns += 1;
+      a.messages.push({
+        role: 'assistant',
+        content: [...(r.text ? [{ type: 'text' as const, text: r.text }] : []), ...r.toolCalls.map((c) => ({ type: 'tool-call' as const, id: c.id, name: c.name, arguments: c.arguments }))],
+      });
+      a.pending = r.toolCalls.map((c) => ({
+        id: signToolCallId(deps.secret, state.keyId, state.conversationId, { workflowId, step: o.i, seq: ++state.callSeq }),
+        agentCallId: c.id, name: c.name, arguments: c.arguments,
+      }));
+      a.toolText = r.text;
+      a.status = 'tools';
+      emit({ type: 'progress', progress: { event: 'step.tool_calls', workflow: workflowId, step: o.i, worker: worker.name, calls: a.pending.map((c) => ({ id: c.id, name: c.name })) } });
+      continue;
+    }
+    a.messages.push({ role: 'assistant', content: r.text });
+    a.status = 'done';
+    a.answer = r.text;
+    a.finish = r.finishReason === 'length' ? 'length' : 'stop';
+    emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'done', finish: a.finish } });
+  }
+
+  const waiting = state.agents.flatMap((a, i) => (a.status === 'tools' ? [i] : []));
+  const steps = (): TurnStep[] => state.agents.map((a, i) => ({ step: i, worker: state.specs[i]!.name, access: state.specs[i]!.access, status: a.status, toolTurns: a.toolTurns, finish: a.finish }));
+  const common = { workflowId, conversationId: state.conversationId, usage: { conductor, workers }, topology: state.base.topology ?? 'single', conductor: state.conductor };
+
+  if (waiting.length > 0 && !ended) {
+    // every agent that waits: one assistant message with all their calls
+    const calls = waiting.flatMap((i) => state.agents[i]!.pending.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })));
+    await saveSteps(db, workflowId, state);
+    const saved = await saveUltraSession(db, workflowId, at.version, { status: 'tools', state, deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) });
+    if (!saved) throw new UltraRequestError(409, `workflow ${workflowId} was taken by another request while this one ran`, { code: 'workflow_busy' });
+    const finalWaits = waiting.includes(schedule.finalStep);
+    return {
+      ...common, status: 'tools', text: finalWaits ? state.agents[schedule.finalStep]!.toolText : '', toolCalls: calls, finishReason: 'tool-calls', workflowFinish: null,
+      worker: state.specs[finalWaits ? schedule.finalStep : waiting[0]!]!.name, steps: steps(),
+    };
+  }
+
+  // the workflow has ended: agents that could not run (a failed step) are skipped
+  for (const a of state.agents) {
+    if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
+    if (a.status === 'tools') {
+      a.status = 'error';
+      a.error = { code: 'abandoned', message: 'another step failed while this one waited for tool results' };
+    }
+  }
+  await saveSteps(db, workflowId, state);
+  const last = state.agents[schedule.finalStep]!;
+  const answered = last.status === 'done';
+  const finishReason: WorkflowFinishReason = ended ?? (budgetHit ? 'budget-tool-turns' : 'answered');
+  const totals = state.agents.reduce((t, a) => ({ tin: t.tin + a.tokensIn, tout: t.tout + a.tokensOut, cost: t.cost + parseUsd(a.cost) }), { tin: 0, tout: 0, cost: 0n });
+  await finishWorkflow(db, workflowId, {
+    ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: answered ? null : 'unanswered', reward: null, score: null,
+    workerTokensIn: totals.tin, workerTokensOut: totals.tout, workerCost: formatUsd(totals.cost),
+    latencyMs: Date.now() - state.startedAt,
+  });
+  await saveUltraSession(db, workflowId, at.version, { status: answered ? 'done' : 'failed', state, deadlineAt: null });
+  emit({ type: 'progress', progress: { event: 'workflow.finished', workflow: workflowId, finish_reason: finishReason } });
+  if (!answered) {
+    const failed = state.agents.findIndex((a) => a.status === 'error');
+    const f = state.agents[failed];
+    throw new UltraRequestError(502, `workflow ${workflowId}: step ${failed + 1} (${state.specs[failed]?.name ?? '?'}) failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error' });
+  }
+  return {
+    ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' ? 'length' : 'stop', workflowFinish: finishReason,
+    worker: state.specs[schedule.finalStep]!.name, steps: steps(),
+  };
+}
+
+/** The final step's call, streamed: its text deltas go out as they come; the whole result is assembled. */
+async function streamCall(deps: InteractiveDeps, worker: StoredWorker, req: ChatRequest, key: string, onText: (t: string) => void): Promise<{ result: ChatResult; cost: bigint }> {
+  const s = await deps.stream(worker, req, key);
+  let text = '';
+  const toolCalls: ToolCall[] = [];
+  let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
+  for (let ev = await s.events.next(); !ev.done; ev = await s.events.next()) {
+    const e = ev.value;
+    if (e.type === 'text-delta') {
+      text += e.text;
+      onText(e.text);
+    } else if (e.type === 'tool-call') toolCalls.push(e.toolCall);
+    else finish = e;
+  }
+  const usage = finish?.usage ?? { inputTokens: 0, outputTokens: 0 };
+  const result: ChatResult = {
+    text, toolCalls, usage, finishReason: finish?.finishReason ?? 'stop', model: finish?.model ?? worker.model,
+    content: [...(text ? [{ type: 'text' as const, text }] : []), ...toolCalls.map((c) => ({ type: 'tool-call' as const, ...c }))],
+  };
+  return { result, cost: await s.cost(usage) };
+}
+
+/** An agent's first messages: the client's system messages, then the worker prompt of its step (the answers it may see). */
+function agentPrompt(state: SessionState, workflow: Workflow, i: number): ChatMessage[] {
+  const answers = new Map(state.agents.flatMap((a, j) => (a.status === 'done' ? [[j, a.answer ?? ''] as const] : [])));
+  const prompt = renderWorkerPrompt({ question: state.task, workflow, step: i, answers, ...(state.options.workerPrompt !== undefined && { template: state.options.workerPrompt }) });
+  return [...(state.system ? [{ role: 'system' as const, content: state.system }] : []), ...prompt.messages];
+}
+
+/** The conversation as the agents read it: earlier user and assistant text (no tool traffic), then the latest message. */
+function conversationText(messages: readonly ChatMessage[], lastUserAt: number): string {
+  const latest = messageText(messages[lastUserAt]!).trim();
+  const earlier = messages.slice(0, lastUserAt).flatMap((m) => {
+    if (m.role !== 'user' && m.role !== 'assistant') return [];
+    const t = typeof m.content === 'string' ? m.content : m.content.flatMap((p) => (p.type === 'text' ? [p.text] : [])).join('');
+    return t.trim() === '' ? [] : [`${m.role === 'user' ? 'User' : 'Assistant'}: ${t.trim()}`];
+  });
+  return earlier.length === 0 ? latest : `The conversation so far:\n${earlier.join('\n')}\n\nThe user's latest message:\n${latest}`;
+}
+
+/** The conversation of the newest fugu-ultra tool call in the history (verified for this key), if any. */
+async function conversationOfHistory(deps: InteractiveDeps, input: TurnInput): Promise<string | undefined> {
+  for (let i = input.messages.length - 1; i >= 0; i--) {
+    const m = input.messages[i]!;
+    if (m.role !== 'assistant' || typeof m.content === 'string') continue;
+    for (const p of m.content) {
+      if (p.type !== 'tool-call') continue;
+      const ref = parseToolCallId(p.id);
+      if (!ref) continue;
+      const s = await getUltraSession(deps.db, ref.workflowId);
+      if (!s || s.apiKeyId !== input.keyId || !verifyToolCallId(deps.secret, input.keyId, s.conversationId, p.id)) {
+        throw bad(`tool call id "${p.id}" in the history was not issued to this API key (or was altered)`, `messages[${i}].tool_calls`, 'invalid_tool_call_id');
+      }
+      return s.conversationId;
+    }
+  }
+  return undefined;
+}
+
+function newAgent(): AgentState {
+  return { status: 'waiting', messages: [], turns: 0, toolTurns: 0, pending: [], toolText: '', answer: null, finish: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, lastKey: null, replay: null, error: null, saved: false };
+}
+
+function readState(s: UltraSession): SessionState {
+  const st = s.state as unknown as SessionState;
+  if (st?.v !== CURRENT_STATE) throw new UltraRequestError(409, `workflow ${s.workflowId} was saved by another version of fugu (state v${String(st?.v)}; this one reads v${CURRENT_STATE})`, { code: 'workflow_state_version' });
+  return st;
+}
+
+function leaseUntil(deps: InteractiveDeps): Date {
+  return new Date(Date.now() + (deps.leaseMs ?? 10 * 60_000));
+}
+
+/** The step rows of the steps that have ended (each written once). */
+async function saveSteps(db: Db, workflowId: number, state: SessionState): Promise<void> {
+  for (const [i, a] of state.agents.entries()) {
+    if (a.saved || !(a.status === 'done' || a.status === 'error' || a.status === 'skipped')) continue;
+    const spec = state.specs[i]!;
+    await saveWorkflowStep(db, {
+      workflowId, idx: i, workerId: state.workerIds[i]!, worker: spec.name, subtask: spec.subtask, access: spec.access, sees: state.sees[i]!,
+      chatCallId: a.lastKey ?? `wf${workflowId}.s${i}`, status: a.status === 'done' ? 'ok' : a.status, answer: a.status === 'done' ? a.answer : null,
+      tokensIn: a.tokensIn, tokensOut: a.tokensOut, cost: a.cost, latencyMs: a.latencyMs, cached: false, replay: a.replay, error: a.error,
+    });
+    a.saved = true;
+  }
+}
+
+/** Ends the workflows whose tool results are overdue: their waiting steps fail `tool-timeout`. */
+export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'leaseMs' | 'log'>): Promise<number> {
+  let n = 0;
+  for (const s of await expiredUltraSessions(deps.db)) if (await expireSession(deps, s)) n += 1;
+  return n;
+}
+
+async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: UltraSession): Promise<boolean> {
+  const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, new Date(Date.now() + (deps.leaseMs ?? 600_000)));
+  if (!claimed) return false;
+  const state = readState(claimed);
+  for (const a of state.agents) {
+    if (a.status === 'tools') {
+      a.status = 'error';
+      a.finish = 'tool-timeout';
+      a.error = { code: 'tool-timeout', message: `no tool results by ${s.deadlineAt?.toISOString() ?? 'the deadline'}` };
+    } else if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
+  }
+  await saveSteps(deps.db, s.workflowId, state);
+  await finishWorkflow(deps.db, s.workflowId, { ...state.base, status: 'failed', finishReason: 'tool-timeout', outcome: 'unanswered', latencyMs: Date.now() - state.startedAt });
+  return saveUltraSession(deps.db, s.workflowId, claimed.version, { status: 'failed', state, deadlineAt: s.deadlineAt });
+}
