@@ -5,6 +5,7 @@
 //   records  (plugins/records.ts)  x-request-id, metrics, one access-log line, a `requests` row
 //   auth     (plugins/auth.ts)     the caller's key, for the API routes below
 //   chat     (plugins/chat.ts)     POST /v1/chat/completions (JSON or SSE; usage.cost)
+//   responses (plugins/responses.ts) POST/GET/DELETE /v1/responses: the Responses API, stored responses (docs/responses-api.md)
 //   models   (plugins/api.ts)      GET /v1/models: the registry's models this caller may use
 //   route    (plugins/api.ts)      POST /v1/route: the decision and probabilities, nothing called
 //   rewards  (plugins/rewards.ts)  POST /v1/rewards: Conductor completions scored as workflows (docs/rewards.md)
@@ -27,6 +28,7 @@ import { createContext, directCalls, pipelineCalls, type GatewayContext, type Pr
 import { GatewayError, invalidJson } from './errors.ts';
 import { defaultRegistry, type ModelHandler, type ModelRegistry } from './models.ts';
 import { chatPlugin } from './plugins/chat.ts';
+import { responsesPlugin } from './plugins/responses.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
@@ -108,6 +110,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   await app.register(async (api) => {
     await api.register(authPlugin, { ctx });
     await api.register(chatPlugin, { ctx, models });
+    await api.register(responsesPlugin, { ctx, models });
     await api.register(modelsPlugin, { ctx, models });
     await api.register(routePlugin, { ctx });
     if (opts.rewards) await api.register(rewardsPlugin, { ctx, ...opts.rewards });

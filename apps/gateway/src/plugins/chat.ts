@@ -94,14 +94,14 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
   raw.end();
 }
 
-function stringHeaders(h: Record<string, unknown>): Record<string, string> {
+export function stringHeaders(h: Record<string, unknown>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h)) if (typeof v === 'string' || typeof v === 'number') out[k] = String(v);
   return out;
 }
 
 /** Aborts the provider call when the client goes away before the answer is complete. */
-function clientSignal(reply: FastifyReply): AbortSignal {
+export function clientSignal(reply: FastifyReply): AbortSignal {
   const ac = new AbortController();
   reply.raw.once('close', () => {
     if (!reply.raw.writableFinished) ac.abort();

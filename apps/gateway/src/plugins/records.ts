@@ -12,7 +12,7 @@ import type { GatewayContext } from '../context.ts';
 import { unencapsulated } from './shared.ts';
 
 /** Routes whose requests get a `requests` row. */
-export const RECORDED_ROUTES = new Set(['/v1/chat/completions']);
+export const RECORDED_ROUTES = new Set(['/v1/chat/completions', '/v1/responses']);
 
 const SANE_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 

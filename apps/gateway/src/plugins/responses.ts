@@ -1,0 +1,231 @@
+// The OpenAI Responses API (docs/responses-api.md): POST /v1/responses over the model registry
+// (`fugu`, each worker by name, further kinds such as `fugu-ultra`), called exactly as chat
+// completions calls it (visibility, quota, handler.complete / handler.stream, charge, the request
+// record), the answer as a `response` object or as SSE events; GET and DELETE
+// /v1/responses/{id} and GET /v1/responses/{id}/input_items over the stored responses.
+//
+// State: a response is stored (store: true, the default; needs the database) before it is sent,
+// scoped to the API key. previous_response_id continues the chain of stored responses: each one's
+// input items then its output items, oldest first, then this request's input. Instructions are
+// the request's own and never carried over. The chain's first response is the conversation's
+// identity: stored with each row and handed to the model as ChatInput.conversation. Another
+// key's response, an unknown one or one stored with store: false reads as missing (GET: 404;
+// previous_response_id: 400).
+import { performance } from 'node:perf_hooks';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import type { StreamEvent } from '@fugu/providers';
+import { deleteStoredResponse, getResponseChain, getStoredResponse, insertStoredResponse, type ResponseItemJson } from '@fugu/db';
+import { scrub } from '@fugu/telemetry';
+import type { Caller, GatewayContext } from '../context.ts';
+import { GatewayError, badField, unknownModel } from '../errors.ts';
+import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
+import {
+  ResponseEventWriter,
+  ResponseObject,
+  conversationMessages,
+  normaliseInput,
+  outputItems,
+  parseResponsesRequest,
+  responseError,
+  responsesUsage,
+  statusOf,
+  toResponsesChatRequest,
+  type ConversationItem,
+  type WireResponsesRequest,
+} from '../responses-wire.ts';
+import { parseBody } from '../wire.ts';
+import { clientSignal, stringHeaders } from './chat.ts';
+
+/** Stores a finished response (a no-op with store: false or without a database). */
+type Save = (response: Record<string, unknown>, output: readonly ConversationItem[], worker: string) => Promise<void>;
+
+const previousNotFound = (id: string, asked: string): GatewayError =>
+  new GatewayError(400, id === asked ? `Previous response with id '${id}' not found.` : `Previous response with id '${id}' not found (response '${asked}' continues it, and it is gone).`, {
+    param: 'previous_response_id',
+    code: 'previous_response_not_found',
+  });
+
+const responseNotFound = (id: string): GatewayError => new GatewayError(404, `Response with id '${id}' not found.`, { param: 'response_id', code: 'response_not_found' });
+
+const inputItemsQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).optional(),
+    order: z.enum(['asc', 'desc']).optional(),
+    after: z.string().min(1).optional(),
+  })
+  .loose();
+
+export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { ctx: GatewayContext; models: ModelRegistry }): Promise<void> {
+  app.post('/v1/responses', async (request, reply) => {
+    const caller = ctx.callerOf(request);
+    const rec = ctx.record(request);
+    const body = parseResponsesRequest(request.body);
+    rec.model = body.model;
+    rec.stream = body.stream === true;
+    const handler = models.get(body.model);
+    if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
+    const keyId = caller.key?.id ?? null;
+    const history = await historyOf(ctx, body.previous_response_id ?? undefined, keyId);
+    const own = normaliseInput(body.input);
+    const req = toResponsesChatRequest(body, conversationMessages(history.items, own, body.instructions));
+    req.timeoutMs = ctx.g.callTimeoutMs;
+    if (ctx.g.logMessages) rec.messages = req.messages;
+    ctx.checkQuota(caller);
+    const store = body.store !== false && ctx.db !== undefined;
+    const shell = new ResponseObject(body, store);
+    // the conversation's identity: the root of the chain (this response when it continues none)
+    const conversation = history.conversationId ?? shell.id;
+    const save: Save = store ? (response, output, worker) => saveResponse(ctx, { shell, body, keyId, own, conversation, response, output, worker }) : async () => {};
+    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), conversation };
+    if (body.stream) {
+      const t0 = performance.now();
+      const answer = await handler.stream(input);
+      await writeResponseStream(ctx, answer, input, shell, save, reply, t0);
+      return reply;
+    }
+    const c = await handler.complete(input);
+    rec.worker = c.worker;
+    rec.tokensIn = c.result.usage.inputTokens;
+    rec.tokensOut = c.result.usage.outputTokens;
+    rec.cost = c.cost;
+    await ctx.charge(caller, c.worker, c.cost);
+    const output = outputItems(c.result);
+    const { status, incomplete } = statusOf(c.result.finishReason);
+    const response = shell.build({ status, model: c.model ?? c.worker, output, usage: responsesUsage(c.result.usage, c.cost, c.usageExtra), incomplete, ...(c.extension && { extension: c.extension }) });
+    await save(response, output, c.worker);
+    return reply.headers(c.headers).send(response);
+  });
+
+  app.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/v1/responses/:id', async (request) => {
+    const keyId = keyOf(ctx.callerOf(request));
+    if (request.query.stream === 'true') throw badField('stream', 'replaying a stored response as a stream is not supported by the gateway');
+    const row = ctx.db && (await getStoredResponse(ctx.db, request.params.id, keyId));
+    if (!row) throw responseNotFound(request.params.id);
+    return row.response;
+  });
+
+  app.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request) => {
+    const keyId = keyOf(ctx.callerOf(request));
+    const deleted = ctx.db !== undefined && (await deleteStoredResponse(ctx.db, request.params.id, keyId));
+    if (!deleted) throw responseNotFound(request.params.id);
+    return { id: request.params.id, object: 'response', deleted: true };
+  });
+
+  // this response's own input items (not the earlier turns'), newest first unless order=asc
+  app.get<{ Params: { id: string } }>('/v1/responses/:id/input_items', async (request) => {
+    const keyId = keyOf(ctx.callerOf(request));
+    const q = parseBody(inputItemsQuery, { ...(request.query as Record<string, unknown>) });
+    const row = ctx.db && (await getStoredResponse(ctx.db, request.params.id, keyId));
+    if (!row) throw responseNotFound(request.params.id);
+    let items = q.order === 'asc' ? [...row.inputItems] : [...row.inputItems].reverse();
+    if (q.after !== undefined) {
+      const at = items.findIndex((it) => it.id === q.after);
+      if (at < 0) throw badField('after', `"${q.after}" is not an input item of response '${row.id}'`);
+      items = items.slice(at + 1);
+    }
+    const limit = q.limit ?? 20;
+    const data = items.slice(0, limit);
+    return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: items.length > limit };
+  });
+}
+
+const keyOf = (caller: Caller): string | null => caller.key?.id ?? null;
+
+type History = { items: ConversationItem[]; conversationId?: string };
+
+/** The stored chain `previous` ends, as items oldest first (each response's input, then its output). */
+async function historyOf(ctx: GatewayContext, previous: string | undefined, keyId: string | null): Promise<History> {
+  if (previous === undefined) return { items: [] };
+  if (!ctx.db) throw previousNotFound(previous, previous);
+  const { chain, missing } = await getResponseChain(ctx.db, previous, keyId);
+  if (missing !== undefined) throw previousNotFound(missing, previous);
+  const items = chain.flatMap((r) => [...r.inputItems, ...r.outputItems]) as unknown as ConversationItem[];
+  return { items, conversationId: chain.at(-1)!.conversationId };
+}
+
+async function saveResponse(
+  ctx: GatewayContext,
+  s: { shell: ResponseObject; body: WireResponsesRequest; keyId: string | null; own: ConversationItem[]; conversation: string; response: Record<string, unknown>; output: readonly ConversationItem[]; worker: string },
+): Promise<void> {
+  try {
+    await insertStoredResponse(ctx.db!, {
+      id: s.shell.id,
+      keyId: s.keyId,
+      model: s.body.model,
+      worker: s.worker,
+      previousResponseId: s.body.previous_response_id ?? null,
+      conversationId: s.conversation,
+      status: String(s.response.status),
+      inputItems: s.own as unknown as ResponseItemJson[],
+      outputItems: s.output as unknown as ResponseItemJson[],
+      response: s.response,
+      instructions: s.body.instructions ?? null,
+    });
+  } catch (e) {
+    ctx.log.error({ response: s.shell.id, err: scrub((e as Error).message) }, 'could not store a response');
+    throw new GatewayError(500, `the answer could not be stored (store: true): ${scrub((e as Error).message)}`, { type: 'server_error', code: 'storage_failed' });
+  }
+}
+
+/**
+ * SSE events of a streamed response (the first event is in hand: the worker is known): created,
+ * in_progress, the output items' events, then completed / incomplete once the response is stored.
+ * Progress events of a model (fugu-ultra's workflow) are not written: the openai client's stream
+ * helper refuses event types it does not know (docs/responses-api.md).
+ */
+async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInput, shell: ResponseObject, save: Save, reply: FastifyReply, t0: number): Promise<void> {
+  const rec = input.record;
+  const { signal } = input;
+  rec.worker = a.worker;
+  const headers: Record<string, string> = {
+    ...stringHeaders(reply.getHeaders()),
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    'x-accel-buffering': 'no',
+    ...a.headers,
+  };
+  reply.hijack();
+  const raw = reply.raw;
+  for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
+  raw.writeHead(200);
+  const w = new ResponseEventWriter();
+  const model = a.model ?? a.worker;
+  raw.write(w.start(shell.build({ status: 'in_progress', model, output: [] })));
+  try {
+    let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
+    for (let ev = a.first; !ev.done; ev = await a.events.next()) {
+      const e = ev.value;
+      if (e.type === 'text-delta') raw.write(w.text(e.text));
+      else if (e.type === 'tool-call') raw.write(w.toolCall(e.toolCall));
+      else if (e.type === 'finish') finish = e;
+      // progress events are dropped (see above)
+    }
+    if (!finish) throw new GatewayError(502, `worker "${a.worker}": the stream ended without finishing`, { code: 'provider_error' });
+    const { status, incomplete } = statusOf(finish.finishReason);
+    raw.write(w.closeMessage(status === 'incomplete' ? 'incomplete' : 'completed'));
+    // the stream has ended (its call row is written): its exact cost is known
+    const cost = await a.cost(finish.usage);
+    rec.tokensIn = finish.usage.inputTokens;
+    rec.tokensOut = finish.usage.outputTokens;
+    rec.cost = cost;
+    await ctx.charge(input.caller, a.worker, cost);
+    const extension = a.extension?.();
+    const response = shell.build({ status, model, output: w.output, usage: responsesUsage(finish.usage, cost, a.usageExtra?.()), incomplete, ...(extension && { extension }) });
+    await save(response, w.output, a.worker);
+    raw.write(w.finish(response));
+  } catch (e) {
+    if (!signal.aborted) {
+      ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'response stream failed after its first byte');
+      const ge = e instanceof GatewayError ? e : (classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' }));
+      rec.errorCode = ge.errorCode ?? ge.type;
+      w.abandon();
+      raw.write(w.fail(ge.body().error, shell.build({ status: 'failed', model, output: w.output, error: responseError(ge.status, ge.message) })));
+    } else {
+      rec.errorCode = 'client_closed';
+    }
+  }
+  rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
+  raw.end();
+}

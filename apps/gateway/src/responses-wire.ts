@@ -1,0 +1,587 @@
+// The OpenAI Responses API wire format on the gateway's side (docs/responses-api.md): a request
+// checked field by field (a bad field is a 400 naming it, as wire.ts does for Chat Completions),
+// its input items normalised to the item shapes a stored response keeps, the conversation
+// (earlier turns' items, then this request's) converted to a ChatRequest of typed message parts,
+// and answers written back as a `response` object or as the SSE events of a streamed response.
+//
+// Only function tools and text/function-call items are served; built-in tools, images, files and
+// the other item kinds are refused with a 400 naming the field, never silently dropped.
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
+import type { ChatRequest, ChatResult } from '@fugu/providers';
+import { badField, type OpenAIErrorBody } from './errors.ts';
+import { chatRequestSchema, finishReasonOut, parseBody, usdNumber, type FuguOptions } from './wire.ts';
+
+// ---- the request ------------------------------------------------------------------------------
+
+const inputText = z.object({ type: z.literal('input_text'), text: z.string() }).loose();
+const outputText = z.object({ type: z.literal('output_text'), text: z.string() }).loose();
+const refusalPart = z.object({ type: z.literal('refusal'), refusal: z.string() }).loose();
+const itemStatus = z.enum(['in_progress', 'completed', 'incomplete']).nullable().optional();
+
+const messageItem = z
+  .object({
+    type: z.literal('message'),
+    role: z.enum(['user', 'assistant', 'system', 'developer']),
+    // a string content is made a one-part list before parsing (parseResponsesRequest)
+    content: z.array(z.discriminatedUnion('type', [inputText, outputText, refusalPart])),
+    id: z.string().nullable().optional(),
+    status: itemStatus,
+  })
+  .loose();
+
+const functionCallItem = z
+  .object({
+    type: z.literal('function_call'),
+    call_id: z.string().min(1),
+    name: z.string().min(1),
+    arguments: z.string(),
+    id: z.string().min(1).nullable().optional(),
+    status: itemStatus,
+  })
+  .loose();
+
+const functionCallOutputItem = z
+  .object({
+    type: z.literal('function_call_output'),
+    call_id: z.string().min(1),
+    output: z.union([z.string(), z.array(inputText)]),
+    id: z.string().min(1).nullable().optional(),
+    status: itemStatus,
+  })
+  .loose();
+
+const inputItem = z.discriminatedUnion('type', [messageItem, functionCallItem, functionCallOutputItem]);
+
+const functionTool = z
+  .object({
+    type: z.literal('function'),
+    name: z.string().min(1),
+    description: z.string().nullable().optional(),
+    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    strict: z.boolean().nullable().optional(),
+  })
+  .loose();
+
+const textFormat = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }).strict(),
+  z.object({ type: z.literal('json_object') }).strict(),
+  z
+    .object({
+      type: z.literal('json_schema'),
+      name: z.string().min(1),
+      schema: z.record(z.string(), z.unknown()),
+      description: z.string().optional(),
+      strict: z.boolean().nullable().optional(),
+    })
+    .strict(),
+]);
+
+export const responsesRequestSchema = z
+  .object({
+    model: z.string().min(1),
+    // a string input is made one user message before parsing (parseResponsesRequest)
+    input: z.array(inputItem, { error: 'must be a string or a list of input items' }).min(1),
+    instructions: z.string().nullable().optional(),
+    tools: z.array(functionTool).nullable().optional(),
+    tool_choice: z
+      .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), name: z.string().min(1) }).strict()])
+      .nullable()
+      .optional(),
+    parallel_tool_calls: z.boolean().nullable().optional(),
+    temperature: z.number().min(0).max(2).nullable().optional(),
+    top_p: z.number().min(0).max(1).nullable().optional(),
+    max_output_tokens: z.number().int().positive().nullable().optional(),
+    text: z
+      .object({ format: textFormat.nullable().optional(), verbosity: z.enum(['low', 'medium', 'high']).nullable().optional() })
+      .strict()
+      .nullable()
+      .optional(),
+    reasoning: z
+      .object({
+        effort: z.enum(['minimal', 'low', 'medium', 'high']).nullable().optional(),
+        summary: z.null({ error: 'reasoning summaries are not supported by the gateway' }).optional(),
+        generate_summary: z.null({ error: 'reasoning summaries are not supported by the gateway' }).optional(),
+      })
+      .strict()
+      .nullable()
+      .optional(),
+    metadata: z
+      .record(z.string().max(64), z.string().max(512))
+      .refine((m) => Object.keys(m).length <= 16, 'at most 16 keys')
+      .nullable()
+      .optional(),
+    user: z.string().nullable().optional(),
+    safety_identifier: z.string().nullable().optional(),
+    store: z.boolean().nullable().optional(),
+    previous_response_id: z.string().min(1).nullable().optional(),
+    stream: z.boolean().nullable().optional(),
+    stream_options: z.object({ include_obfuscation: z.boolean().nullable().optional() }).strict().nullable().optional(),
+    service_tier: z.string().min(1).nullable().optional(),
+    prompt_cache_key: z.string().nullable().optional(),
+    truncation: z.literal('disabled', { error: 'only "disabled" is supported (the gateway never truncates a conversation)' }).nullable().optional(),
+    include: z.array(z.string()).max(0, { error: 'no extra output data is available from the gateway (send [] or leave it out)' }).nullable().optional(),
+    background: z.literal(false, { error: 'background responses are not supported by the gateway' }).nullable().optional(),
+    /** fugu's extension, as on chat completions: the cost preference and a subset of the key's workers */
+    fugu: chatRequestSchema.shape.fugu,
+  })
+  .loose();
+
+export type WireResponsesRequest = z.infer<typeof responsesRequestSchema>;
+
+// Responses parameters the gateway knows but cannot serve: a 400 naming them, not a silent drop.
+const REFUSED: Record<string, string> = {
+  conversation: 'server-side conversations are not supported: continue a response with previous_response_id',
+  prompt: 'stored prompt templates are not supported by the gateway',
+  max_tool_calls: 'built-in tool call limits are not supported (only function tools are served)',
+  top_logprobs: 'log probabilities are not supported on /v1/responses (ask /v1/chat/completions with logprobs)',
+  context_management: 'context management is not supported by the gateway',
+  background_options: 'background responses are not supported by the gateway',
+  prompt_cache_options: 'prompt cache options are not supported by the gateway (prompt_cache_key is)',
+  prompt_cache_retention: 'prompt cache retention is not supported by the gateway (prompt_cache_key is)',
+  moderation: 'moderation settings are not supported by the gateway',
+  image: 'image settings are not supported by the gateway',
+  access_programs: 'access programs are not supported by the gateway',
+};
+
+/** OpenAI's hosted tools: served by OpenAI's platform, not by a worker behind the gateway. */
+const BUILT_IN_TOOLS = new Set([
+  'web_search',
+  'web_search_preview',
+  'web_search_2025_08_26',
+  'web_search_preview_2025_03_11',
+  'file_search',
+  'computer',
+  'computer_use',
+  'computer_use_preview',
+  'code_interpreter',
+  'image_generation',
+  'mcp',
+  'local_shell',
+  'shell',
+  'apply_patch',
+  'tool_search',
+  'programmatic_tool_calling',
+]);
+
+const ITEM_TYPES = 'message, function_call or function_call_output';
+
+/**
+ * What the schema cannot say well: unknown and refused top-level fields, built-in tools, item and
+ * content-part kinds the gateway does not serve, the tool choice and text format kinds. Each is a
+ * 400 naming the field. Runs before the schema, so the schema's discriminated unions only see
+ * kinds they know.
+ */
+export function checkResponsesFields(body: Record<string, unknown>): void {
+  const known = responsesRequestSchema.shape;
+  for (const [k, v] of Object.entries(body)) {
+    if (v === undefined || v === null) continue;
+    if (k in REFUSED) throw badField(k, REFUSED[k]!);
+    if (!(k in known)) throw badField(k, 'is not a Responses parameter this gateway knows (extensions go in the "fugu" object)');
+  }
+  if (Array.isArray(body.tools)) {
+    body.tools.forEach((t: unknown, i) => {
+      const type = isObject(t) ? t.type : undefined;
+      if (type === 'function') return;
+      if (typeof type === 'string' && BUILT_IN_TOOLS.has(type)) throw badField(`tools[${i}].type`, `the built-in tool "${type}" is not supported by the gateway: only function tools (type "function") are served`);
+      throw badField(`tools[${i}].type`, type === undefined ? 'is required ("function")' : `"${String(type)}" is not supported: only function tools (type "function") are served`);
+    });
+  }
+  const tc = body.tool_choice;
+  if (isObject(tc) && tc.type !== 'function') throw badField('tool_choice.type', `${JSON.stringify(tc.type ?? null)} is not supported: send "auto", "none", "required" or {"type": "function", "name": ...}`);
+  const format = isObject(body.text) ? body.text.format : undefined;
+  if (isObject(format) && !['text', 'json_object', 'json_schema'].includes(format.type as string)) {
+    throw badField('text.format.type', 'must be one of text, json_object or json_schema');
+  }
+  if (Array.isArray(body.input)) body.input.forEach((item: unknown, i) => checkItem(item, i));
+}
+
+function checkItem(item: unknown, i: number): void {
+  if (!isObject(item)) throw badField(`input[${i}]`, 'must be an object (an input item)');
+  const type = item.type ?? (item.role !== undefined ? 'message' : undefined);
+  if (type === undefined) throw badField(`input[${i}].type`, `is required (${ITEM_TYPES})`);
+  if (type === 'item_reference') throw badField(`input[${i}].type`, 'item references are not supported: send the item itself, or continue with previous_response_id');
+  if (type !== 'message' && type !== 'function_call' && type !== 'function_call_output') {
+    throw badField(`input[${i}].type`, `${JSON.stringify(type)} items are not supported by the gateway (only ${ITEM_TYPES})`);
+  }
+  if (type !== 'message' || !Array.isArray(item.content)) return;
+  item.content.forEach((p: unknown, j) => {
+    const pt = isObject(p) ? p.type : undefined;
+    const at = `input[${i}].content[${j}].type`;
+    if (pt === 'input_image') throw badField(at, 'images are not supported on /v1/responses by the gateway');
+    if (pt === 'input_file') throw badField(at, 'files are not supported by the gateway');
+    if (pt === 'input_audio') throw badField(at, 'audio input is not supported by the gateway');
+    if (pt !== 'input_text' && pt !== 'output_text' && pt !== 'refusal') throw badField(at, 'must be one of input_text, output_text or refusal');
+    const assistant = item.role === 'assistant';
+    if (assistant && pt === 'input_text') throw badField(at, 'an assistant message\'s parts are output_text (or refusal)');
+    if (!assistant && pt !== 'input_text') throw badField(at, `a ${String(item.role)} message's parts are input_text`);
+  });
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The whole request checked: unknown, refused and unsupported fields first, then the schema, on
+ * the input in its long form (a string input is one user message; a message item's type may be
+ * left out and its content be a string, as in OpenAI's "easy" input message), so that a bad
+ * field inside an item is named by its own path.
+ */
+export function parseResponsesRequest(body: unknown): WireResponsesRequest {
+  if (!isObject(body)) throw badField('body', 'must be a JSON object');
+  checkResponsesFields(body);
+  if (body.input === '') throw badField('input', 'must not be empty');
+  const items = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : body.input;
+  const input = Array.isArray(items) ? items.map(longForm) : items;
+  return parseBody(responsesRequestSchema, { ...body, input });
+}
+
+function longForm(item: unknown): unknown {
+  if (!isObject(item) || (item.type !== undefined && item.type !== 'message')) return item;
+  const assistant = item.role === 'assistant';
+  const content = typeof item.content === 'string' ? [assistant ? { type: 'output_text', text: item.content, annotations: [] } : { type: 'input_text', text: item.content }] : item.content;
+  return { ...item, type: 'message', content };
+}
+
+// ---- items ------------------------------------------------------------------------------------
+
+export type InputTextPart = { type: 'input_text'; text: string };
+export type OutputTextPart = { type: 'output_text'; text: string; annotations: unknown[] };
+export type RefusalPart = { type: 'refusal'; refusal: string };
+
+export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
+export type InputMessageItem = { id: string; type: 'message'; status: 'completed'; role: 'user' | 'system' | 'developer'; content: InputTextPart[] };
+export type OutputMessageItem = { id: string; type: 'message'; status: ItemStatus; role: 'assistant'; content: Array<OutputTextPart | RefusalPart> };
+export type FunctionCallItem = { id: string; type: 'function_call'; status: ItemStatus; arguments: string; call_id: string; name: string };
+export type FunctionCallOutputItem = { id: string; type: 'function_call_output'; status: 'completed'; call_id: string; output: string };
+
+/** An item of a conversation as stored: OpenAI's item shapes, each with an id. */
+export type ConversationItem = InputMessageItem | OutputMessageItem | FunctionCallItem | FunctionCallOutputItem;
+
+const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
+export const newResponseId = (): string => `resp_${hex(24)}`;
+export const newItemId = (prefix: 'msg' | 'fc' | 'fco'): string => `${prefix}_${hex(24)}`;
+
+/** This request's input as conversation items, each with an id (the client's, else a new one). */
+export function normaliseInput(input: WireResponsesRequest['input']): ConversationItem[] {
+  return input.map((it): ConversationItem => {
+    switch (it.type) {
+      case 'message': {
+        const id = it.id || newItemId('msg');
+        if (it.role === 'assistant') {
+          const content: OutputMessageItem['content'] = it.content.map((p) =>
+            p.type === 'refusal' ? { type: 'refusal' as const, refusal: p.refusal } : { type: 'output_text' as const, text: p.type === 'output_text' ? p.text : '', annotations: [] },
+          );
+          return { id, type: 'message', status: 'completed', role: 'assistant', content };
+        }
+        const content: InputTextPart[] = it.content.map((p) => ({ type: 'input_text', text: p.type === 'input_text' ? p.text : '' }));
+        return { id, type: 'message', status: 'completed', role: it.role, content };
+      }
+      case 'function_call':
+        return { id: it.id || newItemId('fc'), type: 'function_call', status: 'completed', arguments: it.arguments, call_id: it.call_id, name: it.name };
+      case 'function_call_output':
+        return { id: it.id || newItemId('fco'), type: 'function_call_output', status: 'completed', call_id: it.call_id, output: typeof it.output === 'string' ? it.output : it.output.map((p) => p.text).join('') };
+    }
+  });
+}
+
+const messageText = (m: InputMessageItem | OutputMessageItem): string => m.content.map((p) => (p.type === 'refusal' ? p.refusal : p.text)).join('');
+
+/**
+ * The conversation as chat messages: `instructions` (a system message first), the earlier turns'
+ * items, then this request's. An assistant message and the function calls after it are one
+ * assistant message (text, then tool-call parts); a function_call_output is a tool message bound
+ * to its call (by call_id, which must answer a function_call earlier in the conversation: a 400
+ * naming `input[i].call_id` otherwise).
+ */
+export function conversationMessages(history: readonly ConversationItem[], own: readonly ConversationItem[], instructions?: string | null): ChatMessage[] {
+  const messages: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
+  const callNames = new Map<string, string>();
+  let turn: Array<TextPart | ToolCallPart> | undefined;
+  const flush = (): void => {
+    if (!turn) return;
+    const onlyText = turn.every((p) => p.type === 'text');
+    messages.push({ role: 'assistant', content: onlyText ? turn.map((p) => (p as TextPart).text).join('') : turn } satisfies AssistantMessage);
+    turn = undefined;
+  };
+  const all = [...history.map((item) => ({ item, at: -1 })), ...own.map((item, at) => ({ item, at }))];
+  for (const { item, at } of all) {
+    switch (item.type) {
+      case 'message':
+        if (item.role === 'assistant') {
+          // text after tool calls starts a new assistant message
+          if (turn?.some((p) => p.type === 'tool-call')) flush();
+          turn ??= [];
+          const text = messageText(item);
+          if (text) turn.push({ type: 'text', text });
+        } else {
+          flush();
+          const text = messageText(item);
+          messages.push(item.role === 'user' ? { role: 'user', content: text } : { role: 'system', content: text });
+        }
+        break;
+      case 'function_call':
+        turn ??= [];
+        turn.push({ type: 'tool-call', id: item.call_id, name: item.name, arguments: item.arguments });
+        callNames.set(item.call_id, item.name);
+        break;
+      case 'function_call_output': {
+        flush();
+        const name = callNames.get(item.call_id);
+        if (name === undefined) {
+          const where = at >= 0 ? `input[${at}].call_id` : 'previous_response_id';
+          throw badField(where, `"${item.call_id}" answers no function_call earlier in this conversation`);
+        }
+        messages.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: item.call_id, name, content: item.output }] });
+        break;
+      }
+    }
+  }
+  flush();
+  return messages;
+}
+
+/** The request's parameters on a ChatRequest of these messages (`store` and `metadata` are the gateway's, not the worker's). */
+export function toResponsesChatRequest(body: WireResponsesRequest, messages: ChatMessage[]): ChatRequest {
+  const req: ChatRequest = { messages };
+  if (body.tools && body.tools.length > 0) {
+    req.tools = body.tools.map(
+      (t): ToolDefinition => ({
+        name: t.name,
+        ...(t.description != null && { description: t.description }),
+        parameters: t.parameters ?? { type: 'object', properties: {} },
+      }),
+    );
+  }
+  if (body.tool_choice != null) {
+    const tc = body.tool_choice;
+    const choice: ToolChoice = typeof tc === 'string' ? tc : { name: tc.name };
+    if (typeof choice === 'object' && !req.tools?.some((t) => t.name === choice.name)) throw badField('tool_choice.name', `"${choice.name}" is not one of the tools`);
+    req.toolChoice = choice;
+  }
+  if (body.temperature != null) req.temperature = body.temperature;
+  if (body.top_p != null) req.topP = body.top_p;
+  if (body.max_output_tokens != null) req.maxTokens = body.max_output_tokens;
+  if (body.reasoning?.effort != null) req.reasoningEffort = body.reasoning.effort;
+  const f = body.text?.format;
+  if (f != null) {
+    req.responseFormat =
+      f.type === 'json_schema'
+        ? { type: 'json_schema', name: f.name, schema: f.schema, ...(f.description !== undefined && { description: f.description }), ...(f.strict != null && { strict: f.strict }) }
+        : { type: f.type };
+  }
+  if (body.text?.verbosity != null) req.verbosity = body.text.verbosity;
+  if (body.parallel_tool_calls != null) req.parallelToolCalls = body.parallel_tool_calls;
+  // safety_identifier replaces user in OpenAI's API; both name the end user
+  const user = body.safety_identifier ?? body.user;
+  if (user != null) req.user = user;
+  if (body.service_tier != null) req.serviceTier = body.service_tier;
+  if (body.prompt_cache_key != null) req.promptCacheKey = body.prompt_cache_key;
+  return req;
+}
+
+export const fuguOptionsOf = (body: WireResponsesRequest): FuguOptions => body.fugu ?? {};
+
+// ---- the response -----------------------------------------------------------------------------
+
+export type ResponseStatus = 'in_progress' | 'completed' | 'incomplete' | 'failed';
+
+/** `status` and `incomplete_details` of a finished answer: `length` is incomplete (max_output_tokens), as is a content filter. */
+export function statusOf(r: FinishReason): { status: 'completed' | 'incomplete'; incomplete: { reason: 'max_output_tokens' | 'content_filter' } | null } {
+  const out = finishReasonOut(r);
+  if (out === 'length') return { status: 'incomplete', incomplete: { reason: 'max_output_tokens' } };
+  if (out === 'content_filter') return { status: 'incomplete', incomplete: { reason: 'content_filter' } };
+  return { status: 'completed', incomplete: null };
+}
+
+/** Responses usage, with `cost` (USD number, as chat's usage.cost) and a model's extra fields. */
+export function responsesUsage(u: Usage, cost: bigint, extra?: Record<string, unknown>): Record<string, unknown> {
+  return {
+    input_tokens: u.inputTokens,
+    input_tokens_details: { cached_tokens: u.cachedInputTokens ?? 0, cache_write_tokens: 0 },
+    output_tokens: u.outputTokens,
+    output_tokens_details: { reasoning_tokens: u.reasoningTokens ?? 0 },
+    total_tokens: u.inputTokens + u.outputTokens,
+    cost: usdNumber(cost),
+    ...extra,
+  };
+}
+
+const callIdOf = (c: ToolCall): string => c.id || `call_${hex(12)}`;
+
+export const outputMessage = (text: string, status: ItemStatus, id = newItemId('msg')): OutputMessageItem => ({
+  id,
+  type: 'message',
+  status,
+  role: 'assistant',
+  content: [{ type: 'output_text', text, annotations: [] }],
+});
+
+export const functionCall = (c: ToolCall, status: ItemStatus, id = newItemId('fc')): FunctionCallItem => ({ id, type: 'function_call', status, arguments: c.arguments, call_id: callIdOf(c), name: c.name });
+
+/** A whole answer's output items: the message when there is text, then one function_call per tool call. */
+export function outputItems(r: ChatResult): ConversationItem[] {
+  const { status } = statusOf(r.finishReason);
+  const items: ConversationItem[] = [];
+  if (r.text) items.push(outputMessage(r.text, status === 'incomplete' ? 'incomplete' : 'completed'));
+  for (const c of r.toolCalls) items.push(functionCall(c, 'completed'));
+  return items;
+}
+
+/**
+ * Builds the `response` objects of one request: the request's parameters echoed as OpenAI does,
+ * the SDK's required fields (null where the gateway does not know them), and what the answer
+ * brings (status, model = the worker that answered, output, usage, the `fugu` extension).
+ */
+export class ResponseObject {
+  readonly id: string;
+  readonly createdAt: number;
+  readonly #body: WireResponsesRequest;
+  readonly #store: boolean;
+
+  constructor(body: WireResponsesRequest, store: boolean, id = newResponseId(), createdAt = Math.floor(Date.now() / 1000)) {
+    this.id = id;
+    this.createdAt = createdAt;
+    this.#body = body;
+    this.#store = store;
+  }
+
+  build(p: {
+    status: ResponseStatus;
+    model: string;
+    output: readonly ConversationItem[];
+    usage?: Record<string, unknown> | null;
+    error?: { code: string; message: string } | null;
+    incomplete?: { reason: string } | null;
+    extension?: Record<string, unknown>;
+  }): Record<string, unknown> {
+    const b = this.#body;
+    const done = p.status !== 'in_progress';
+    return {
+      id: this.id,
+      object: 'response',
+      created_at: this.createdAt,
+      status: p.status,
+      background: false,
+      completed_at: p.status === 'completed' ? Math.floor(Date.now() / 1000) : null,
+      error: p.error ?? null,
+      incomplete_details: p.incomplete ?? null,
+      instructions: b.instructions ?? null,
+      max_output_tokens: b.max_output_tokens ?? null,
+      max_tool_calls: null,
+      model: p.model,
+      output: p.output,
+      parallel_tool_calls: b.parallel_tool_calls ?? true,
+      previous_response_id: b.previous_response_id ?? null,
+      prompt_cache_key: b.prompt_cache_key ?? null,
+      reasoning: { effort: b.reasoning?.effort ?? null, summary: null },
+      safety_identifier: b.safety_identifier ?? null,
+      service_tier: b.service_tier ?? null,
+      store: this.#store,
+      temperature: b.temperature ?? null,
+      text: { format: b.text?.format ?? { type: 'text' }, verbosity: b.text?.verbosity ?? null },
+      tool_choice: b.tool_choice ?? 'auto',
+      tools: (b.tools ?? []).map((t) => ({ type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? null })),
+      top_logprobs: 0,
+      top_p: b.top_p ?? null,
+      truncation: 'disabled',
+      usage: done ? (p.usage ?? null) : null,
+      user: b.user ?? null,
+      metadata: b.metadata ?? {},
+      access_programs: null,
+      ...(p.extension && { fugu: p.extension }),
+    };
+  }
+}
+
+// ---- streaming --------------------------------------------------------------------------------
+
+/**
+ * Writes one streamed response's SSE events (`event: <type>` and `data: <json>` lines, each with
+ * `sequence_number` from 0) in OpenAI's order, and keeps the output items they built:
+ * text deltas open a message item (output_item.added, content_part.added, output_text.delta...),
+ * a tool call closes it (output_text.done, content_part.done, output_item.done) and is one
+ * function_call item (added, arguments delta, arguments done, done).
+ */
+export class ResponseEventWriter {
+  #seq = 0;
+  readonly output: ConversationItem[] = [];
+  #message: { item: OutputMessageItem; index: number; text: string } | undefined;
+
+  event(type: string, fields: Record<string, unknown>): string {
+    return `event: ${type}\ndata: ${JSON.stringify({ type, ...fields, sequence_number: this.#seq++ })}\n\n`;
+  }
+
+  /** response.created, response.in_progress */
+  start(response: Record<string, unknown>): string {
+    return this.event('response.created', { response }) + this.event('response.in_progress', { response });
+  }
+
+  text(delta: string): string {
+    let out = '';
+    if (!this.#message) {
+      const item = outputMessage('', 'in_progress');
+      item.content = [];
+      const index = this.output.length;
+      this.output.push(item);
+      this.#message = { item, index, text: '' };
+      out += this.event('response.output_item.added', { output_index: index, item: structuredClone(item) });
+      out += this.event('response.content_part.added', { item_id: item.id, output_index: index, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+      item.content = [{ type: 'output_text', text: '', annotations: [] }];
+    }
+    const m = this.#message;
+    m.text += delta;
+    return out + this.event('response.output_text.delta', { item_id: m.item.id, output_index: m.index, content_index: 0, delta, logprobs: [] });
+  }
+
+  /** Closes the open message item, if any (`status`: completed, or incomplete when the answer was cut). */
+  closeMessage(status: ItemStatus = 'completed'): string {
+    const m = this.#message;
+    if (!m) return '';
+    this.#message = undefined;
+    const part: OutputTextPart = { type: 'output_text', text: m.text, annotations: [] };
+    m.item.content = [part];
+    m.item.status = status;
+    return (
+      this.event('response.output_text.done', { item_id: m.item.id, output_index: m.index, content_index: 0, text: m.text, logprobs: [] }) +
+      this.event('response.content_part.done', { item_id: m.item.id, output_index: m.index, content_index: 0, part }) +
+      this.event('response.output_item.done', { output_index: m.index, item: structuredClone(m.item) })
+    );
+  }
+
+  /** After a failure: the open message item keeps its text so far, marked incomplete (no events). */
+  abandon(): void {
+    const m = this.#message;
+    if (!m) return;
+    this.#message = undefined;
+    m.item.content = [{ type: 'output_text', text: m.text, annotations: [] }];
+    m.item.status = 'incomplete';
+  }
+
+  /** A whole tool call (adapters assemble streamed fragments): one function_call item. */
+  toolCall(c: ToolCall): string {
+    let out = this.closeMessage();
+    const done = functionCall(c, 'completed');
+    const index = this.output.length;
+    this.output.push(done);
+    out += this.event('response.output_item.added', { output_index: index, item: { ...done, status: 'in_progress', arguments: '' } });
+    if (done.arguments) out += this.event('response.function_call_arguments.delta', { item_id: done.id, output_index: index, delta: done.arguments });
+    out += this.event('response.function_call_arguments.done', { item_id: done.id, output_index: index, arguments: done.arguments });
+    return out + this.event('response.output_item.done', { output_index: index, item: structuredClone(done) });
+  }
+
+  /** response.completed or response.incomplete, carrying the whole response. */
+  finish(response: Record<string, unknown>): string {
+    return this.event(response.status === 'incomplete' ? 'response.incomplete' : 'response.completed', { response });
+  }
+
+  /** A failure after the stream started, as OpenAI sends it: an `error` event, then response.failed. */
+  fail(error: OpenAIErrorBody['error'], response: Record<string, unknown>): string {
+    return this.event('error', { code: error.code, message: error.message, param: error.param, error }) + this.event('response.failed', { response });
+  }
+}
+
+/** The `error` object of a failed response (OpenAI's codes: rate_limit_exceeded, else server_error). */
+export function responseError(status: number, message: string): { code: string; message: string } {
+  return { code: status === 429 ? 'rate_limit_exceeded' : 'server_error', message };
+}
