@@ -1,0 +1,566 @@
+// The Responses API end to end (docs/responses-api.md): the real `openai` npm client
+// (responses.create / retrieve / stream / delete / inputItems.list) against the gateway built in
+// process, with the real router in process (an anchor checkpoint published as the deployment),
+// real Postgres (API keys, stored responses, request rows), stub providers from
+// @fugu/providers/testing as OpenAI-compatible workers, and one extra model kind registered as a
+// ModelHandler the way fugu-ultra is (extension object, extra usage fields, progress events).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import OpenAI, { APIError } from 'openai';
+import type { FastifyInstance } from 'fastify';
+import { tokenCost, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { loadConfig, type FuguConfig } from '@fugu/config';
+import { createApiKey, getStoredResponse, listRequests, publishDeployment } from '@fugu/db';
+import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import type { ChatRequest } from '@fugu/providers';
+import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
+import { InProcessRouteClient } from '@fugu/serving';
+import { saveAnchorCheckpoint } from '@fugu/serving/testing';
+import { createLogger } from '@fugu/telemetry';
+import { buildGateway } from '../../apps/gateway/src/server.ts';
+import type { AnswerEvent, ModelHandler } from '../../apps/gateway/src/models.ts';
+import { testRedisUrl } from '../support/eval-env.ts';
+
+const WEATHER = "What's the weather in Paris right now?";
+const PROOF = 'Prove that the square root of two is irrational, step by step.';
+const VOLCANO = 'Tell me about the volcanoes of Iceland and their eruptions.';
+
+const tools: OpenAI.Responses.FunctionTool[] = [
+  { type: 'function', name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters, strict: false },
+];
+
+/** Each stub names its worker; with tools and a user message last, it calls get_weather. */
+function replyAs(name: string) {
+  return (req: RecordedRequest): StubReply => {
+    const msgs = req.body?.messages ?? [];
+    const last = msgs[msgs.length - 1];
+    if (req.body?.tools && last?.role === 'user') return { type: 'tool-calls', calls: [{ id: `call_${name}`, name: 'get_weather', arguments: '{"city":"Paris"}' }] };
+    return { type: 'text', text: `answer from ${name}` };
+  };
+}
+
+const worker = (name: string, stub: OpenAIStub, price: [string, string] = ['0', '0']): WorkerSpec => ({
+  name,
+  provider: 'openai-compatible',
+  model: `${name}-model`,
+  baseUrl: stub.baseURL,
+  settings: {},
+  prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
+});
+
+/** A model kind beside the router and the workers, as fugu-ultra registers: an extension object, extra usage fields, progress events while it streams. */
+const ultraSeen: Array<{ req: ChatRequest; conversation: string | undefined }> = [];
+const ULTRA_COST = 5_000_000n;
+const ultraLike: ModelHandler = {
+  id: 'ultra-like',
+  ownedBy: 'fugu',
+  visibleTo: () => true,
+  complete: async (input) => {
+    ultraSeen.push({ req: input.req, conversation: input.conversation });
+    return {
+      result: { text: 'workflow answer', content: [{ type: 'text', text: 'workflow answer' }], toolCalls: [], usage: { inputTokens: 7, outputTokens: 3 }, finishReason: 'stop', model: 'ultra-like' },
+      worker: 'alpha',
+      model: 'ultra-like',
+      cost: ULTRA_COST,
+      headers: { 'x-fugu-workflow': '42' },
+      extension: { workflow: { id: 42, steps: 2 } },
+      usageExtra: { conductor_tokens: 4, worker_tokens: 6 },
+    };
+  },
+  stream: async (input) => {
+    ultraSeen.push({ req: input.req, conversation: input.conversation });
+    const breaks = JSON.stringify(input.req.messages).includes('BREAK');
+    async function* events(): AsyncGenerator<AnswerEvent> {
+      yield { type: 'progress', progress: { step: 1, worker: 'alpha', status: 'started' } };
+      yield { type: 'text-delta', text: 'workflow ' };
+      if (breaks) throw new Error('the workflow broke off');
+      yield { type: 'progress', progress: { step: 1, status: 'done' } };
+      yield { type: 'text-delta', text: 'answer' };
+      yield { type: 'finish', finishReason: 'stop', usage: { inputTokens: 7, outputTokens: 3 }, model: 'ultra-like' };
+    }
+    const it = events();
+    return {
+      worker: 'alpha',
+      model: 'ultra-like',
+      headers: { 'x-fugu-workflow': '42' },
+      events: it,
+      first: await it.next(),
+      cost: async () => ULTRA_COST,
+      extension: () => ({ workflow: { id: 42, steps: 2 } }),
+      usageExtra: () => ({ conductor_tokens: 4, worker_tokens: 6 }),
+    };
+  },
+};
+
+let database: TestDatabase;
+let home: string;
+let config: FuguConfig;
+let routeClient: InProcessRouteClient;
+let app: FastifyInstance;
+let baseURL: string;
+let fullKey: string;
+let otherKey: string;
+let fullKeyId: string;
+const stubs: Record<string, OpenAIStub> = {};
+let pool: WorkerPool;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+const quiet = createLogger({ name: 'responses-test', level: 'silent' });
+
+const client = (apiKey = fullKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 30_000 });
+const post = (body: unknown, apiKey = fullKey) =>
+  fetch(`${baseURL}/responses`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+/** The messages a stub's last request carried, as {role, content[, tool fields]}. */
+const lastMessages = (stub: OpenAIStub): Json[] => stub.requests.at(-1)!.body.messages;
+
+/** A response's SSE events as written: `event:` name and parsed `data:`. */
+async function sseEvents(res: Response): Promise<Array<{ event: string; data: Json }>> {
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter((b) => b.trim().length > 0)
+    .map((b) => {
+      const lines = b.split('\n');
+      return { event: lines.find((l) => l.startsWith('event: '))!.slice(7), data: JSON.parse(lines.find((l) => l.startsWith('data: '))!.slice(6)) };
+    });
+}
+
+/** A response without the fields the openai client computes itself (output_text; output_parsed from the stream helper). */
+const withoutOutputText = (r: Json): Json => {
+  const { output_text: _text, output_parsed: _parsed, ...rest } = r;
+  return rest;
+};
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  home = await mkdtemp(path.join(tmpdir(), 'fugu-resp-'));
+  config = loadConfig({
+    FUGU_REDIS_URL: testRedisUrl(),
+    FUGU_DATABASE_URL: database.url,
+    FUGU_QUEUE_PREFIX: `fuguresp${randomBytes(4).toString('hex')}`,
+    FUGU_HOME: home,
+    FUGU_LOG_LEVEL: 'silent',
+    FUGU_ROUTER_POLL_MS: '200',
+  });
+  for (const name of ['alpha', 'beta', 'gamma']) stubs[name] = await startOpenAIStub({ defaultReply: replyAs(name) });
+  pool = { name: 'responses-test', workers: [worker('alpha', stubs.alpha!), worker('beta', stubs.beta!), worker('gamma', stubs.gamma!, ['1', '2'])] };
+  const ckpt = await saveAnchorCheckpoint(database.db, { home, anchors: { alpha: PROOF, beta: WEATHER, gamma: VOLCANO } });
+  await publishDeployment(database.db, config.router.deployment, ckpt.id);
+  routeClient = await InProcessRouteClient.create({ config, db: database.db, subscribe: false });
+  app = await buildGateway({
+    config,
+    pool,
+    routeClient,
+    routerWorkers: ckpt.workers.map((w) => w.name),
+    db: database.db,
+    env: {},
+    log: quiet,
+    extraModels: [() => ultraLike],
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  const full = await createApiKey(database.db, { name: 'full' });
+  fullKey = full.key;
+  fullKeyId = full.record.id;
+  otherKey = (await createApiKey(database.db, { name: 'other' })).key;
+});
+
+afterAll(async () => {
+  await app?.close();
+  await routeClient?.close();
+  await Promise.all(Object.values(stubs).map((s) => s.close()));
+  await database?.drop();
+  if (home) await rm(home, { recursive: true, force: true });
+});
+
+describe('POST /v1/responses', () => {
+  it('answers a text input from a worker called by name: message output, usage with the exact cost, a request row', async () => {
+    const { data, response } = await client().responses.create({ model: 'gamma', input: 'Hello there', instructions: 'Be brief.' }).withResponse();
+    expect(data.id).toMatch(/^resp_[0-9a-f]{48}$/);
+    expect(data.object).toBe('response');
+    expect(data.status).toBe('completed');
+    expect(data.model).toBe('gamma');
+    expect(response.headers.get('x-fugu-worker')).toBe('gamma');
+    expect(data.output).toEqual([{ id: expect.stringMatching(/^msg_/), type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'answer from gamma', annotations: [] }] }]);
+    expect(data.output_text).toBe('answer from gamma');
+    expect(data.error).toBeNull();
+    expect(data.incomplete_details).toBeNull();
+    expect(data.instructions).toBe('Be brief.');
+    expect((data as Json).store).toBe(true);
+    expect(data.previous_response_id).toBeNull();
+    const u = data.usage! as OpenAI.Responses.ResponseUsage & { cost: number };
+    expect(u.input_tokens).toBeGreaterThan(0);
+    expect(u.total_tokens).toBe(u.input_tokens + u.output_tokens);
+    const cost = tokenCost(u.input_tokens, u.output_tokens, { inputPerMTok: '1', outputPerMTok: '2' });
+    expect(u.cost).toBe(Number(cost) / 1e12);
+    // the worker got the instructions as a system message first, then the input
+    const sent = stubs.gamma!.requests.at(-1)!.body;
+    expect(sent.model).toBe('gamma-model');
+    expect(sent.messages).toEqual([
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hello there' },
+    ]);
+    // one requests row, like a chat completion's
+    const requestId = response.headers.get('x-request-id')!;
+    let row;
+    for (let i = 0; i < 50 && !row; i++) {
+      row = (await listRequests(database.db, { key: 'full', limit: 100 })).find((r) => r.requestId === requestId);
+      if (!row) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(row).toMatchObject({ route: '/v1/responses', model: 'gamma', worker: 'gamma', status: 200, tokensIn: u.input_tokens, tokensOut: u.output_tokens, cost, apiKeyId: fullKeyId });
+  });
+
+  it('routes model "fugu" and names the worker that answered', async () => {
+    const { data, response } = await client().responses.create({ model: 'fugu', input: WEATHER }).withResponse();
+    expect(data.model).toBe('beta');
+    expect(data.output_text).toBe('answer from beta');
+    expect(response.headers.get('x-fugu-checkpoint')).toMatch(/^anchor-/);
+    expect(stubs.beta!.requests.at(-1)!.body.messages).toEqual([{ role: 'user', content: WEATHER }]);
+    const other = await client().responses.create({ model: 'fugu', input: PROOF });
+    expect(other.model).toBe('alpha');
+  });
+
+  it('passes the sampling parameters and text.format to the worker and echoes them', async () => {
+    const schema = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+    const r = await client().responses.create({
+      model: 'alpha',
+      input: [{ role: 'developer', content: 'Answer in JSON.' }, { role: 'user', content: [{ type: 'input_text', text: 'Where is the ' }, { type: 'input_text', text: 'Eiffel tower?' }] }],
+      text: { format: { type: 'json_schema', name: 'place', schema, strict: true } },
+      temperature: 0.3,
+      top_p: 0.9,
+      max_output_tokens: 50,
+      metadata: { ticket: 't-1' },
+      safety_identifier: 'user-7',
+    });
+    const sent = stubs.alpha!.requests.at(-1)!.body;
+    expect(sent.messages).toEqual([
+      { role: 'system', content: 'Answer in JSON.' },
+      { role: 'user', content: 'Where is the Eiffel tower?' },
+    ]);
+    expect(sent.response_format).toEqual({ type: 'json_schema', json_schema: { name: 'place', schema, strict: true } });
+    expect([sent.temperature, sent.top_p, sent.max_tokens, sent.user]).toEqual([0.3, 0.9, 50, 'user-7']);
+    // store and metadata are the gateway's, not the worker's
+    expect(sent.store).toBeUndefined();
+    expect(sent.metadata).toBeUndefined();
+    expect(r.text).toEqual({ format: { type: 'json_schema', name: 'place', schema, strict: true }, verbosity: null });
+    expect([r.temperature, r.top_p, r.max_output_tokens]).toEqual([0.3, 0.9, 50]);
+    expect(r.metadata).toEqual({ ticket: 't-1' });
+  });
+
+  it('is incomplete (max_output_tokens) when the worker stops at its token limit', async () => {
+    stubs.gamma!.enqueue({ type: 'text', text: 'the beginning of', finish: 'length' });
+    const r = await client().responses.create({ model: 'gamma', input: 'Write a long story.', max_output_tokens: 16 });
+    expect(r.status).toBe('incomplete');
+    expect(r.incomplete_details).toEqual({ reason: 'max_output_tokens' });
+    expect(r.output).toEqual([{ id: expect.stringMatching(/^msg_/), type: 'message', status: 'incomplete', role: 'assistant', content: [{ type: 'output_text', text: 'the beginning of', annotations: [] }] }]);
+  });
+});
+
+describe('previous_response_id', () => {
+  it('continues the stored chain: earlier turns in order, instructions not carried over', async () => {
+    const c = client();
+    const r1 = await c.responses.create({ model: 'gamma', instructions: 'Talk like a pirate.', input: 'My name is Ada.' });
+    const r2 = await c.responses.create({ model: 'gamma', previous_response_id: r1.id, input: [{ role: 'user', content: 'What is my name?' }] });
+    expect(r2.previous_response_id).toBe(r1.id);
+    expect(r2.instructions).toBeNull();
+    expect(lastMessages(stubs.gamma!)).toEqual([
+      { role: 'user', content: 'My name is Ada.' },
+      { role: 'assistant', content: 'answer from gamma' },
+      { role: 'user', content: 'What is my name?' },
+    ]);
+    // a third turn on another worker, with its own instructions first
+    const r3 = await c.responses.create({ model: 'alpha', previous_response_id: r2.id, instructions: 'Answer in French.', input: 'And my age?' });
+    expect(lastMessages(stubs.alpha!)).toEqual([
+      { role: 'system', content: 'Answer in French.' },
+      { role: 'user', content: 'My name is Ada.' },
+      { role: 'assistant', content: 'answer from gamma' },
+      { role: 'user', content: 'What is my name?' },
+      { role: 'assistant', content: 'answer from gamma' },
+      { role: 'user', content: 'And my age?' },
+    ]);
+    // the conversation's identity is the root of the chain; no key material in the row
+    const row = await getStoredResponse(database.db, r3.id, fullKeyId);
+    expect(row).toMatchObject({ id: r3.id, previousResponseId: r2.id, conversationId: r1.id, keyId: fullKeyId, model: 'alpha', worker: 'alpha', instructions: 'Answer in French.' });
+    expect(JSON.stringify(row)).not.toContain(fullKey);
+    expect((await getStoredResponse(database.db, r1.id, fullKeyId))!.conversationId).toBe(r1.id);
+  });
+
+  it('a function tool round trip: the call, then its output bound to the call on the next turn', async () => {
+    const c = client();
+    const t1 = await c.responses.create({ model: 'beta', input: WEATHER, tools });
+    expect(t1.status).toBe('completed');
+    expect(t1.output).toEqual([{ id: expect.stringMatching(/^fc_/), type: 'function_call', status: 'completed', arguments: '{"city":"Paris"}', call_id: 'call_beta', name: 'get_weather' }]);
+    expect(t1.tools).toEqual([{ type: 'function', name: 'get_weather', description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters, strict: false }]);
+    expect(stubs.beta!.requests.at(-1)!.body.tools).toEqual([{ type: 'function', function: { name: 'get_weather', description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }]);
+
+    const t2 = await c.responses.create({ model: 'beta', previous_response_id: t1.id, tools, input: [{ type: 'function_call_output', call_id: 'call_beta', output: '18 degrees Celsius and sunny' }] });
+    expect(t2.output_text).toBe('answer from beta');
+    expect(lastMessages(stubs.beta!)).toEqual([
+      { role: 'user', content: WEATHER },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_beta', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_beta', content: '18 degrees Celsius and sunny' },
+    ]);
+  });
+
+  it('takes a whole tool conversation as input items, without a stored response', async () => {
+    const r = await client().responses.create({
+      model: 'gamma',
+      store: false,
+      input: [
+        { role: 'user', content: WEATHER },
+        { type: 'function_call', call_id: 'call_x', name: 'get_weather', arguments: '{"city":"Paris"}' },
+        { type: 'function_call_output', call_id: 'call_x', output: [{ type: 'input_text', text: 'rainy' }] },
+        { type: 'message', id: 'msg_prior', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'It is rainy.', annotations: [] }] },
+        { role: 'user', content: 'Thanks!' },
+      ],
+    });
+    expect((r as Json).store).toBe(false);
+    expect(lastMessages(stubs.gamma!)).toEqual([
+      { role: 'user', content: WEATHER },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_x', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_x', content: 'rainy' },
+      { role: 'assistant', content: 'It is rainy.' },
+      { role: 'user', content: 'Thanks!' },
+    ]);
+  });
+});
+
+describe('streaming', () => {
+  it("writes OpenAI's events in order with sequence numbers, and the final response equals GET", async () => {
+    const stream = await client().responses.create({ model: 'gamma', input: 'Stream me something.', stream: true });
+    const events: Json[] = [];
+    for await (const e of stream) events.push(e);
+    const types = events.map((e) => e.type);
+    const deltas = events.filter((e) => e.type === 'response.output_text.delta');
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(types).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      ...deltas.map(() => 'response.output_text.delta'),
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    const [created, , added, partAdded] = events;
+    expect(created.response).toMatchObject({ status: 'in_progress', output: [], model: 'gamma', usage: null });
+    expect(added.item).toEqual({ id: expect.stringMatching(/^msg_/), type: 'message', status: 'in_progress', role: 'assistant', content: [] });
+    expect(partAdded).toMatchObject({ item_id: added.item.id, output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [] } });
+    expect(deltas.every((d) => d.item_id === added.item.id && d.output_index === 0 && d.content_index === 0 && Array.isArray(d.logprobs))).toBe(true);
+    expect(deltas.map((d) => d.delta).join('')).toBe('answer from gamma');
+    expect(events.find((e) => e.type === 'response.output_text.done').text).toBe('answer from gamma');
+    const completed = events.at(-1).response;
+    expect(completed.status).toBe('completed');
+    expect(completed.output[0]).toEqual({ ...added.item, status: 'completed', content: [{ type: 'output_text', text: 'answer from gamma', annotations: [] }] });
+    expect(completed.usage.total_tokens).toBe(completed.usage.input_tokens + completed.usage.output_tokens);
+    expect(completed.usage.cost).toBe(Number(tokenCost(completed.usage.input_tokens, completed.usage.output_tokens, { inputPerMTok: '1', outputPerMTok: '2' })) / 1e12);
+    expect(withoutOutputText(await client().responses.retrieve(completed.id))).toEqual(completed);
+  });
+
+  it('streams a function call with the stream helper; its final response equals GET', async () => {
+    const stream = client().responses.stream({ model: 'beta', input: WEATHER, tools });
+    const types: string[] = [];
+    stream.on('event', (e) => types.push(e.type));
+    const final = await stream.finalResponse();
+    expect(types).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.function_call_arguments.delta',
+      'response.function_call_arguments.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    // the helper adds output_text, output_parsed and parsed_arguments (the client's own fields)
+    const { parsed_arguments: _parsed, ...call } = final.output[0] as OpenAI.Responses.ParsedResponseFunctionToolCall;
+    expect(call).toEqual({ id: expect.stringMatching(/^fc_/), type: 'function_call', status: 'completed', arguments: '{"city":"Paris"}', call_id: 'call_beta', name: 'get_weather' });
+    expect(withoutOutputText(await client().responses.retrieve(final.id))).toEqual({ ...withoutOutputText(final), output: [call] });
+  });
+
+  it('a stream that breaks after its first byte ends with an error event and response.failed, and is not stored', async () => {
+    const res = await post({ model: 'ultra-like', input: 'BREAK please', stream: true });
+    expect(res.status).toBe(200);
+    const events = await sseEvents(res);
+    expect(events.every((e) => e.event === e.data.type)).toBe(true);
+    expect(events.map((e) => e.event)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.content_part.added',
+      'response.output_text.delta',
+      'error',
+      'response.failed',
+    ]);
+    expect(events.map((e) => e.data.sequence_number)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+    expect(events[5]!.data.message).toMatch(/the workflow broke off/);
+    const failed = events[6]!.data.response;
+    expect(failed.status).toBe('failed');
+    expect(failed.error).toEqual({ code: 'server_error', message: expect.stringMatching(/the workflow broke off/) });
+    expect(failed.output[0]).toMatchObject({ type: 'message', status: 'incomplete', content: [{ type: 'output_text', text: 'workflow ' }] });
+    // the openai client raises the error event
+    const stream = await client().responses.create({ model: 'ultra-like', input: 'BREAK again', stream: true });
+    const e = await (async () => {
+      for await (const _ of stream) {
+        // drain
+      }
+    })().catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(APIError);
+    expect((e as APIError).message).toMatch(/the workflow broke off/);
+    const get = await client().responses.retrieve(failed.id).catch((x: unknown) => x);
+    expect(get).toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});
+
+describe('another model kind (fugu-ultra works the same way)', () => {
+  it('puts the extension object, the extra usage fields and the headers on the response', async () => {
+    const { data, response } = await client().responses.create({ model: 'ultra-like', input: 'Plan it.', instructions: 'Be thorough.' }).withResponse();
+    const r = data as typeof data & { fugu: unknown; usage: Record<string, unknown> };
+    expect(r.model).toBe('ultra-like');
+    expect(r.output_text).toBe('workflow answer');
+    expect(r.fugu).toEqual({ workflow: { id: 42, steps: 2 } });
+    expect(r.usage).toMatchObject({ input_tokens: 7, output_tokens: 3, total_tokens: 10, cost: 0.000005, conductor_tokens: 4, worker_tokens: 6 });
+    expect(response.headers.get('x-fugu-workflow')).toBe('42');
+    expect(ultraSeen.at(-1)!.req.messages).toEqual([
+      { role: 'system', content: 'Be thorough.' },
+      { role: 'user', content: 'Plan it.' },
+    ]);
+    // the response names the model's own name; the row keeps the worker that answered
+    expect(await getStoredResponse(database.db, r.id, fullKeyId)).toMatchObject({ model: 'ultra-like', worker: 'alpha' });
+  });
+
+  it("hands the model the conversation's identity: the chain's first response", async () => {
+    const r1 = await client().responses.create({ model: 'ultra-like', input: 'First.' });
+    expect(ultraSeen.at(-1)!.conversation).toBe(r1.id);
+    const r2 = await client().responses.create({ model: 'gamma', previous_response_id: r1.id, input: 'Second.' });
+    await client().responses.create({ model: 'ultra-like', previous_response_id: r2.id, input: 'Third.' });
+    expect(ultraSeen.at(-1)!.conversation).toBe(r1.id);
+    expect(ultraSeen.at(-1)!.req.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'user', 'assistant', 'user']);
+  });
+
+  it('streams through the stream helper with progress events left out', async () => {
+    const stream = client().responses.stream({ model: 'ultra-like', input: 'Plan it, streaming.' });
+    const types: string[] = [];
+    stream.on('event', (e) => types.push(e.type));
+    const final = (await stream.finalResponse()) as unknown as OpenAI.Responses.Response & { fugu: unknown; usage: Record<string, unknown> };
+    expect(final.output_text).toBe('workflow answer');
+    expect(types.filter((t) => !t.startsWith('response.'))).toEqual([]);
+    expect(types.filter((t) => t === 'response.output_text.delta')).toHaveLength(2);
+    expect(final.fugu).toEqual({ workflow: { id: 42, steps: 2 } });
+    expect(final.usage).toMatchObject({ conductor_tokens: 4, worker_tokens: 6, cost: 0.000005 });
+  });
+});
+
+describe('stored responses: scope, store false, delete, input items', () => {
+  it('store: false keeps nothing: GET is 404 and continuing it is 400', async () => {
+    const r = await client().responses.create({ model: 'gamma', input: 'Forget this.', store: false });
+    expect((r as Json).store).toBe(false);
+    expect(await getStoredResponse(database.db, r.id, fullKeyId)).toBeUndefined();
+    const get = await client().responses.retrieve(r.id).catch((x: unknown) => x);
+    expect(get).toBeInstanceOf(OpenAI.NotFoundError);
+    const next = await client().responses.create({ model: 'gamma', input: 'And then?', previous_response_id: r.id }).catch((x: unknown) => x);
+    expect(next).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((next as APIError).param).toBe('previous_response_id');
+    expect((next as APIError).code).toBe('previous_response_not_found');
+    expect((next as APIError).message).toContain(`Previous response with id '${r.id}' not found.`);
+  });
+
+  it("another key can neither read, delete nor continue a key's response", async () => {
+    const r = await client().responses.create({ model: 'gamma', input: 'Mine only.' });
+    const before = stubs.gamma!.requests.length;
+    const get = await client(otherKey).responses.retrieve(r.id).catch((x: unknown) => x);
+    expect(get).toBeInstanceOf(OpenAI.NotFoundError);
+    const del = await client(otherKey).responses.delete(r.id).catch((x: unknown) => x);
+    expect(del).toBeInstanceOf(OpenAI.NotFoundError);
+    const items = await client(otherKey).responses.inputItems.list(r.id).catch((x: unknown) => x);
+    expect(items).toBeInstanceOf(OpenAI.NotFoundError);
+    const next = await client(otherKey).responses.create({ model: 'gamma', input: 'Go on.', previous_response_id: r.id }).catch((x: unknown) => x);
+    expect(next).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((next as APIError).param).toBe('previous_response_id');
+    expect((next as APIError).message).toContain(`Previous response with id '${r.id}' not found.`);
+    expect(stubs.gamma!.requests.length).toBe(before);
+    // still the owner's
+    expect((await client().responses.retrieve(r.id)).id).toBe(r.id);
+  });
+
+  it("lists a response's own input items and deletes it", async () => {
+    const r1 = await client().responses.create({ model: 'gamma', input: 'zero' });
+    const r = await client().responses.create({
+      model: 'gamma',
+      previous_response_id: r1.id,
+      input: [{ role: 'user', content: 'one' }, { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'two' }] }],
+    });
+    const texts = (page: OpenAI.Responses.ResponseItem[]) => page.map((it) => ((it as OpenAI.Responses.ResponseInputMessageItem).content[0] as OpenAI.Responses.ResponseInputText).text);
+    const desc = await client().responses.inputItems.list(r.id);
+    expect(texts(desc.data)).toEqual(['two', 'one']);
+    expect(desc.data[0]).toEqual({ id: expect.stringMatching(/^msg_/), type: 'message', status: 'completed', role: 'user', content: [{ type: 'input_text', text: 'two' }] });
+    const asc = await client().responses.inputItems.list(r.id, { order: 'asc', limit: 1 });
+    expect(texts(asc.data)).toEqual(['one']);
+    expect(asc.has_more).toBe(true);
+    const after = await client().responses.create({ model: 'gamma', previous_response_id: r.id, input: 'three' });
+    await client().responses.delete(r.id);
+    const get = await client().responses.retrieve(r.id).catch((x: unknown) => x);
+    expect(get).toBeInstanceOf(OpenAI.NotFoundError);
+    // a deleted link breaks the chain that continues it: a 400 naming the missing response
+    const next = await client().responses.create({ model: 'gamma', previous_response_id: after.id, input: 'four' }).catch((x: unknown) => x);
+    expect(next).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((next as APIError).param).toBe('previous_response_id');
+    expect((next as APIError).message).toContain(`Previous response with id '${r.id}' not found`);
+  });
+});
+
+describe('bad requests: 400 naming the field', () => {
+  const errorOf = async (body: unknown): Promise<{ status: number; error: Json }> => {
+    const res = await post(body);
+    return { status: res.status, error: ((await res.json()) as Json).error };
+  };
+
+  it('refuses built-in tools, unknown fields, unknown item kinds, images and bad values', async () => {
+    const before = Object.values(stubs).reduce((n, s) => n + s.requests.length, 0);
+    const cases: Array<[unknown, string]> = [
+      [{ model: 'gamma', input: 'hi', tools: [{ type: 'web_search' }] }, 'tools[0].type'],
+      [{ model: 'gamma', input: 'hi', tools: [...tools, { type: 'file_search', vector_store_ids: ['vs_1'] }] }, 'tools[1].type'],
+      [{ model: 'gamma', input: 'hi', frobnicate: true }, 'frobnicate'],
+      [{ model: 'gamma', input: 'hi', conversation: 'conv_1' }, 'conversation'],
+      [{ model: 'gamma', input: [{ type: 'reasoning', summary: [] }] }, 'input[0].type'],
+      [{ model: 'gamma', input: [{ role: 'user', content: [{ type: 'input_text', text: 'look' }, { type: 'input_image', image_url: 'https://x/y.png' }] }] }, 'input[0].content[1].type'],
+      [{ model: 'gamma', input: [{ role: 'robot', content: 'hi' }] }, 'input[0].role'],
+      [{ model: 'gamma', input: 'hi', temperature: 'hot' }, 'temperature'],
+      [{ model: 'gamma', input: 'hi', text: { format: { type: 'json_schema', schema: {} } } }, 'text.format.name'],
+      [{ model: 'gamma', input: 'hi', tool_choice: { type: 'function', name: 'nope' }, tools }, 'tool_choice.name'],
+      [{ model: 'gamma' }, 'input'],
+      [{ model: 'gamma', input: '' }, 'input'],
+      [{ model: 'gamma', input: [{ type: 'function_call', call_id: 'c1', arguments: '{}' }] }, 'input[0].name'],
+      [{ model: 'gamma', input: [{ role: 'user', content: [{ type: 'input_text' }] }] }, 'input[0].content[0].text'],
+      [{ model: 'gamma', input: [{ role: 'assistant', content: [{ type: 'input_text', text: 'x' }] }] }, 'input[0].content[0].type'],
+      [{ model: 'gamma', input: 'hi', include: ['reasoning.encrypted_content'] }, 'include'],
+    ];
+    for (const [body, param] of cases) {
+      const { status, error } = await errorOf(body);
+      expect({ param: error.param, status }).toEqual({ param, status: 400 });
+      expect(error.message.startsWith(`${param}: `)).toBe(true);
+      expect(error.type).toBe('invalid_request_error');
+    }
+    expect(Object.values(stubs).reduce((n, s) => n + s.requests.length, 0)).toBe(before);
+  });
+
+  it('a function_call_output whose call_id answers no call is a 400 naming it, with the openai client too', async () => {
+    const e = await client()
+      .responses.create({ model: 'gamma', input: [{ role: 'user', content: 'hi' }, { type: 'function_call_output', call_id: 'call_nowhere', output: 'x' }] })
+      .catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((e as APIError).param).toBe('input[1].call_id');
+    expect((e as APIError).message).toMatch(/call_nowhere/);
+  });
+
+  it('an unknown model is a 404 model_not_found', async () => {
+    const e = await client().responses.create({ model: 'gpt-17', input: 'hi' }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((e as APIError).code).toBe('model_not_found');
+  });
+});
