@@ -236,7 +236,7 @@ describe('overlays', () => {
     expect(podSpec(pg).containers[0]!.image).toMatch(/^postgres:17/);
     expect((pg.spec as { volumeClaimTemplates?: unknown[] }).volumeClaimTemplates).toHaveLength(1);
     const secrets = objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name).sort();
-    expect(secrets).toEqual(['fugu-admin', 'fugu-database', 'fugu-postgres', 'fugu-redis']);
+    expect(secrets).toEqual(['fugu-admin', 'fugu-database', 'fugu-postgres', 'fugu-redis', 'fugu-ultra']);
     // KEDA runs in its own namespace: the address must be a cluster-wide name
     const redisSecret = find(objects, 'Secret', 'fugu-redis');
     const address = Buffer.from(redisSecret.data!.address!, 'base64').toString();
