@@ -43,6 +43,8 @@ export type RequestRecord = {
   routingMs?: number;
   providerMs?: number;
   errorCode?: string;
+  /** fugu-ultra: the workflow this request ran or continued */
+  workflowId?: number;
   /** only with gateway.logMessages (debug): the request's messages, for the access log */
   messages?: ChatMessage[];
 };

@@ -1,19 +1,24 @@
 // `node apps/gateway/src/main.ts` (or `fugu gateway`): the OpenAI-compatible gateway process.
 // Configuration from the environment (README): FUGU_GATEWAY_PORT, FUGU_GATEWAY_MODE
 // (in-process | pool), FUGU_GATEWAY_POOL, FUGU_GATEWAY_AUTH, FUGU_ADMIN_KEY (Bull Board),
-// FUGU_REWARDS_DATASET and FUGU_REWARDS_BODY_LIMIT_BYTES (POST /v1/rewards, docs/rewards.md), ...
+// FUGU_REWARDS_DATASET and FUGU_REWARDS_BODY_LIMIT_BYTES (POST /v1/rewards, docs/rewards.md),
+// FUGU_ULTRA_DEPLOYMENT and FUGU_ULTRA_ID_SECRET (model fugu-ultra), ...
 // Checks Redis and Postgres, loads the worker pool and the deployed router checkpoint's worker
 // list (every one must be in the pool), listens, and shuts down gracefully on SIGTERM.
 import { Queue } from 'bullmq';
 import { loadConfig } from '@fugu/config';
-import { connectDb, getCheckpoint, getDeployment, migrate } from '@fugu/db';
+import { connectDb, getCheckpoint, getDeployment, getUltraDeployment, migrate, savePool } from '@fugu/db';
+import { createCallPipeline } from '@fugu/calls';
+import { poolContentHash } from '@fugu/evaluation';
 import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
 import { InProcessRouteClient, QueueRouteClient, type RouteClient } from '@fugu/serving';
 import { createLogger, Registry } from '@fugu/telemetry';
-import { createRewardsService, REWARD_LIMITS } from '@fugu/ultra';
+import { createRewardsService, policyWriter, REWARD_LIMITS, routerPicker } from '@fugu/ultra';
 import { collectDefaultMetrics } from 'prom-client';
 import { buildGateway } from './server.ts';
 import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
+import { loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
+import type { GatewayContext } from './context.ts';
 
 const log = createLogger({ name: 'gateway' });
 
@@ -23,7 +28,7 @@ async function main(): Promise<void> {
   await assertRedis(config.redisUrl);
   const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-gateway' });
   await migrate(db);
-  const { pool, replayStore, example } = await loadGatewayWorkers(g.pool, config.llmrouterDir);
+  const { pool, replayStore, example, itemOf } = await loadGatewayWorkers(g.pool, config.llmrouterDir);
 
   let routerWorkers: string[] | undefined;
   const deployment = await getDeployment(db, config.router.deployment);
@@ -61,7 +66,19 @@ async function main(): Promise<void> {
     service: createRewardsService({ db, queue, config, pool: g.pool, ...(rewardsDataset !== undefined && { dataset: rewardsDataset }), log }),
     bodyLimitBytes,
   };
-  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry, rewards });
+  // model fugu-ultra: the Conductor published as FUGU_ULTRA_DEPLOYMENT (default fugu-ultra) for
+  // this pool; its workflows run here, their steps through the gateway's call seam
+  const stored = await savePool(db, pool, poolContentHash(pool));
+  const routerPick = routerPicker(db, config.home);
+  const policyConductor = policyWriter(db, config.home);
+  const ultraDeps = {
+    writer: { db, config, pipeline: createCallPipeline({ db, redis, config, log, env: process.env }), log, routerPick, policyConductor },
+    secret: await loadUltraIdSecret(config.home),
+    log,
+    ...(itemOf && { itemOf }),
+  };
+  const ultra = (ctx: GatewayContext) => ultraModel(ctx, { name: process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || ULTRA_MODEL, db, poolId: stored.poolId, workers: stored.workers, deps: ultraDeps });
+  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry, rewards, extraModels: [ultra] });
   await app.listen({ port: g.port, host: g.host });
   const port = (app.server.address() as { port: number }).port;
   log.info(
@@ -69,11 +86,15 @@ async function main(): Promise<void> {
     `gateway listening on http://${g.host}:${port}/v1 (${g.mode}, pool ${pool.name}, auth ${g.auth})`,
   );
   // a parent process (fugu gateway, tests) reads this to learn the port
-  if (process.send) process.send({ type: 'ready', port, host: g.host, example });
+  // (and the fugu-ultra model's name, when a Conductor is published for it)
+  const ultraName = process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || ULTRA_MODEL;
+  const ultraPublished = (await getUltraDeployment(db, ultraName))?.pool === pool.name;
+  if (process.send) process.send({ type: 'ready', port, host: g.host, example, ...(ultraPublished && { ultra: ultraName }) });
   installShutdown(
     [
       { name: 'http server', close: () => app.close() },
       { name: 'router', close: () => routeClient.close() },
+      { name: 'conductor writers', close: async () => void (await Promise.all([routerPick.release(), policyConductor.release()])) },
       { name: 'queues', close: async () => void (await Promise.all([...queues.values()].map((q) => q.close().catch(() => {})))) },
       { name: 'redis', close: async () => redis.disconnect() },
       { name: 'postgres', close: () => db.destroy() },

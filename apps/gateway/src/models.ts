@@ -27,19 +27,48 @@ export type ChatInput = {
   record: RequestRecord;
   /** aborts when the client goes away */
   signal: AbortSignal;
+  /** an explicit conversation identity (the Responses API's first response of the chain); fugu-ultra keys its state on it */
+  conversation?: string;
 };
 
-/** A whole answer: `worker` names the answering worker (the response's `model`), `cost` is exact. */
-export type Completion = { result: ChatResult; worker: string; cost: bigint; headers: Record<string, string> };
+/**
+ * A whole answer: `worker` names the answering worker (the response's `model`), `cost` is exact.
+ * `extension` is the response's `fugu` object (fugu-ultra: the workflow that ran), `usageExtra`
+ * extra fields of its `usage` (fugu-ultra: conductor and worker tokens apart); both optional.
+ */
+export type Completion = {
+  result: ChatResult;
+  worker: string;
+  cost: bigint;
+  headers: Record<string, string>;
+  extension?: Record<string, unknown>;
+  usageExtra?: Record<string, unknown>;
+  /** the response's `model` when it is not the answering worker (fugu-ultra: the deployment's name) */
+  model?: string;
+};
+
+/**
+ * A model's progress while it streams (fugu-ultra: a workflow's steps starting and finishing),
+ * written as an extension chunk that standard clients ignore. Not a provider event.
+ */
+export type ProgressEvent = { type: 'progress'; progress: Record<string, unknown> };
+
+/** What a StreamAnswer yields: the provider's events, and progress where the model has any. */
+export type AnswerEvent = StreamEvent | ProgressEvent;
 
 /** A stream whose first event is in hand (until then a failure may still fall back). */
 export type StreamAnswer = {
   worker: string;
+  /** the chunks' `model` when it is not `worker` (see Completion) */
+  model?: string;
   headers: Record<string, string>;
-  events: AsyncIterator<StreamEvent>;
-  first: IteratorResult<StreamEvent>;
+  events: AsyncIterator<AnswerEvent>;
+  first: IteratorResult<AnswerEvent>;
   /** the exact cost of the stream, once it has ended (its final usage) */
   cost(usage: Usage): Promise<bigint>;
+  /** once it has ended: the `fugu` extension object and extra usage fields (see Completion) */
+  extension?(): Record<string, unknown> | undefined;
+  usageExtra?(): Record<string, unknown> | undefined;
 };
 
 export interface ModelHandler {

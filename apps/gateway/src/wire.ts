@@ -104,6 +104,9 @@ export const chatRequestSchema = z
       .object({
         lambda: z.number().min(0).optional(),
         workers: z.array(z.string().min(1)).min(1).optional(),
+        // fugu-ultra: continue this conversation (its shared tool memory); false: no shared memory this turn
+        conversation: z.string().regex(/^[A-Za-z0-9_.:-]{1,100}$/, 'must be 1 to 100 letters, digits, _ . : -').optional(),
+        shared_memory: z.boolean().optional(),
       })
       .strict()
       .nullable()
@@ -113,8 +116,11 @@ export const chatRequestSchema = z
 
 export type WireChatRequest = z.infer<typeof chatRequestSchema>;
 
-/** The fugu extension of a chat request: `{"fugu": {"lambda": 0.5, "workers": ["a", "b"]}}`. */
-export type FuguOptions = { lambda?: number; workers?: string[] };
+/**
+ * The fugu extension of a chat request: `{"fugu": {"lambda": 0.5, "workers": ["a", "b"]}}`;
+ * fugu-ultra also reads `conversation` and `shared_memory`.
+ */
+export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean };
 
 // Chat Completions fields the gateway knows but cannot serve: a 400 naming them, not a silent drop.
 const REFUSED: Record<string, string> = {
@@ -368,8 +374,13 @@ export class ChunkWriter {
     return this.#delta({}, finishReasonOut(reason));
   }
 
-  usage(u: Usage, cost?: bigint): string {
-    return this.#chunk([], { usage: usageOut(u, cost) });
+  usage(u: Usage, cost?: bigint, extra?: Record<string, unknown>): string {
+    return this.#chunk([], { usage: { ...usageOut(u, cost), ...extra } });
+  }
+
+  /** An extension chunk (no choices; standard clients skip it): `{"fugu": {...}}`, e.g. a workflow's progress. */
+  progress(p: Record<string, unknown>): string {
+    return this.#chunk([], { fugu: p });
   }
 
   static done(): string {

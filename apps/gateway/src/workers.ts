@@ -5,9 +5,13 @@
 import { ConfigError, InputError, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import { loadLlmRouter, replayStoreFor, resolvePool, type Dataset } from '@fugu/datasets';
 import { createChatModel, type ChatModel, type Env, type ReplayStore, type ReplayStoreSource } from '@fugu/providers';
+import { answerReplayRequest, REPLAY_STEP_METADATA } from '@fugu/conductor';
 
-/** `example`: a question the replay workers can answer (for the curl line printed at start) */
-export type GatewayWorkers = { pool: WorkerPool; replayStore?: ReplayStoreSource; example?: string };
+/**
+ * `example`: a question the replay workers can answer (for the curl line printed at start);
+ * `itemOf`: the dataset item a question is (fugu-ultra's replay steps name it)
+ */
+export type GatewayWorkers = { pool: WorkerPool; replayStore?: ReplayStoreSource; example?: string; itemOf?: (question: string) => string | undefined };
 
 /** `spec`: `llmrouter`, `llmrouter:<dir>` or a pool file (YAML/JSON). */
 export async function loadGatewayWorkers(spec: string, llmrouterDir: string): Promise<GatewayWorkers> {
@@ -19,23 +23,39 @@ export async function loadGatewayWorkers(spec: string, llmrouterDir: string): Pr
     const example = dataset.items
       .filter((i) => i.sourceSplit === 'test' && i.prompt.length >= 40)
       .reduce<string | undefined>((best, i) => (best === undefined || i.prompt.length < best.length ? i.prompt : best), undefined);
-    return { pool, replayStore: replayStores(dataset), ...(example !== undefined && { example }) };
+    const byPrompt = new Map<string, string>();
+    for (const i of dataset.items) if (!byPrompt.has(i.prompt.trim())) byPrompt.set(i.prompt.trim(), i.id);
+    return { pool, replayStore: replayStores(dataset), itemOf: (q) => byPrompt.get(q.trim()), ...(example !== undefined && { example }) };
   }
   return { pool: await resolvePool(spec) };
 }
 
-/** Each replay worker's store over a dataset's recorded outcomes, built on first use. */
+/**
+ * Each replay worker's store over a dataset's recorded outcomes, built on first use. A fugu-ultra
+ * step (metadata `replayStep`, the item by its dataset id) is answered by the replay step model,
+ * as the provider workers answer the Conductor's steps.
+ */
 export function replayStores(dataset: Dataset): (worker: string) => ReplayStore | undefined {
   const stores = new Map<string, ReplayStore>();
+  const items = new Map(dataset.items.map((i) => [i.id, i]));
   return (worker) => {
     let s = stores.get(worker);
     if (!s) {
+      let recorded: ReplayStore;
       try {
-        s = replayStoreFor(dataset, worker);
+        recorded = replayStoreFor(dataset, worker);
       } catch (e) {
         if (e instanceof InputError) return undefined;
         throw e;
       }
+      s = {
+        lookup: (prompt, itemId, metadata) => {
+          if (metadata?.[REPLAY_STEP_METADATA] === undefined || itemId === undefined) return recorded.lookup(prompt, itemId, metadata);
+          const item = items.get(itemId);
+          const a = item && answerReplayRequest(worker, item, prompt, metadata);
+          return a && { itemId, ...a };
+        },
+      };
       stores.set(worker, s);
     }
     return s;

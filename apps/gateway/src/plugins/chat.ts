@@ -37,7 +37,10 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
     rec.tokensOut = c.result.usage.outputTokens;
     rec.cost = c.cost;
     await ctx.charge(caller, c.worker, c.cost);
-    return reply.headers(c.headers).send(completionBody(c.result, c.worker, c.cost));
+    const out = completionBody(c.result, c.model ?? c.worker, c.cost);
+    if (c.usageExtra) Object.assign(out.usage as Record<string, unknown>, c.usageExtra);
+    if (c.extension) out.fugu = c.extension;
+    return reply.headers(c.headers).send(out);
   });
 }
 
@@ -59,7 +62,7 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
   const raw = reply.raw;
   for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
   raw.writeHead(200);
-  const w = new ChunkWriter(a.worker);
+  const w = new ChunkWriter(a.model ?? a.worker);
   raw.write(w.role());
   try {
     let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
@@ -67,6 +70,7 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
       const e = ev.value;
       if (e.type === 'text-delta') raw.write(w.text(e.text));
       else if (e.type === 'tool-call') raw.write(w.toolCall(e.toolCall));
+      else if (e.type === 'progress') raw.write(w.progress(e.progress));
       else finish = e;
     }
     if (finish) {
@@ -76,7 +80,7 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
       rec.tokensOut = finish.usage.outputTokens;
       rec.cost = cost;
       raw.write(w.finish(finish.finishReason));
-      if (includeUsage) raw.write(w.usage(finish.usage, cost));
+      if (includeUsage) raw.write(w.usage(finish.usage, cost, a.usageExtra?.()));
       await ctx.charge(input.caller, a.worker, cost);
     }
     raw.write(ChunkWriter.done());

@@ -92,6 +92,7 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
       totalMs: ms,
       status,
       errorCode: rec.errorCode ?? null,
+      workflowId: rec.workflowId ?? null,
     });
   }
 

@@ -1,0 +1,222 @@
+// `model: "fugu-ultra"`: the Conductor behind the OpenAI API, one more ModelHandler of the
+// registry. The deployment (`fugu ultra publish`: a Conductor spec, its pool and options) is read
+// from Postgres on every request, so a new publish takes effect without a restart. Each request
+// is one turn of libs/ultra's interactive state machine: a new workflow for a user message, or
+// the client's tool results going back to the agents that asked; the agents' calls go through
+// the gateway's call seam (rate limits, cache, exact cost, a chat_calls row each). The response
+// names the workflow (`x-fugu-workflow`, `x-fugu-conversation`, the `fugu` object with the steps'
+// workers) and counts the Conductor's and the workers' tokens apart (`usage.conductor`,
+// `usage.workers`, each with its cost). Streaming: the final step's tokens as they come, and the
+// workflow's progress as extension chunks (`choices: []`, a `fugu` object) that standard clients skip.
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { GatewayError, badField } from './errors.ts';
+import { InputError, type ChatResult, type ToolCall, type Usage } from '@fugu/core';
+import { getUltraDeployment, type Db, type StoredWorker } from '@fugu/db';
+import { runTurn, UltraRequestError, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef } from '@fugu/ultra';
+import type { GatewayContext } from './context.ts';
+import type { AnswerEvent, ChatInput, Completion, ModelHandler, StreamAnswer } from './models.ts';
+import { usdNumber } from './wire.ts';
+
+export const ULTRA_MODEL = 'fugu-ultra';
+
+export type UltraServingOptions = {
+  /** the model name and deployment (default fugu-ultra) */
+  name?: string;
+  db: Db;
+  /** the gateway's pool as stored (savePool): the workflows' pool id and workers */
+  poolId: number;
+  workers: readonly StoredWorker[];
+  /** everything of InteractiveDeps but the calls, which go through the gateway's seam */
+  deps: Omit<InteractiveDeps, 'call' | 'stream' | 'db'>;
+};
+
+export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHandler {
+  const name = o.name ?? ULTRA_MODEL;
+  const deps: InteractiveDeps = {
+    ...o.deps,
+    db: o.db,
+    call: (worker, req, key) => ctx.calls.generate(worker, req, { key, attempt: 1 }),
+    stream: (worker, req, key) => ctx.calls.stream(worker, req, { key, attempt: 1 }),
+  };
+
+  async function deployment(): Promise<UltraDeploymentRef> {
+    const d = await getUltraDeployment(o.db, name);
+    if (!d) throw new GatewayError(503, `no Conductor is published as "${name}": run \`fugu ultra publish --conductor <spec>\``, { code: 'model_not_published' });
+    if (d.pool !== ctx.pool.name) {
+      throw new GatewayError(503, `"${name}" was published for the pool "${d.pool}", but this gateway serves "${ctx.pool.name}" (publish it again with --pool, or set FUGU_GATEWAY_POOL)`, { code: 'model_not_published' });
+    }
+    let options;
+    try {
+      options = validateInteractiveOptions(d.options);
+    } catch (e) {
+      throw new GatewayError(503, `"${name}"'s published options are invalid: ${(e as Error).message}`, { code: 'model_not_published' });
+    }
+    return { name, conductor: d.conductor, poolId: o.poolId, workers: o.workers, options };
+  }
+
+  async function turnInput(input: ChatInput, stream: boolean): Promise<TurnInput> {
+    const { req, options } = input;
+    if (options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "fugu" only (this request calls "${name}")`);
+    if (req.logprobs) throw badField('logprobs', `is not supported by "${name}" (its answer is a workflow's)`);
+    let workers = input.caller.allowed;
+    if (options.workers) {
+      const bad = options.workers.filter((w) => !workers.includes(w));
+      if (bad.length > 0) throw badField('fugu.workers', `${bad.map((w) => `"${w}"`).join(', ')} ${bad.length === 1 ? 'is' : 'are'} not among this key's workers (${workers.join(', ')})`);
+      workers = workers.filter((w) => options.workers!.includes(w));
+    }
+    return {
+      deployment: await deployment(),
+      keyId: input.caller.key?.id ?? null,
+      workers,
+      messages: req.messages,
+      ...(req.tools && { tools: req.tools }),
+      ...(req.toolChoice !== undefined && { toolChoice: req.toolChoice }),
+      ...(req.parallelToolCalls !== undefined && { parallelToolCalls: req.parallelToolCalls }),
+      ...(req.temperature !== undefined && { temperature: req.temperature }),
+      ...(req.maxTokens !== undefined && { maxTokens: req.maxTokens }),
+      ...(req.seed !== undefined && { seed: req.seed }),
+      ...((input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
+      ...(options.shared_memory !== undefined && { sharedMemory: options.shared_memory }),
+      stream,
+    };
+  }
+
+  const described = (t: TurnResult) => ({
+    headers: { 'x-fugu-workflow': String(t.workflowId), 'x-fugu-conversation': t.conversationId, 'x-fugu-worker': t.worker },
+    extension: {
+      workflow: t.workflowId,
+      conversation: t.conversationId,
+      conductor: t.conductor,
+      topology: t.topology,
+      status: t.status,
+      finish_reason: t.workflowFinish,
+      steps: t.steps.map((s) => ({ step: s.step, worker: s.worker, access: s.access, status: s.status, tool_turns: s.toolTurns, finish: s.finish })),
+    },
+    usageExtra: {
+      conductor: { prompt_tokens: t.usage.conductor.inputTokens, completion_tokens: t.usage.conductor.outputTokens, cost: usdNumber(t.usage.conductor.cost) },
+      workers: { prompt_tokens: t.usage.workers.inputTokens, completion_tokens: t.usage.workers.outputTokens, cost: usdNumber(t.usage.workers.cost) },
+    },
+  });
+  const totalUsage = (t: TurnResult): Usage => ({ inputTokens: t.usage.conductor.inputTokens + t.usage.workers.inputTokens, outputTokens: t.usage.conductor.outputTokens + t.usage.workers.outputTokens });
+  const totalCost = (t: TurnResult): bigint => t.usage.conductor.cost + t.usage.workers.cost;
+
+  return {
+    id: name,
+    ownedBy: 'fugu',
+    visibleTo: (caller) => caller.allowed.some((w) => o.workers.some((x) => x.name === w)),
+
+    async complete(input): Promise<Completion> {
+      const t = await turn(deps, await turnInput(input, false));
+      input.record.workflowId = t.workflowId;
+      const result: ChatResult = {
+        text: t.text,
+        content: [...(t.text ? [{ type: 'text' as const, text: t.text }] : []), ...t.toolCalls.map((c) => ({ type: 'tool-call' as const, ...c }))],
+        toolCalls: t.toolCalls,
+        usage: totalUsage(t),
+        finishReason: t.finishReason,
+        model: name,
+      };
+      return { result, worker: t.worker, model: name, cost: totalCost(t), ...described(t) };
+    },
+
+    async stream(input): Promise<StreamAnswer> {
+      const ti = await turnInput(input, true);
+      const ch = new Channel<AnswerEvent>();
+      let done: TurnResult | undefined;
+      void turn(deps, ti, (e) => ch.push(e.type === 'text-delta' ? { type: 'text-delta', text: e.text } : { type: 'progress', progress: e.progress })).then(
+        (t) => {
+          done = t;
+          input.record.worker = t.worker;
+          for (const c of t.toolCalls) ch.push({ type: 'tool-call', toolCall: c as ToolCall });
+          ch.push({ type: 'finish', finishReason: t.finishReason, usage: totalUsage(t), model: name });
+          ch.end();
+        },
+        (e: unknown) => ch.fail(e),
+      );
+      // the first event (the workflow written or resumed) in hand: until then an error is the response's
+      const first = await ch.next();
+      const p = !first.done && first.value.type === 'progress' ? first.value.progress : {};
+      if (typeof p.workflow === 'number') input.record.workflowId = p.workflow;
+      return {
+        worker: name,
+        model: name,
+        headers: {
+          ...(typeof p.workflow === 'number' && { 'x-fugu-workflow': String(p.workflow) }),
+          ...(typeof p.conversation === 'string' && { 'x-fugu-conversation': p.conversation }),
+        },
+        events: ch,
+        first,
+        cost: async () => (done ? totalCost(done) : 0n),
+        extension: () => done && described(done).extension,
+        usageExtra: () => done && described(done).usageExtra,
+      };
+    },
+  };
+}
+
+/** A turn, its refusals as the gateway's errors. */
+async function turn(deps: InteractiveDeps, input: TurnInput, emit?: Parameters<typeof runTurn>[2]): Promise<TurnResult> {
+  try {
+    return await runTurn(deps, input, emit);
+  } catch (e) {
+    if (e instanceof UltraRequestError) throw new GatewayError(e.status, e.message, { param: e.param, code: e.code, ...(e.status >= 500 && { type: 'server_error' }) });
+    if (e instanceof InputError) throw new GatewayError(400, e.message, { param: e.field ?? null, code: 'invalid_value' });
+    throw e;
+  }
+}
+
+/** An async iterator fed by a producer: push, end, fail. */
+class Channel<T> implements AsyncIterator<T> {
+  readonly #items: T[] = [];
+  readonly #waiters: Array<{ resolve: (r: IteratorResult<T>) => void; reject: (e: unknown) => void }> = [];
+  #ended = false;
+  #error: unknown;
+  #failed = false;
+
+  push(item: T): void {
+    const w = this.#waiters.shift();
+    if (w) w.resolve({ value: item, done: false });
+    else this.#items.push(item);
+  }
+
+  end(): void {
+    this.#ended = true;
+    for (const w of this.#waiters.splice(0)) w.resolve({ value: undefined, done: true });
+  }
+
+  fail(e: unknown): void {
+    this.#failed = true;
+    this.#error = e;
+    for (const w of this.#waiters.splice(0)) w.reject(e);
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.#items.length > 0) return Promise.resolve({ value: this.#items.shift()!, done: false });
+    if (this.#failed) return Promise.reject(this.#error);
+    if (this.#ended) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => this.#waiters.push({ resolve, reject }));
+  }
+}
+
+/**
+ * The key that signs fugu-ultra's tool-call ids: FUGU_ULTRA_ID_SECRET (at least 32 characters;
+ * every replica of a deployment needs the same), else FUGU_HOME/ultra-id-secret, made once
+ * (mode 0600) when missing: replicas sharing FUGU_HOME share it. Never logged, never in a row.
+ */
+export async function loadUltraIdSecret(home: string, env: Record<string, string | undefined> = process.env): Promise<Buffer> {
+  const given = env.FUGU_ULTRA_ID_SECRET?.trim();
+  if (given) {
+    if (given.length < 32) throw new InputError('FUGU_ULTRA_ID_SECRET must be at least 32 characters (e.g. `openssl rand -hex 32`)', { field: 'FUGU_ULTRA_ID_SECRET' });
+    return Buffer.from(given);
+  }
+  const file = path.join(home, 'ultra-id-secret');
+  await mkdir(home, { recursive: true });
+  try {
+    await writeFile(file, randomBytes(32).toString('hex'), { flag: 'wx', mode: 0o600 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  }
+  return Buffer.from((await readFile(file, 'utf8')).trim());
+}

@@ -1,0 +1,336 @@
+// fugu-ultra behind the OpenAI API, end to end: the real `openai` npm client against the gateway
+// (buildGateway with the fugu-ultra model, listening on a free port), real Postgres (API keys,
+// workflows, the interactive state, the shared tool memory) and stub providers from
+// @fugu/providers/testing as OpenAI-compatible workers. The Conductor is a fixed topology
+// (fixed:moa:2: alpha and beta propose on their own, alpha aggregates with both answers), so the
+// test knows which agent each request is.
+//
+// The stubs answer by role: a proposer (no other agent's work in its prompt) calls get_weather
+// when tools are given, and after its tool result answers with what it read; the aggregator
+// answers with the proposals it was given.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import OpenAI, { APIError } from 'openai';
+import type { FastifyInstance } from 'fastify';
+import { formatUsd, parseUsd, tokenCost, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { loadConfig, type FuguConfig } from '@fugu/config';
+import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, publishUltraDeployment, savePool, type StoredWorker } from '@fugu/db';
+import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { poolContentHash } from '@fugu/evaluation';
+import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
+import type { RouteClient } from '@fugu/serving';
+import { createLogger } from '@fugu/telemetry';
+import { buildGateway } from '../../apps/gateway/src/server.ts';
+import { ultraModel } from '../../apps/gateway/src/ultra.ts';
+import { testRedisUrl } from '../support/eval-env.ts';
+
+const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
+const QUESTION = 'Should I take an umbrella in Paris today?';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+const isAggregator = (req: RecordedRequest): boolean => JSON.stringify(req.body?.messages ?? []).includes('Work already done by other agents');
+const textOf = (m: Json): string => (typeof m.content === 'string' ? m.content : (m.content ?? []).map((p: Json) => p.text ?? '').join(''));
+
+/** Each stub's behaviour (see the header); `loops` makes a proposer call the tool again after each result. */
+function replyAs(name: string, opts: { loops?: boolean } = {}) {
+  return (req: RecordedRequest): StubReply => {
+    const msgs: Json[] = req.body?.messages ?? [];
+    const last = msgs.at(-1);
+    if (isAggregator(req)) return { type: 'text', text: `${name} aggregated the proposals`, usage: { input: 40, output: 5 } };
+    if (req.body?.tools && (last?.role === 'user' || (opts.loops && last?.role === 'tool'))) {
+      const n = msgs.filter((m) => m.role === 'tool').length;
+      return { type: 'tool-calls', calls: [{ id: `own_${name}_${n}`, name: 'get_weather', arguments: JSON.stringify({ city: name === 'alpha' ? 'Paris' : 'Lyon' }) }], text: name === 'alpha' && n === 0 ? 'Checking.' : '', usage: { input: 20, output: 3 } };
+    }
+    if (last?.role === 'tool') return { type: 'text', text: `${name} read ${textOf(last)}`, usage: { input: 30, output: 4 } };
+    return { type: 'text', text: `${name} proposes without tools`, usage: { input: 20, output: 4 } };
+  };
+}
+
+const worker = (name: string, stub: OpenAIStub, price: [string, string]): WorkerSpec => ({
+  name, provider: 'openai-compatible', model: `${name}-model`, baseUrl: stub.baseURL, settings: {}, prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
+});
+
+let database: TestDatabase;
+let home: string;
+let config: FuguConfig;
+let pool: WorkerPool;
+let stored: { poolId: number; workers: StoredWorker[] };
+const stubs: Record<string, OpenAIStub> = {};
+const gateways: FastifyInstance[] = [];
+let baseURL: string;
+let fullKey: string;
+let otherKey: string;
+let narrowKey: string;
+const secret = randomBytes(32);
+const quiet = createLogger({ name: 'ultra-serving-test', level: 'silent' });
+const noRouter: RouteClient = { route: async () => Promise.reject(new Error('no router in this test')), ready: async () => false, close: async () => {} };
+
+async function startGateway(): Promise<string> {
+  const app = await buildGateway({
+    config, pool, routeClient: noRouter, db: database.db, env: {}, log: quiet,
+    extraModels: [
+      (ctx) => ultraModel(ctx, {
+        db: database.db, poolId: stored.poolId, workers: stored.workers,
+        deps: { writer: { db: database.db, config, pipeline: undefined as never, log: quiet }, secret, log: quiet },
+      }),
+    ],
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  gateways.push(app);
+  return `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+}
+
+const client = (apiKey = fullKey, url = baseURL) => new OpenAI({ apiKey, baseURL: url, maxRetries: 0, timeout: 30_000 });
+const publish = (options: Record<string, unknown> = {}, conductor = 'fixed:moa:2') => publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor, pool: pool.name, options });
+const requestsTo = (name: string) => stubs[name]!.requests.filter((r) => r.body?.messages);
+
+beforeAll(async () => {
+  database = await createTestDatabase();
+  home = await mkdtemp(path.join(tmpdir(), 'fugu-ultra-gw-'));
+  config = loadConfig({
+    FUGU_REDIS_URL: testRedisUrl(), FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fuguug${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_LOG_LEVEL: 'silent',
+  });
+  stubs.alpha = await startOpenAIStub({ defaultReply: replyAs('alpha') });
+  stubs.beta = await startOpenAIStub({ defaultReply: replyAs('beta') });
+  // gamma calls the tool again after every result (the bounds test)
+  stubs.gamma = await startOpenAIStub({ defaultReply: replyAs('gamma', { loops: true }) });
+  pool = { name: 'ultra-test', workers: [worker('alpha', stubs.alpha, ['1', '2']), worker('beta', stubs.beta, ['0.5', '1.5']), worker('gamma', stubs.gamma, ['0', '0'])] };
+  stored = await savePool(database.db, pool, poolContentHash(pool));
+  baseURL = await startGateway();
+  fullKey = (await createApiKey(database.db, { name: 'full' })).key;
+  otherKey = (await createApiKey(database.db, { name: 'other' })).key;
+  narrowKey = (await createApiKey(database.db, { name: 'narrow', allowedWorkers: ['beta', 'gamma'] })).key;
+});
+
+afterAll(async () => {
+  for (const g of gateways) await g.close().catch(() => {});
+  await Promise.all(Object.values(stubs).map((s) => s.close()));
+  await database?.drop();
+  if (home) await rm(home, { recursive: true, force: true });
+});
+
+/** The API error a request must end with (a request that succeeds fails the test). */
+async function refused(p: Promise<unknown>): Promise<APIError & { param?: string }> {
+  const r = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(r instanceof APIError)) throw new Error(`expected an API error, got ${r === undefined ? 'an answer' : String(r)}`);
+  return r as APIError & { param?: string };
+}
+
+const reset = () => Object.values(stubs).forEach((s) => s.requests.splice(0));
+
+describe('fugu-ultra: one model behind chat completions', () => {
+  it('answers 503 naming the command until a Conductor is published', async () => {
+    const err = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] }));
+    expect(err.status).toBe(503);
+    expect(err.message).toMatch(/fugu ultra publish/);
+  });
+
+  it('runs a workflow: the final step answers; header, fugu object and usage name the workflow, its workers and the two kinds of tokens; rows written', async () => {
+    await publish();
+    reset();
+    const { data, response } = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: QUESTION }] }).withResponse();
+    const wf = Number(response.headers.get('x-fugu-workflow'));
+    expect(wf).toBeGreaterThan(0);
+    expect(data.model).toBe('fugu-ultra');
+    expect(data.choices[0]!.message.content).toBe('alpha aggregated the proposals');
+    expect(data.choices[0]!.finish_reason).toBe('stop');
+    const x = (data as Json).fugu;
+    expect(x.workflow).toBe(wf);
+    expect(x.topology).toBe('parallel');
+    expect(x.steps.map((s: Json) => [s.worker, s.status])).toEqual([['alpha', 'done'], ['beta', 'done'], ['alpha', 'done']]);
+    // both proposers' answers reached the aggregator, and the client's system message every agent
+    const agg = requestsTo('alpha').find(isAggregator)!;
+    expect(JSON.stringify(agg.body.messages)).toContain('beta proposes without tools');
+    expect(JSON.stringify(agg.body.messages)).toContain('alpha proposes without tools');
+    for (const r of [...requestsTo('alpha'), ...requestsTo('beta')]) expect(r.body.messages[0]).toEqual({ role: 'system', content: 'Be brief.' });
+    // usage: a fixed Conductor spends nothing; the workers' tokens and cost are the three calls'
+    const u = data.usage as Json;
+    expect(u.conductor).toEqual({ prompt_tokens: 0, completion_tokens: 0, cost: 0 });
+    expect(u.workers.prompt_tokens).toBe(20 + 20 + 40);
+    expect(u.workers.completion_tokens).toBe(4 + 4 + 5);
+    const cost = tokenCost(60, 9, pool.workers[0]!.prices) + tokenCost(20, 4, pool.workers[1]!.prices);
+    expect(u.cost).toBe(Number(formatUsd(cost)));
+    expect(u.workers.cost).toBe(u.cost);
+    expect(u.prompt_tokens).toBe(80);
+    // the workflow's rows: the workflow, its three steps, the request row linked to it
+    const [row] = await getWorkflows(database.db, [wf]);
+    expect(row!.status).toBe('done');
+    expect(row!.finalAnswer).toBe('alpha aggregated the proposals');
+    expect(row!.conductor).toBe('fixed:moa:2');
+    expect(parseUsd(row!.workerCost)).toBe(cost);
+    expect((await getWorkflowSteps(database.db, wf)).map((s) => [s.idx, s.worker, s.status])).toEqual([[0, 'alpha', 'ok'], [1, 'beta', 'ok'], [2, 'alpha', 'ok']]);
+    await expect.poll(async () => (await listRequests(database.db, { limit: 10 })).find((r) => r.workflowId === wf)?.model).toBe('fugu-ultra');
+  });
+
+  it('streams: progress as extension chunks standard clients pass by, the final step\'s tokens, usage with both kinds', async () => {
+    reset();
+    const { data: stream, response } = await client()
+      .chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    expect(Number(response.headers.get('x-fugu-workflow'))).toBeGreaterThan(0);
+    const chunks: Json[] = [];
+    for await (const c of stream) chunks.push(c);
+    const progress = chunks.filter((c) => c.fugu).map((c) => c.fugu);
+    expect(progress.every((p, i) => chunks.filter((c) => c.fugu)[i].choices.length === 0 && typeof p.event === 'string')).toBe(true);
+    expect(progress[0]).toMatchObject({ event: 'workflow.written', topology: 'parallel' });
+    const started = progress.filter((p) => p.event === 'step.started').map((p) => p.step);
+    expect(started.sort()).toEqual([0, 1, 2]);
+    // the aggregator starts only after both proposers finished
+    const at = (pred: (p: Json) => boolean) => progress.findIndex(pred);
+    expect(at((p) => p.event === 'step.started' && p.step === 2)).toBeGreaterThan(at((p) => p.event === 'step.finished' && p.step === 0));
+    expect(at((p) => p.event === 'step.started' && p.step === 2)).toBeGreaterThan(at((p) => p.event === 'step.finished' && p.step === 1));
+    expect(progress.at(-1)).toMatchObject({ event: 'workflow.finished', finish_reason: 'answered' });
+    expect(chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('alpha aggregated the proposals');
+    // the final step was streamed from its provider (the proposers were not)
+    expect(requestsTo('alpha').find(isAggregator)!.body.stream).toBe(true);
+    expect(requestsTo('beta').every((r) => !r.body.stream)).toBe(true);
+    const usage = chunks.at(-1).usage;
+    expect(usage.workers.prompt_tokens).toBe(80);
+    expect(usage.conductor.prompt_tokens).toBe(0);
+  });
+
+  it('a key with a restricted pool: the workflow uses only its workers', async () => {
+    reset();
+    const data = await client(narrowKey).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] });
+    expect((data as Json).fugu.steps.map((s: Json) => s.worker)).toEqual(['beta', 'gamma', 'beta']);
+    expect(requestsTo('alpha')).toHaveLength(0);
+    const err = await refused(client(narrowKey).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], fugu: { workers: ['alpha'] } } as never));
+    expect(err.status).toBe(400);
+    expect(err.message).toMatch(/fugu\.workers.*"alpha" is not among this key's workers/);
+  });
+});
+
+describe('fugu-ultra: multi-agent function calling', () => {
+  let first: OpenAI.ChatCompletion;
+  let history: OpenAI.ChatCompletionMessageParam[];
+
+  it('agents running at the same time: their tool calls merged into one assistant message with fugu\'s signed ids', async () => {
+    reset();
+    history = [{ role: 'user', content: QUESTION }];
+    first = await client().chat.completions.create({ model: 'fugu-ultra', messages: history, tools });
+    const msg = first.choices[0]!;
+    expect(msg.finish_reason).toBe('tool_calls');
+    const calls = msg.message.tool_calls!;
+    expect(calls).toHaveLength(2);
+    expect(calls.map((c) => (c as Json).function.arguments).sort()).toEqual(['{"city":"Lyon"}', '{"city":"Paris"}']);
+    for (const c of calls) expect(c.id).toMatch(/^call_fu_\d+_[01]_\d+_[A-Za-z0-9_-]{22}$/);
+    // the workers' own ids never reach the client
+    expect(JSON.stringify(first)).not.toContain('own_');
+    expect((first as Json).fugu.status).toBe('tools');
+    expect((first as Json).fugu.steps.map((s: Json) => s.status)).toEqual(['tools', 'tools', 'waiting']);
+    // the request's tools reached each agent
+    expect(requestsTo('alpha')[0]!.body.tools).toEqual(tools);
+    expect(requestsTo('beta')[0]!.body.tools).toEqual(tools);
+    history.push(msg.message as OpenAI.ChatCompletionMessageParam);
+  });
+
+  it('refuses a forged id, another key\'s results and a partial set of results, changing nothing', async () => {
+    const calls = first.choices[0]!.message.tool_calls!;
+    const forged = calls[0]!.id.replace(/_(\d+)_([A-Za-z0-9_-]{22})$/, (_m, seq: string, sig: string) => `_${Number(seq) + 5}_${sig}`);
+    const send = (ids: string[], key = fullKey) =>
+      refused(client(key)
+        .chat.completions.create({
+          model: 'fugu-ultra', tools,
+          messages: [...history.slice(0, -1), { ...(history.at(-1) as Json), tool_calls: ids.map((id, i) => ({ ...calls[i % calls.length], id })) }, ...ids.map((id) => ({ role: 'tool' as const, tool_call_id: id, content: 'sunny' }))],
+        }));
+    const e1 = await send([forged, calls[1]!.id]);
+    expect(e1.status).toBe(400);
+    expect(e1.message).toMatch(/was not issued to this API key \(or was altered\)/);
+    const e2 = await send(calls.map((c) => c.id), otherKey);
+    expect(e2.status).toBe(400);
+    expect(e2.message).toMatch(/not issued to this API key/);
+    const e3 = await send([calls[0]!.id]);
+    expect(e3.status).toBe(400);
+    expect(e3.message).toMatch(/waits for the result of every tool call.*missing: call_fu_/);
+    const e4 = await send(['call_not_ours', calls[1]!.id]);
+    expect(e4.status).toBe(400);
+    expect(e4.param).toBe('messages[2].tool_call_id');
+    // nothing moved: the agents were not called again
+    expect(requestsTo('alpha')).toHaveLength(1);
+    expect(requestsTo('beta')).toHaveLength(1);
+  });
+
+  it('each result goes back to the agent that made the call (another gateway replica takes it), and the dependent step runs; an agent never sees another\'s tool traffic', async () => {
+    const other = await startGateway();
+    await gateways[0]!.close();
+    const calls = first.choices[0]!.message.tool_calls!;
+    const resultFor = (c: Json) => (c.function.arguments.includes('Paris') ? 'Paris: 14 C, rain' : 'Lyon: 19 C, dry');
+    history.push(...calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: resultFor(c) })));
+    const { data, response } = await client(fullKey, other).chat.completions.create({ model: 'fugu-ultra', messages: history, tools }).withResponse();
+    expect(response.headers.get('x-fugu-workflow')).toBe(String((first as Json).fugu.workflow));
+    expect(data.choices[0]!.message.content).toBe('alpha aggregated the proposals');
+    // alpha's proposer got its own result under its own call id, beta its own
+    const alphaAgain = requestsTo('alpha')[1]!.body.messages;
+    expect(alphaAgain.at(-2).tool_calls[0].id).toBe('own_alpha_0');
+    expect(alphaAgain.at(-1)).toEqual({ role: 'tool', tool_call_id: 'own_alpha_0', content: 'Paris: 14 C, rain' });
+    const betaAgain = requestsTo('beta')[1]!.body.messages;
+    expect(betaAgain.at(-1)).toEqual({ role: 'tool', tool_call_id: 'own_beta_0', content: 'Lyon: 19 C, dry' });
+    expect(JSON.stringify(betaAgain)).not.toContain('Paris: 14 C');
+    // the aggregator read the proposers' answers, not their tool calls or results
+    const agg = requestsTo('alpha').find(isAggregator)!.body.messages;
+    expect(agg.some((m: Json) => m.role === 'tool' || m.tool_calls)).toBe(false);
+    expect(JSON.stringify(agg)).toContain('alpha read Paris: 14 C, rain');
+    expect(JSON.stringify(agg)).not.toContain('get_weather');
+    // a replayed result is refused
+    const again = await refused(client(fullKey, other).chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
+    expect(again.status).toBe(400);
+    expect(again.message).toMatch(/already answered/);
+    baseURL = other;
+    history.push({ role: 'assistant', content: data.choices[0]!.message.content });
+  });
+
+  it('a later turn of the conversation starts a new workflow whose agents see the earlier tool results (shared memory), unless turned off', async () => {
+    reset();
+    history.push({ role: 'user', content: 'And tomorrow?' });
+    const data = await client().chat.completions.create({ model: 'fugu-ultra', messages: history, tools });
+    expect((data as Json).fugu.conversation).toBe((first as Json).fugu.conversation);
+    expect((data as Json).fugu.workflow).not.toBe((first as Json).fugu.workflow);
+    const prompt = JSON.stringify(requestsTo('beta')[0]!.body.messages);
+    expect(prompt).toContain('Tool results already known in this conversation');
+    expect(prompt).toContain('Lyon: 19 C, dry');
+    expect(prompt).toContain('Paris: 14 C, rain');
+    expect(prompt).toContain(QUESTION);
+    reset();
+    await client().chat.completions.create({ model: 'fugu-ultra', messages: [...history.slice(0, -1), { role: 'user', content: 'And the day after?' }], tools, fugu: { shared_memory: false } } as never);
+    expect(JSON.stringify(requestsTo('beta')[0]!.body.messages)).not.toContain('Lyon: 19 C');
+  });
+});
+
+describe('fugu-ultra: bounds', () => {
+  it('an agent that keeps calling tools stops at its bound with a clear finish reason', async () => {
+    await publish({ maxToolTurnsPerAgent: 1 }, 'fixed:single:gamma');
+    const c = client();
+    const h: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: QUESTION }];
+    const r1 = await c.chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+    expect(r1.choices[0]!.finish_reason).toBe('tool_calls');
+    h.push(r1.choices[0]!.message as never, ...r1.choices[0]!.message.tool_calls!.map((t) => ({ role: 'tool' as const, tool_call_id: t.id, content: 'cloudy' })));
+    const r2 = await c.chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+    expect(r2.choices[0]!.finish_reason).toBe('stop');
+    expect((r2 as Json).fugu.finish_reason).toBe('budget-tool-turns');
+    expect((r2 as Json).fugu.steps[0].finish).toBe('budget-tool-turns');
+    const [row] = await getWorkflows(database.db, [(r2 as Json).fugu.workflow]);
+    expect(row!.finishReason).toBe('budget-tool-turns');
+  });
+
+  it('results after the deadline: a clear 400, and the workflow ended tool-timeout (never a hang)', async () => {
+    await publish({ toolResultTimeoutMs: 1000 }, 'fixed:single:beta');
+    const h: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: QUESTION }];
+    const r1 = await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+    const wf = (r1 as Json).fugu.workflow as number;
+    await new Promise((r) => setTimeout(r, 1200));
+    h.push(r1.choices[0]!.message as never, ...r1.choices[0]!.message.tool_calls!.map((t) => ({ role: 'tool' as const, tool_call_id: t.id, content: 'cloudy' })));
+    const err = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools }));
+    expect(err.status).toBe(400);
+    expect(err.message).toMatch(/were due by .*\(tool-timeout\)/);
+    const [row] = await getWorkflows(database.db, [wf]);
+    expect([row!.status, row!.finishReason]).toEqual(['failed', 'tool-timeout']);
+    expect((await getWorkflowSteps(database.db, wf))[0]!.error?.code).toBe('tool-timeout');
+  });
+});
