@@ -16,6 +16,7 @@ import { createProgress } from '../progress.ts';
 import { publishCheckpoint } from './router.ts';
 import { startGateway } from './serving.ts';
 import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
+import { cmdUltraPublish, ULTRA_PUBLISH_DEFAULTS } from './ultra-publish.ts';
 import { grpoReportData, summarizeUltraRuns } from '@fugu/ultra';
 
 type EvalFlags = {
@@ -303,6 +304,8 @@ async function cmdDemo(
     localConductors: 'auto', localWorkers: f.localWorkers, keyCheck: true, wait: true, stallSeconds: 15,
   }, signal);
   if (ultra !== EXIT.ok) return ultra;
+  // fugu-ultra beside fugu: the demo's multi-agent Conductor (three proposers, the best aggregates), served by the gateway
+  process.stderr.write(`demo: ${await cmdUltraPublish(config, { ...ULTRA_PUBLISH_DEFAULTS, conductor: 'fixed:moa:3', pool: 'llmrouter' })}\n`);
   // the gateway on this machine only, without keys; the replay workers answer the dataset's questions
   process.stderr.write('demo: starting the gateway (Ctrl-C stops it; `fugu gateway` starts it again)\n');
   process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run

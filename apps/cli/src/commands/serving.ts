@@ -106,14 +106,20 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   // its own process group: a signal reaches it once, from here (Ctrl-C in a terminal, or a kill
   // of this process alike), never twice (a second signal makes it exit without draining)
   const child = fork(gatewayMain, [], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'], detached: true });
-  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string }) => {
+  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string }) => {
     if (m?.type !== 'ready') return;
     const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
     const body = JSON.stringify({ model: 'fugu', messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
     const authHeader = auth === 'none' ? '' : ` -H "Authorization: Bearer $FUGU_API_KEY"`;
-    process.stderr.write(`\nthe gateway is up: OpenAI base URL http://${host}:${m.port}/v1 (model "fugu", or a worker's name)\n`);
+    process.stderr.write(`\nthe gateway is up: OpenAI base URL http://${host}:${m.port}/v1 (model "fugu"${m.ultra ? `, "${m.ultra}"` : ''}, or a worker's name)\n`);
     if (auth !== 'none') process.stderr.write('a key for it: export FUGU_API_KEY=$(npx fugu keys create --name me)\n');
-    process.stderr.write(`try:\n  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${body}'\n\n`);
+    process.stderr.write(`try:\n  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${body}'\n`);
+    if (m.ultra) {
+      // the Conductor: a workflow of several workers behind one model name (the x-fugu-workflow header and the fugu object name it)
+      const ultraBody = JSON.stringify({ model: m.ultra, messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
+      process.stderr.write(`  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${ultraBody}'\n`);
+    }
+    process.stderr.write('\n');
   });
   // pass each signal on: the gateway drains and exits (a second one: at once); wait for it
   const onSignal = (signal: NodeJS.Signals) => {

@@ -20,6 +20,7 @@ import { createProgress } from '../progress.ts';
 import { registerUltraCalibrate } from './ultra-calibrate.ts';
 import { registerUltraPolicy } from './ultra-policy.ts';
 import { registerUltraPrompt } from './ultra-prompt.ts';
+import { registerUltraPublish } from './ultra-publish.ts';
 
 export type UltraEvalFlags = {
   dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; repeats: number;
@@ -105,6 +106,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
   registerUltraPolicy(ultra, cli);
   registerUltraCalibrate(ultra, cli);
   registerUltraPrompt(ultra, cli);
+  registerUltraPublish(ultra, cli);
 };
 
 /** A ReplayConfig JSON file (`--replay`); its content is validated by the driver. */
