@@ -9,7 +9,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createConductorRun, getDatasetItems, saveDataset, savePool } from '@fugu/db';
+import { createConductorRun, getDatasetItems, getUltraDeployment, saveDataset, savePool } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeWorkerPool } from '@fugu/datasets';
 import { replayPool, syntheticItems, testRedisUrl, writeFixtures } from '../support/eval-env.ts';
@@ -45,6 +45,29 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.drop();
   if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('fugu ultra publish', () => {
+  it('stores the deployment gateways serve as fugu-ultra; bad input is exit 2 naming the flag, nothing stored', async () => {
+    const bad = await fugu(['ultra', 'publish', '--pool', files.pool, '--conductor', 'fixed:single:nobody']);
+    expect(bad.code, bad.stderr).toBe(2);
+    expect(bad.stderr).toMatch(/field --conductor: .*unknown worker "nobody"/);
+    const ranking = await fugu(['ultra', 'publish', '--pool', files.pool, '--conductor', 'fixed:moa:2', '--ranking', 'beta,nobody']);
+    expect(ranking.code).toBe(2);
+    expect(ranking.stderr).toMatch(/field --ranking: the ranking names nobody/);
+    const steps = await fugu(['ultra', 'publish', '--pool', files.pool, '--conductor', 'fixed:moa:2', '--max-steps', '11']);
+    expect(steps.code).toBe(2);
+    expect(steps.stderr).toMatch(/options\.workflow\.maxSteps/);
+    expect(await getUltraDeployment(t.db, 'fugu-ultra')).toBeUndefined();
+
+    const ok = await fugu(['ultra', 'publish', '--pool', files.pool, '--conductor', 'fixed:moa:2', '--ranking', 'gamma,beta,alpha', '--max-tool-turns', '3', '--no-shared-memory']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout.trim()).toBe(`fugu-ultra: fixed:moa:2 on pool ${pool.name}`);
+    const d = await getUltraDeployment(t.db, 'fugu-ultra');
+    expect(d!.options).toMatchObject({ workflow: { maxSteps: 5, ranking: ['gamma', 'beta', 'alpha'] }, maxToolTurnsPerAgent: 3, sharedMemory: false });
+    const again = await fugu(['ultra', 'publish', '--pool', files.pool, '--conductor', 'fixed:chain']);
+    expect(again.stdout.trim()).toBe(`fugu-ultra: fixed:moa:2 -> fixed:chain on pool ${pool.name}`);
+  });
 });
 
 describe('fugu ultra: bad input is exit 2 naming the flag', () => {

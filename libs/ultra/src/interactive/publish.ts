@@ -1,11 +1,11 @@
 // `fugu ultra publish`: names the Conductor a deployment (default `fugu-ultra`) serves on a pool,
 // with its options. Everything is checked before anything is stored: the spec against the pool
 // (a fixed topology's workers, an llm: worker or endpoint, a policy checkpoint that chooses among
-// exactly this pool's workers), the options field by field, the ranking's names.
+// exactly this pool's workers, a router checkpoint must exist), the options field by field, the
+// ranking's names.
 import { InputError, type WorkerPool } from '@fugu/core';
-import { checkConductorSpec, parseConductorSpec } from '@fugu/conductor';
 import { getUltraDeployment, publishUltraDeployment, type Db, type UltraDeployment } from '@fugu/db';
-import { getPolicyCheckpoint } from '../policy-store.ts';
+import { checkSpecCheckpoints, checkSpecs } from '../flags.ts';
 import { validateInteractiveOptions } from './options.ts';
 
 export type PublishUltraOptions = {
@@ -26,15 +26,11 @@ export async function publishUltra(db: Db, o: PublishUltraOptions): Promise<{ de
   const workers = o.pool.workers.map((w) => w.name);
   if (workers.includes(name)) throw new InputError(`the pool "${o.pool.name}" has a worker named "${name}": the deployment would hide it`, { field: '--name' });
   const options = validateInteractiveOptions(o.options, 'options');
-  const spec = parseConductorSpec(o.conductor);
-  checkConductorSpec(spec, { workers, maxSteps: options.workflow.maxSteps, endpoints: o.endpoints ?? [] });
-  if (spec.kind === 'policy') {
-    const ckpt = await getPolicyCheckpoint(db, spec.checkpoint);
-    const theirs = ckpt.workers;
-    if (theirs.length !== workers.length || theirs.some((w, i) => w !== workers[i])) {
-      throw new InputError(`${spec.spec} chooses among [${theirs.join(', ')}], not the pool "${o.pool.name}"'s [${workers.join(', ')}]`, { field: '--conductor' });
-    }
-  }
+  const specs = checkSpecs(o.conductor, workers, options.workflow.maxSteps, o.endpoints ?? []);
+  if (specs.length !== 1) throw new InputError(`a deployment serves one Conductor, got ${specs.length} specs`, { field: '--conductor' });
+  const spec = specs[0]!;
+  // a policy checkpoint must choose among exactly this pool's workers; a router checkpoint must exist
+  await checkSpecCheckpoints(db, specs, workers);
   const unknown = (options.workflow.ranking ?? []).filter((w) => !workers.includes(w));
   if (unknown.length > 0) throw new InputError(`the ranking names ${unknown.join(', ')}, not in the pool "${o.pool.name}"`, { field: '--ranking' });
   const previous = await getUltraDeployment(db, name);
