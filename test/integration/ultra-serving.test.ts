@@ -303,6 +303,71 @@ describe('fugu-ultra: multi-agent function calling', () => {
   });
 });
 
+describe('fugu-ultra: the same tool round trip streamed, and through the Responses API', () => {
+  const resultOf = (args: string) => (args.includes('Paris') ? 'Paris: 14 C, rain' : 'Lyon: 19 C, dry');
+  const ownResults = () => {
+    // each proposer's second call carries exactly its own result under its own call id
+    expect(requestsTo('alpha')[1]!.body.messages.at(-1)).toEqual({ role: 'tool', tool_call_id: 'own_alpha_0', content: 'Paris: 14 C, rain' });
+    expect(requestsTo('beta')[1]!.body.messages.at(-1)).toEqual({ role: 'tool', tool_call_id: 'own_beta_0', content: 'Lyon: 19 C, dry' });
+    expect(JSON.stringify(requestsTo('beta')[1]!.body.messages)).not.toContain('Paris: 14 C');
+    const agg = requestsTo('alpha').find(isAggregator)!.body.messages;
+    expect(agg.some((m: Json) => m.role === 'tool' || m.tool_calls)).toBe(false);
+    expect(JSON.stringify(agg)).toContain('beta read Lyon: 19 C, dry');
+  };
+
+  it('chat completions, streamed: both calls as tool_call deltas, then the final step\'s tokens', async () => {
+    await publish();
+    reset();
+    const h: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: QUESTION }];
+    const chunks: Json[] = [];
+    for await (const c of await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools, stream: true })) chunks.push(c);
+    const deltas = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
+    expect(deltas.map((d: Json) => d.index)).toEqual([0, 1]);
+    expect(chunks.find((c) => c.choices[0]?.finish_reason)!.choices[0].finish_reason).toBe('tool_calls');
+    // the final step (the aggregator) is not running yet: no text but the proposer's own words, if any
+    expect(chunks.filter((c) => c.fugu?.event === 'step.tool_calls').map((c) => c.fugu.step).sort()).toEqual([0, 1]);
+    const calls = deltas.map((d: Json) => ({ id: d.id, type: 'function' as const, function: d.function }));
+    h.push({ role: 'assistant', content: null, tool_calls: calls }, ...calls.map((c: Json) => ({ role: 'tool' as const, tool_call_id: c.id, content: resultOf(c.function.arguments) })));
+    const rest: Json[] = [];
+    for await (const c of await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools, stream: true })) rest.push(c);
+    expect(rest.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('alpha aggregated the proposals');
+    expect(rest[1].fugu).toMatchObject({ event: 'workflow.resumed', results: 2 });
+    ownResults();
+  });
+
+  it('the Responses API: function_call items with fugu ids, function_call_output with previous_response_id, the final answer; streamed too', async () => {
+    reset();
+    const rtools: OpenAI.Responses.FunctionTool[] = [{ type: 'function', name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters, strict: false }];
+    const r1 = await client().responses.create({ model: 'fugu-ultra', input: QUESTION, tools: rtools });
+    const calls = r1.output.filter((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall[];
+    expect(calls).toHaveLength(2);
+    for (const c of calls) expect(c.call_id).toMatch(/^call_fu_\d+_[01]_\d+_/);
+    expect((r1 as Json).fugu.conversation).toBe(r1.id);
+    const r2 = await client().responses.create({
+      model: 'fugu-ultra', previous_response_id: r1.id, tools: rtools,
+      input: calls.map((c) => ({ type: 'function_call_output' as const, call_id: c.call_id, output: resultOf(c.arguments) })),
+    });
+    expect(r2.output_text).toBe('alpha aggregated the proposals');
+    expect((r2 as Json).fugu.workflow).toBe((r1 as Json).fugu.workflow);
+    ownResults();
+
+    reset();
+    const s1 = await client().responses.stream({ model: 'fugu-ultra', input: QUESTION, tools: rtools }).finalResponse();
+    const scalls = s1.output.filter((o) => o.type === 'function_call') as OpenAI.Responses.ResponseFunctionToolCall[];
+    expect(scalls).toHaveLength(2);
+    const stream = client().responses.stream({
+      model: 'fugu-ultra', previous_response_id: s1.id, tools: rtools,
+      input: scalls.map((c) => ({ type: 'function_call_output' as const, call_id: c.call_id, output: resultOf(c.arguments) })),
+    });
+    let text = '';
+    stream.on('response.output_text.delta', (e) => (text += e.delta));
+    const s2 = await stream.finalResponse();
+    expect(text).toBe('alpha aggregated the proposals');
+    expect(s2.output_text).toBe(text);
+    ownResults();
+  });
+});
+
 describe('fugu-ultra: bounds', () => {
   it('an agent that keeps calling tools stops at its bound with a clear finish reason', async () => {
     await publish({ maxToolTurnsPerAgent: 1 }, 'fixed:single:gamma');
