@@ -285,6 +285,11 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   }
   const s = session!;
   let state = readState(s);
+  // a valid signature on a call the workflow never made (a step it does not have, a sequence number past the last it issued)
+  const unmade = refs.find(({ p }) => p!.step >= state.agents.length || p!.seq < 1 || p!.seq > state.callSeq);
+  if (unmade) {
+    throw bad(`tool_call_id "${unmade.r.toolCallId}" answers no call workflow ${workflowId} made (it has made ${state.callSeq} tool call${state.callSeq === 1 ? '' : 's'})`, `messages[${unmade.r.at}].tool_call_id`, 'invalid_tool_call_id');
+  }
   const pending = new Map(state.agents.flatMap((a) => a.pending.map((c) => [c.id, c] as const)));
   const late = s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
   if (late) await expireSession(deps, s);
