@@ -21,10 +21,8 @@ import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, publishUltr
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
-import type { RouteClient } from '@fugu/serving';
 import { createLogger } from '@fugu/telemetry';
-import { buildGateway } from '../../apps/gateway/src/server.ts';
-import { ultraModel } from '../../apps/gateway/src/ultra.ts';
+import { startUltraGateway } from '../support/ultra-gateway.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
 const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
@@ -67,21 +65,11 @@ let otherKey: string;
 let narrowKey: string;
 const secret = randomBytes(32);
 const quiet = createLogger({ name: 'ultra-serving-test', level: 'silent' });
-const noRouter: RouteClient = { route: async () => Promise.reject(new Error('no router in this test')), ready: async () => false, close: async () => {} };
 
 async function startGateway(): Promise<string> {
-  const app = await buildGateway({
-    config, pool, routeClient: noRouter, db: database.db, env: {}, log: quiet,
-    extraModels: [
-      (ctx) => ultraModel(ctx, {
-        db: database.db, poolId: stored.poolId, workers: stored.workers,
-        deps: { writer: { db: database.db, config, pipeline: undefined as never, log: quiet }, secret, log: quiet },
-      }),
-    ],
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { app, url } = await startUltraGateway({ config, db: database.db, pool, stored, secret, log: quiet });
   gateways.push(app);
-  return `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  return url;
 }
 
 const client = (apiKey = fullKey, url = baseURL) => new OpenAI({ apiKey, baseURL: url, maxRetries: 0, timeout: 30_000 });

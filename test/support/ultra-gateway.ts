@@ -1,0 +1,31 @@
+// A gateway with model fugu-ultra for tests: buildGateway with the ultraModel extra model over a
+// stored pool, no router (model `fugu` answers 503), listening on a free port.
+import type { FastifyInstance } from 'fastify';
+import type { WorkerPool } from '@fugu/core';
+import type { FuguConfig } from '@fugu/config';
+import type { Db, StoredWorker } from '@fugu/db';
+import type { CallPipeline } from '@fugu/calls';
+import type { RouteClient } from '@fugu/serving';
+import type { Logger } from '@fugu/telemetry';
+import { buildGateway } from '../../apps/gateway/src/server.ts';
+import { ultraModel } from '../../apps/gateway/src/ultra.ts';
+
+export const noRouter: RouteClient = { route: async () => Promise.reject(new Error('no router in this test')), ready: async () => false, close: async () => {} };
+
+export async function startUltraGateway(o: {
+  config: FuguConfig; db: Db; pool: WorkerPool; stored: { poolId: number; workers: StoredWorker[] }; secret: Buffer; log: Logger;
+  /** the llm: Conductor's call pipeline (fixed and policy Conductors never call it) */
+  pipeline?: CallPipeline;
+}): Promise<{ app: FastifyInstance; url: string }> {
+  const app = await buildGateway({
+    config: o.config, pool: o.pool, routeClient: noRouter, db: o.db, env: {}, log: o.log,
+    extraModels: [
+      (ctx) => ultraModel(ctx, {
+        db: o.db, poolId: o.stored.poolId, workers: o.stored.workers,
+        deps: { writer: { db: o.db, config: o.config, pipeline: o.pipeline ?? (undefined as never), log: o.log }, secret: o.secret, log: o.log },
+      }),
+    ],
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return { app, url: `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1` };
+}
