@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GatewayError } from './errors.ts';
-import { ResponseEventWriter, conversationMessages, normaliseInput, parseResponsesRequest, toResponsesChatRequest, type ConversationItem } from './responses-wire.ts';
+import { ResponseEventWriter, conversationMessages, normaliseInput, parseResponsesRequest, responsesParam, toResponsesChatRequest, type ConversationItem, type MessageOrigin } from './responses-wire.ts';
 
 const paramOf = (f: () => unknown): string | null => {
   try {
@@ -42,6 +42,32 @@ describe('Responses request -> ChatRequest', () => {
     ]);
     // an output before its call answers nothing
     expect(paramOf(() => conversationMessages([], items([{ type: 'function_call_output', call_id: 'c9', output: 'x' }, { type: 'function_call', call_id: 'c9', name: 'f', arguments: '{}' }])))).toBe('input[0].call_id');
+  });
+
+  it('knows which input item made each message, so a model\'s refusal of messages[i] names the item (input[j].call_id), an earlier turn or the instructions', () => {
+    const history = items([
+      { role: 'user', content: 'weather in Paris and Rome?' },
+      { type: 'function_call', call_id: 'c1', name: 'get_weather', arguments: '{}' },
+    ]);
+    const own = items([
+      { type: 'function_call', call_id: 'c2', name: 'get_weather', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'c1', output: 'rain' },
+      { type: 'function_call_output', call_id: 'c2', output: 'sunny' },
+      { role: 'user', content: 'and Lyon?' },
+    ]);
+    const origins: MessageOrigin[] = [];
+    const messages = conversationMessages(history, own, 'Be brief.', origins);
+    expect(messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'tool', 'tool', 'user']);
+    // the assistant message holds an earlier turn's call and this request's first item
+    expect(origins).toEqual(['instructions', 'previous_response_id', 0, 1, 2, 3]);
+    expect(responsesParam('messages[4].tool_call_id', origins)).toBe('input[2].call_id');
+    expect(responsesParam('messages[5].content', origins)).toBe('input[3].content');
+    expect(responsesParam('messages[2].tool_calls', origins)).toBe('input[0]');
+    expect(responsesParam('messages[1].content', origins)).toBe('previous_response_id');
+    expect(responsesParam('messages[0].content', origins)).toBe('instructions');
+    expect(responsesParam('messages', origins)).toBe('input');
+    expect(responsesParam('fugu.workers', origins)).toBe('fugu.workers');
+    expect(responsesParam(null, origins)).toBeNull();
   });
 
   it('keeps the client\'s item ids and gives the others new ones', () => {

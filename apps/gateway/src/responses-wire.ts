@@ -287,42 +287,61 @@ export function normaliseInput(input: WireResponsesRequest['input']): Conversati
 
 const messageText = (m: InputMessageItem | OutputMessageItem): string => m.content.map((p) => (p.type === 'refusal' ? p.refusal : p.text)).join('');
 
+/** Where a chat message of the conversation came from: this request's input item (its index), an earlier response, or the instructions. */
+export type MessageOrigin = number | 'previous_response_id' | 'instructions';
+
 /**
  * The conversation as chat messages: `instructions` (a system message first), the earlier turns'
  * items, then this request's. An assistant message and the function calls after it are one
  * assistant message (text, then tool-call parts); a function_call_output is a tool message bound
  * to its call (by call_id, which must answer a function_call earlier in the conversation: a 400
- * naming `input[i].call_id` otherwise).
+ * naming `input[i].call_id` otherwise). `origins`, when given, gets each message's origin (the
+ * first of this request's items that made it), for responsesParam.
  */
-export function conversationMessages(history: readonly ConversationItem[], own: readonly ConversationItem[], instructions?: string | null): ChatMessage[] {
-  const messages: ChatMessage[] = instructions ? [{ role: 'system', content: instructions }] : [];
+export function conversationMessages(history: readonly ConversationItem[], own: readonly ConversationItem[], instructions?: string | null, origins: MessageOrigin[] = []): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  origins.length = 0;
+  const push = (m: ChatMessage, origin: MessageOrigin): void => {
+    messages.push(m);
+    origins.push(origin);
+  };
+  if (instructions) push({ role: 'system', content: instructions }, 'instructions');
   const callNames = new Map<string, string>();
   let turn: Array<TextPart | ToolCallPart> | undefined;
+  let turnOrigin: MessageOrigin = 'previous_response_id';
   const flush = (): void => {
     if (!turn) return;
     const onlyText = turn.every((p) => p.type === 'text');
-    messages.push({ role: 'assistant', content: onlyText ? turn.map((p) => (p as TextPart).text).join('') : turn } satisfies AssistantMessage);
+    push({ role: 'assistant', content: onlyText ? turn.map((p) => (p as TextPart).text).join('') : turn } satisfies AssistantMessage, turnOrigin);
     turn = undefined;
+  };
+  const into = (at: number): Array<TextPart | ToolCallPart> => {
+    if (!turn) {
+      turn = [];
+      turnOrigin = 'previous_response_id';
+    }
+    if (at >= 0 && turnOrigin === 'previous_response_id') turnOrigin = at;
+    return turn;
   };
   const all = [...history.map((item) => ({ item, at: -1 })), ...own.map((item, at) => ({ item, at }))];
   for (const { item, at } of all) {
+    const origin: MessageOrigin = at >= 0 ? at : 'previous_response_id';
     switch (item.type) {
       case 'message':
         if (item.role === 'assistant') {
           // text after tool calls starts a new assistant message
           if (turn?.some((p) => p.type === 'tool-call')) flush();
-          turn ??= [];
           const text = messageText(item);
-          if (text) turn.push({ type: 'text', text });
+          const parts = into(at);
+          if (text) parts.push({ type: 'text', text });
         } else {
           flush();
           const text = messageText(item);
-          messages.push(item.role === 'user' ? { role: 'user', content: text } : { role: 'system', content: text });
+          push(item.role === 'user' ? { role: 'user', content: text } : { role: 'system', content: text }, origin);
         }
         break;
       case 'function_call':
-        turn ??= [];
-        turn.push({ type: 'tool-call', id: item.call_id, name: item.name, arguments: item.arguments });
+        into(at).push({ type: 'tool-call', id: item.call_id, name: item.name, arguments: item.arguments });
         callNames.set(item.call_id, item.name);
         break;
       case 'function_call_output': {
@@ -332,13 +351,32 @@ export function conversationMessages(history: readonly ConversationItem[], own: 
           const where = at >= 0 ? `input[${at}].call_id` : 'previous_response_id';
           throw badField(where, `"${item.call_id}" answers no function_call earlier in this conversation`);
         }
-        messages.push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: item.call_id, name, content: item.output }] });
+        push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: item.call_id, name, content: item.output }] }, origin);
         break;
       }
     }
   }
   flush();
   return messages;
+}
+
+/**
+ * A model's error names the chat message it refuses (fugu-ultra reads the conversation as chat
+ * messages: `messages[4].tool_call_id`); on /v1/responses the param names what the client sent
+ * instead: the input item the message came from (`input[2].call_id`, `input[0].content`,
+ * `input[1]`), `previous_response_id` for an earlier turn's, `instructions`; `messages` is `input`.
+ * Any other param is kept.
+ */
+export function responsesParam(param: string | null, origins: readonly MessageOrigin[]): string | null {
+  if (param === null) return null;
+  if (param === 'messages') return 'input';
+  const m = /^messages\[(\d+)\](.*)$/.exec(param);
+  if (!m) return param;
+  const origin = origins[Number(m[1])];
+  if (origin === undefined) return 'input';
+  if (typeof origin === 'string') return origin;
+  const field = m[2] === '.tool_call_id' ? '.call_id' : m[2]!.startsWith('.content') ? '.content' : '';
+  return `input[${origin}]${field}`;
 }
 
 /** The request's parameters on a ChatRequest of these messages (`store` and `metadata` are the gateway's, not the worker's). */

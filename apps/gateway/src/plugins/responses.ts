@@ -28,10 +28,12 @@ import {
   outputItems,
   parseResponsesRequest,
   responseError,
+  responsesParam,
   responsesUsage,
   statusOf,
   toResponsesChatRequest,
   type ConversationItem,
+  type MessageOrigin,
   type WireResponsesRequest,
 } from '../responses-wire.ts';
 import { parseBody } from '../wire.ts';
@@ -68,7 +70,8 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     const keyId = caller.key?.id ?? null;
     const history = await historyOf(ctx, body.previous_response_id ?? undefined, keyId);
     const own = normaliseInput(body.input);
-    const req = toResponsesChatRequest(body, conversationMessages(history.items, own, body.instructions));
+    const origins: MessageOrigin[] = [];
+    const req = toResponsesChatRequest(body, conversationMessages(history.items, own, body.instructions, origins));
     req.timeoutMs = ctx.g.callTimeoutMs;
     if (ctx.g.logMessages) rec.messages = req.messages;
     ctx.checkQuota(caller);
@@ -80,11 +83,11 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), conversation };
     if (body.stream) {
       const t0 = performance.now();
-      const answer = await handler.stream(input);
+      const answer = await inResponsesTerms(() => handler.stream(input), origins);
       await writeResponseStream(ctx, answer, input, shell, save, reply, t0);
       return reply;
     }
-    const c = await handler.complete(input);
+    const c = await inResponsesTerms(() => handler.complete(input), origins);
     rec.worker = c.worker;
     rec.tokensIn = c.result.usage.inputTokens;
     rec.tokensOut = c.result.usage.outputTokens;
@@ -131,6 +134,18 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
 }
 
 const keyOf = (caller: Caller): string | null => caller.key?.id ?? null;
+
+/** A model's refusal that names a chat message (`messages[i]...`) names the input item it came from instead (responsesParam). */
+async function inResponsesTerms<T>(call: () => Promise<T>, origins: readonly MessageOrigin[]): Promise<T> {
+  try {
+    return await call();
+  } catch (e) {
+    if (!(e instanceof GatewayError) || !e.param?.startsWith('messages')) throw e;
+    const param = responsesParam(e.param, origins);
+    const message = e.message.startsWith(`${e.param}: `) ? `${param}: ${e.message.slice(e.param.length + 2)}` : e.message;
+    throw new GatewayError(e.status, message, { type: e.type, param, code: e.errorCode, headers: e.headers });
+  }
+}
 
 type History = { items: ConversationItem[]; conversationId?: string };
 
