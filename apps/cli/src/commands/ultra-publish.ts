@@ -9,7 +9,7 @@ import { INTERACTIVE_DEFAULTS, publishUltra, trainSplitRanking } from '@fugu/ult
 import { action, EXIT, intOption, listOption, usdOption, type Cli } from '../cli.ts';
 
 export type UltraPublishFlags = {
-  conductor: string; pool?: string; name: string; maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; ranking?: string[];
+  conductor: string; pool?: string; name: string; maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; ranking?: string[]; argmax?: boolean;
   maxToolTurns: number; maxToolTurnsWorkflow: number; toolTimeoutS: number; sharedMemory: boolean; memoryEntries: number; memoryChars: number;
 };
 
@@ -30,6 +30,7 @@ export function registerUltraPublish(ultra: Command, cli: Cli): void {
     .addOption(intOption('--max-steps <n>', 'most steps of a workflow', ULTRA_PUBLISH_DEFAULTS.maxSteps))
     .addOption(usdOption('--max-usd <usd>', 'budget of one workflow in USD'))
     .addOption(intOption('--max-tokens-per-step <n>', 'most output tokens of a step'))
+    .option('--argmax', 'policy: take the most probable decisions instead of sampling with the request\'s seed (a trained policy)')
     .addOption(listOption('--ranking <a,b>', "fixed topologies' workers, best first (default: the LLMRouter training split's ranking on its pool, else pool order)"))
     .addOption(intOption('--max-tool-turns <n>', 'tool-call turns of one agent, at most', ULTRA_PUBLISH_DEFAULTS.maxToolTurns))
     .addOption(intOption('--max-tool-turns-workflow <n>', 'tool-call turns of all agents of a workflow, at most', ULTRA_PUBLISH_DEFAULTS.maxToolTurnsWorkflow))
@@ -59,6 +60,7 @@ export async function cmdUltraPublish(config: FuguConfig, f: UltraPublishFlags):
       ...(f.maxUsd !== undefined && { maxUsd: f.maxUsd }),
       ...(f.maxTokensPerStep !== undefined && { maxTokensPerStep: f.maxTokensPerStep }),
       ...(ranking !== undefined && { ranking }),
+      ...(f.argmax && { argmax: true }),
     },
     maxToolTurnsPerAgent: f.maxToolTurns,
     maxToolTurnsPerWorkflow: f.maxToolTurnsWorkflow,
