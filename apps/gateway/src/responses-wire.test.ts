@@ -117,6 +117,10 @@ describe('Responses request -> ChatRequest', () => {
     expect(p({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: 'f' }] }] })).toBe('input[0].content[0].type');
     expect(p({ input: [{ type: 'function_call_output', output: 'x' }] })).toBe('input[0].call_id');
     expect(p({ input: 42 })).toBe('input');
+    // what Postgres cannot store, named as sent (a string input is `input`)
+    expect(p({ input: 'nul \u0000' })).toBe('input');
+    expect(p({ input: [{ role: 'user', content: 'x' }, { role: 'user', content: 'lone \ud800' }] })).toBe('input[1].content');
+    expect(p({ metadata: { a: '\udc00' } })).toBe('metadata.a');
   });
 });
 

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import type { ChatRequest, ChatResult } from '@fugu/providers';
 import { badField, type OpenAIErrorBody } from './errors.ts';
-import { chatRequestSchema, finishReasonOut, parseBody, usdNumber, type FuguOptions } from './wire.ts';
+import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, usdNumber, type FuguOptions } from './wire.ts';
 
 // ---- the request ------------------------------------------------------------------------------
 
@@ -229,6 +229,8 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
  */
 export function parseResponsesRequest(body: unknown): WireResponsesRequest {
   if (!isObject(body)) throw badField('body', 'must be a JSON object');
+  // on the body as sent, so that a bad string of a string input is named `input`
+  checkBodyValues(body);
   checkResponsesFields(body);
   if (body.input === '') throw badField('input', 'must not be empty');
   const items = typeof body.input === 'string' ? [{ role: 'user', content: body.input }] : body.input;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GatewayError } from './errors.ts';
-import { ChunkWriter, chatRequestSchema, checkChatFields, completionBody, parseBody, toChatRequest, usageOut } from './wire.ts';
+import { ChunkWriter, MAX_BODY_DEPTH, chatRequestSchema, checkBodyValues, checkChatFields, completionBody, parseBody, toChatRequest, usageOut } from './wire.ts';
 
 const parse = (body: unknown) => toChatRequest(parseBody(chatRequestSchema, body));
 const fieldOf = (f: () => unknown): { status: number; param: string | null; message: string } => {
@@ -94,6 +94,28 @@ describe('OpenAI request -> ChatRequest', () => {
       'tool_choice.function.name',
     );
     expect(fieldOf(() => parseBody(chatRequestSchema, [1, 2])).param).toBe('body');
+  });
+
+  it('refuses what Postgres cannot store and what no encoder can nest, wherever it is, naming the first place', () => {
+    const user = (content: unknown) => ({ model: 'fugu', messages: [{ role: 'user', content: 'fine' }, { role: 'user', content }] });
+    expect(fieldOf(() => parse(user('a\u0000b')))).toEqual({ status: 400, param: 'messages[1].content', message: 'messages[1].content: contains a NUL character (\\u0000), which the gateway cannot store' });
+    expect(fieldOf(() => parse(user('lone \ud800 high')))).toEqual({ status: 400, param: 'messages[1].content', message: 'messages[1].content: contains an unpaired UTF-16 surrogate (\\ud800): not valid Unicode text' });
+    expect(fieldOf(() => parse(user([{ type: 'text', text: '\udfff' }]))).message).toMatch(/^messages\[1\]\.content\[0\]\.text: contains an unpaired UTF-16 surrogate \(\\udfff\)/);
+    expect(fieldOf(() => parse({ ...user('x'), metadata: { 'k\u0000': 'v' } }))).toMatchObject({ param: 'metadata', message: 'metadata: a key contains a NUL character (\\u0000), which the gateway cannot store' });
+    // a pair is text (😀, 🇫🇷), as are the other control characters
+    expect(parse(user('😀🇫🇷 \u0001 \u202e')).messages[1]).toEqual({ role: 'user', content: '😀🇫🇷 \u0001 \u202e' });
+    // nesting: a deep tool schema passes up to the limit (the body is level 1, parameters level 5), one more level is refused
+    const nest = (n: number): unknown => (n === 0 ? {} : { items: nest(n - 1) });
+    const withSchema = (schema: unknown) => ({ ...user('x'), tools: [{ type: 'function', function: { name: 'f', parameters: schema } }] });
+    expect(parse(withSchema(nest(MAX_BODY_DEPTH - 5))).tools).toHaveLength(1);
+    const deep = fieldOf(() => parse(withSchema(nest(MAX_BODY_DEPTH - 4))));
+    expect(deep.status).toBe(400);
+    expect(deep.message).toMatch(new RegExp(`^tools\\[0\\]\\.function\\.parameters(\\.items)+: is nested more than ${MAX_BODY_DEPTH} levels deep$`));
+    // thousands of levels (past any recursion's stack) are walked, not recursed
+    const huge = JSON.parse(`{"model":"fugu","messages":${'['.repeat(20_000)}${']'.repeat(20_000)}}`);
+    expect(fieldOf(() => parseBody(chatRequestSchema, huge)).message).toMatch(/^messages(\[0\]){63}: is nested more than 64 levels deep$/);
+    // the first bad place in document order
+    expect(fieldOf(() => checkBodyValues({ a: ['ok', 'x\u0000'], b: '\ud800' })).param).toBe('a[1]');
   });
 });
 

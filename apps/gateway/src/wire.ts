@@ -158,9 +158,54 @@ function pathOf(path: readonly PropertyKey[]): string {
   return out || 'body';
 }
 
-/** Parse with a schema; the first problem is a 400 naming the field. */
+/** A body nested deeper than this is refused: providers' JSON encoders and the request hash recurse through it (a stack overflow at a few thousand levels). */
+export const MAX_BODY_DEPTH = 64;
+
+// a NUL character, or a UTF-16 surrogate without its other half
+// eslint-disable-next-line no-control-regex -- NUL is what it looks for
+const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+function unstorable(s: string): string | undefined {
+  const m = UNSTORABLE.exec(s);
+  if (!m) return undefined;
+  if (m[0] === '\u0000') return 'contains a NUL character (\\u0000), which the gateway cannot store';
+  return `contains an unpaired UTF-16 surrogate (\\u${m[0].charCodeAt(0).toString(16)}): not valid Unicode text`;
+}
+
+/**
+ * What no request body may hold, wherever it is (a 400 naming the first place, in document order):
+ * a string or key with a NUL character (Postgres text and jsonb cannot store it) or an unpaired
+ * UTF-16 surrogate (not Unicode text; jsonb refuses it), and nesting deeper than MAX_BODY_DEPTH.
+ * Iterative, so any depth the JSON parser accepted is walked without recursion.
+ */
+export function checkBodyValues(body: unknown): void {
+  const stack: Array<{ v: unknown; path: readonly PropertyKey[] }> = [{ v: body, path: [] }];
+  while (stack.length > 0) {
+    const { v, path } = stack.pop()!;
+    if (typeof v === 'string') {
+      const why = unstorable(v);
+      if (why) throw badField(pathOf(path), why);
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (path.length >= MAX_BODY_DEPTH) throw badField(pathOf(path), `is nested more than ${MAX_BODY_DEPTH} levels deep`);
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: [...path, i] });
+      continue;
+    }
+    const entries = Object.entries(v);
+    for (const [k] of entries) {
+      const why = unstorable(k);
+      if (why) throw badField(pathOf(path), `a key ${why}`);
+    }
+    for (let i = entries.length - 1; i >= 0; i--) stack.push({ v: entries[i]![1], path: [...path, entries[i]![0]] });
+  }
+}
+
+/** Parse with a schema; the first problem is a 400 naming the field (checkBodyValues first). */
 export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badField('body', 'must be a JSON object');
+  checkBodyValues(body);
   const r = schema.safeParse(body);
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
