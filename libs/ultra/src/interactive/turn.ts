@@ -203,6 +203,10 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   if (lastUserAt < 0) throw bad('a fugu-ultra conversation needs a user message (or the results of its tool calls last)', 'messages');
   const question = messageText(input.messages[lastUserAt]!).trim();
   if (question === '') throw bad('the last user message is empty', `messages[${lastUserAt}].content`);
+  // the workflow row's seed is a 32-bit integer (chat completions' own seed may be any integer)
+  if (input.seed !== undefined && !(Number.isInteger(input.seed) && input.seed >= -(2 ** 31) && input.seed < 2 ** 31)) {
+    throw bad(`seed: ${input.seed} is out of range for fugu-ultra: a workflow's seed is a 32-bit integer (-2147483648 to 2147483647)`, 'seed');
+  }
 
   const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? `conv_${randomBytes(12).toString('base64url')}`;
   const turn = await nextConversationTurn(db, conversationId, input.keyId, input.conversation !== undefined ? 'conversation' : 'messages');
