@@ -19,7 +19,7 @@ import {
   formatUsd, messageText, parseUsd, toWireError,
   type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage, type WireError,
 } from '@fugu/core';
-import { parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Step, type Workflow } from '@fugu/conductor';
+import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Step, type Workflow } from '@fugu/conductor';
 import {
   appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getUltraSession, insertUltraSession, insertWorkflows, nextConversationTurn, readToolMemory,
   saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
@@ -240,6 +240,14 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const parsed = parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: options.maxSteps });
   if (!parsed.ok) {
     await finishWorkflow(db, workflowId!, { ...base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...parsed.error }, outcome: 'unanswered' });
+    if (parseConductorSpec(d.conductor).kind !== 'llm' && out.text.length > PARSE_LIMITS.listChars) {
+      // a writer that renders its workflow (fixed:, policy:) fails only at the parser's limits: it repeats the message in every subtask
+      throw new UltraRequestError(
+        400,
+        `the message (${question.length} characters) is too long for fugu-ultra's Conductor (${d.conductor}): its workflow repeats the message in every step's subtask, ${out.text.length} characters, past the ${PARSE_LIMITS.listChars} a workflow list may have (${parsed.error.message}); send a shorter message`,
+        { param: `messages[${lastUserAt}].content`, code: 'context_length_exceeded' },
+      );
+    }
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${parsed.error.message}`, { code: 'conductor_error' });
   }
   const workflow = parsed.workflow;
