@@ -12,6 +12,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { GatewayError, badField } from './errors.ts';
+import { checkConductorSpec, parseConductorSpec } from '@fugu/conductor';
 import { InputError, type ChatResult, type ToolCall, type Usage } from '@fugu/core';
 import { getUltraDeployment, type Db, type StoredWorker } from '@fugu/db';
 import { runTurn, UltraRequestError, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef } from '@fugu/ultra';
@@ -66,8 +67,10 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       if (bad.length > 0) throw badField('fugu.workers', `${bad.map((w) => `"${w}"`).join(', ')} ${bad.length === 1 ? 'is' : 'are'} not among this key's workers (${workers.join(', ')})`);
       workers = workers.filter((w) => options.workers!.includes(w));
     }
+    const d = await deployment();
+    if (workers.length < d.workers.length) checkRestrictedPool(d, workers, options.workers !== undefined);
     return {
-      deployment: await deployment(),
+      deployment: d,
       keyId: input.caller.key?.id ?? null,
       workers,
       messages: req.messages,
@@ -154,6 +157,31 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       };
     },
   };
+}
+
+/**
+ * A restricted pool (the key's workers, narrowed by fugu.workers) must be able to run the
+ * deployment's fixed topology (fixed:moa:3 needs three workers, fixed:single:<w> needs w): a 400
+ * naming fugu.workers (or the model, when the key's own workers are too few), before anything is
+ * stored. llm: Conductors write for any pool, and a policy masks its choices to it.
+ */
+function checkRestrictedPool(d: UltraDeploymentRef, workers: readonly string[], fromRequest: boolean): void {
+  let spec;
+  try {
+    spec = parseConductorSpec(d.conductor);
+  } catch {
+    return; // a spec that does not parse fails in the writer, as a conductor_error
+  }
+  if (spec.kind !== 'fixed') return;
+  try {
+    checkConductorSpec(spec, { workers, maxSteps: d.options.workflow.maxSteps });
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+    const whose = fromRequest ? 'the workers this request allows' : "this API key's workers";
+    const message = `${whose} (${workers.join(', ')}) cannot run "${d.name}"'s Conductor: ${e.message}`;
+    if (fromRequest) throw badField('fugu.workers', message);
+    throw new GatewayError(400, message, { param: 'model', code: 'invalid_value' });
+  }
 }
 
 /** A turn, its refusals as the gateway's errors. */
