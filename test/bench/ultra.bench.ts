@@ -1,0 +1,267 @@
+// npm run bench:ultra — the time fugu-ultra adds beyond its workers' own calls (issue 17, figure
+// 6): the Conductor's decision, the scheduling of the agents and the workflow's state in Postgres
+// (conversation, workflow row, session, step rows, finish), per workflow and per tool round trip.
+//
+// The gateway runs as its own process (`node apps/gateway/src/main.ts`, as deployed) with a pool
+// file of two stub OpenAI-compatible workers (alpha, beta) that answer every call after a fixed
+// delay L (BENCH_LATENCY_MS, default 50), and a fugu-ultra deployment published in Postgres
+// (publishUltraDeployment; re-published between shapes: the gateway reads it per request). The
+// real `openai` client sends every request; the stubs and the load generator share this process.
+//
+// Shapes (k = the stub calls on the request's critical path):
+//   fixed:single:alpha          one step                                              k = 1
+//   fixed:moa:2                 alpha and beta propose in parallel, alpha aggregates  k = 2
+//   tools (fixed:moa:2, tools)  request 1: both proposers call a tool (the merged
+//                               tool calls come back)                                 k = 1
+//                               request 2: the client's results; each proposer
+//                               answers, then the aggregator                          k = 2
+//                               the round trip: both requests                         k = 3
+// Baselines, measured in the same run at the same concurrency: the stub called directly (k = 1)
+// and a worker called by name through the same gateway (`model: "alpha"`, the gateway's plain
+// path: auth, the call pipeline, the chat_calls and requests rows; k = 1).
+//
+// added = wall - k x L (p50 and p99 of each request's); "over the plain path" = a shape's p50
+// added minus the worker-by-name p50 added. Each shape is checked: the stub calls it made per
+// request (= the workflow's agent turns) and its answer.
+//
+// Options (env): BENCH_LATENCY_MS (L, default 50), BENCH_REQUESTS_SCALE (default 1: 100 requests
+// at concurrency 1, 400 at 16, per shape), BENCH_CONCURRENCY (default 1,16). Services:
+// FUGU_TEST_REDIS_URL and FUGU_TEST_DATABASE_URL (a fresh database is made and dropped).
+import { fork } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { loadavg, tmpdir } from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import OpenAI from 'openai';
+import { Redis } from 'ioredis';
+import { loadConfig, serviceEnv } from '@fugu/config';
+import { createApiKey, publishUltraDeployment } from '@fugu/db';
+import { createTestDatabase } from '@fugu/db/testing';
+import { writeWorkerPool } from '@fugu/datasets';
+import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
+import { watchApp } from '../support/app-process.ts';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const gatewayMain = path.resolve(here, '../../apps/gateway/src/main.ts');
+const L = Number(process.env.BENCH_LATENCY_MS ?? 50);
+const scale = Number(process.env.BENCH_REQUESTS_SCALE ?? 1);
+const levels = (process.env.BENCH_CONCURRENCY ?? '1,16').split(',').map(Number);
+const log = (s: string) => process.stderr.write(`bench:ultra: ${s}\n`);
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const load1 = () => loadavg()[0]!.toFixed(2);
+
+const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Json = any;
+
+// the workers: with tools and the task last, a proposer calls get_weather; given the result, or
+// as the aggregator (it reads the proposers' answers), or without tools, it answers
+const aggregator = (req: RecordedRequest): boolean => JSON.stringify(req.body?.messages ?? []).includes('Work already done by other agents');
+function replyAs(name: string) {
+  return (req: RecordedRequest): StubReply => {
+    const last = (req.body?.messages ?? []).at(-1);
+    if (aggregator(req)) return { type: 'text', text: `${name} aggregated`, usage: { input: 40, output: 2 } };
+    if (req.body?.tools && last?.role !== 'tool') return { type: 'tool-calls', calls: [{ name: 'get_weather', arguments: `{"city":"${name}"}` }], usage: { input: 20, output: 3 } };
+    return { type: 'text', text: `${name} answered`, usage: { input: 30, output: 4 } };
+  };
+}
+
+const home = await mkdtemp(path.join(tmpdir(), 'fugu-bench-ultra-'));
+const database = await createTestDatabase('fugu_bench_ultra');
+const config = loadConfig({
+  FUGU_REDIS_URL: process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+  FUGU_DATABASE_URL: database.url,
+  FUGU_QUEUE_PREFIX: `fugubu${randomBytes(4).toString('hex')}`,
+  FUGU_HOME: home,
+});
+const stubs: Record<string, OpenAIStub> = {};
+for (const name of ['alpha', 'beta']) stubs[name] = await startOpenAIStub({ latencyMs: L, defaultReply: replyAs(name) });
+const stubCalls = () => stubs.alpha!.requests.length + stubs.beta!.requests.length;
+const poolFile = path.join(home, 'pool.yaml');
+await writeWorkerPool(poolFile, {
+  name: 'bench-ultra',
+  workers: ['alpha', 'beta'].map((n) => ({ name: n, provider: 'openai-compatible' as const, model: `${n}-model`, baseUrl: stubs[n]!.baseURL, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } })),
+});
+const publish = (conductor: string) => publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor, pool: 'bench-ultra', options: {} });
+await publish('fixed:single:alpha');
+const { key } = await createApiKey(database.db, { name: 'bench-ultra' });
+
+const child = fork(gatewayMain, [], {
+  env: {
+    PATH: process.env.PATH,
+    ...serviceEnv(config),
+    FUGU_LOG_LEVEL: 'warn',
+    FUGU_GATEWAY_POOL: poolFile,
+    FUGU_GATEWAY_PORT: '0',
+    FUGU_GATEWAY_AUTH: 'keys',
+    FUGU_ULTRA_ID_SECRET: randomBytes(32).toString('hex'),
+    FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu',
+    // every call reaches its stub (the same prompts repeat)
+    FUGU_GATEWAY_RESPONSE_CACHE: 'false',
+  },
+  stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+});
+const gateway = await watchApp(child, 'gateway');
+const viaGateway = new OpenAI({ apiKey: key, baseURL: `http://127.0.0.1:${gateway.ready.port}/v1`, maxRetries: 0, timeout: 60_000 });
+const direct = new OpenAI({ apiKey: 'unused', baseURL: stubs.alpha!.baseURL, maxRetries: 0, timeout: 60_000 });
+
+type Sample = { ms: number[]; k: number };
+type Shape = {
+  name: string;
+  conductor?: string;
+  /** one unit of work (a request, or a tool round trip's two): the wall time of each part, by part name */
+  run(i: number): Promise<Record<string, number>>;
+  /** the parts, with their critical paths (stub calls in sequence) */
+  parts: Record<string, number>;
+  /** stub calls per unit */
+  calls: number;
+};
+
+const question = (i: number) => `Question ${i}: compare the weather of two cities and say which is warmer.`;
+const timed = async <T>(f: () => Promise<T>): Promise<[number, T]> => {
+  const s = performance.now();
+  const out = await f();
+  return [performance.now() - s, out];
+};
+function expectText(c: OpenAI.ChatCompletion, want: string, what: string): void {
+  const got = c.choices[0]?.message.content;
+  if (got !== want) throw new Error(`${what}: answered ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+}
+
+const shapes: Shape[] = [
+  {
+    name: 'direct stub (baseline)',
+    parts: { request: 1 },
+    calls: 1,
+    run: async (i) => {
+      const [ms, c] = await timed(() => direct.chat.completions.create({ model: 'alpha-model', messages: [{ role: 'user', content: question(i) }] }));
+      expectText(c, 'alpha answered', 'direct');
+      return { request: ms };
+    },
+  },
+  {
+    name: 'worker by name (gateway)',
+    parts: { request: 1 },
+    calls: 1,
+    run: async (i) => {
+      const [ms, c] = await timed(() => viaGateway.chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: question(i) }] }));
+      expectText(c, 'alpha answered', 'alpha');
+      return { request: ms };
+    },
+  },
+  {
+    name: 'fixed:single:alpha',
+    conductor: 'fixed:single:alpha',
+    parts: { workflow: 1 },
+    calls: 1,
+    run: async (i) => {
+      const [ms, c] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question(i) }] }));
+      expectText(c, 'alpha answered', 'fixed:single:alpha');
+      return { workflow: ms };
+    },
+  },
+  {
+    name: 'fixed:moa:2',
+    conductor: 'fixed:moa:2',
+    parts: { workflow: 2 },
+    calls: 3,
+    run: async (i) => {
+      const [ms, c] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question(i) }] }));
+      expectText(c, 'alpha aggregated', 'fixed:moa:2');
+      return { workflow: ms };
+    },
+  },
+  {
+    name: 'tools (fixed:moa:2)',
+    conductor: 'fixed:moa:2',
+    parts: { 'request 1 (tool calls)': 1, 'request 2 (results)': 2, 'round trip': 3 },
+    calls: 5,
+    run: async (i) => {
+      const history: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: question(i) }];
+      const [ms1, first] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
+      const calls = first.choices[0]?.message.tool_calls ?? [];
+      if (first.choices[0]?.finish_reason !== 'tool_calls' || calls.length !== 2) throw new Error(`tools: request 1 answered ${JSON.stringify(first.choices[0])}, expected two tool calls`);
+      history.push(first.choices[0]!.message as never, ...calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: `sunny, 20 C (${(c as Json).function.arguments})` })));
+      const [ms2, done] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
+      expectText(done, 'alpha aggregated', 'tools: request 2');
+      return { 'request 1 (tool calls)': ms1, 'request 2 (results)': ms2, 'round trip': ms1 + ms2 };
+    },
+  },
+];
+
+async function measure(shape: Shape, n: number, conc: number): Promise<{ samples: Record<string, Sample>; errors: number; secs: number; callsPerUnit: number; firstError?: string }> {
+  const samples: Record<string, Sample> = Object.fromEntries(Object.entries(shape.parts).map(([p, k]) => [p, { ms: [], k }]));
+  let next = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  const calls0 = stubCalls();
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: conc }, async () => {
+      while (next < n) {
+        const i = next++;
+        try {
+          const out = await shape.run(i);
+          for (const [p, ms] of Object.entries(out)) samples[p]!.ms.push(ms);
+        } catch (e) {
+          errors++;
+          firstError ??= (e as Error).message;
+        }
+      }
+    }),
+  );
+  return { samples, errors, secs: (performance.now() - t0) / 1000, callsPerUnit: (stubCalls() - calls0) / n, ...(firstError && { firstError }) };
+}
+
+const rows: string[] = [];
+const plain = new Map<number, number>();
+const overPlain: string[] = [];
+let totalErrors = 0;
+const f = (x: number) => x.toFixed(1).padStart(7);
+log(`L = ${L} ms; load average ${load1()} at the start`);
+for (const conc of levels) {
+  const units = Math.round((conc === 1 ? 100 : 400) * scale);
+  for (const shape of shapes) {
+    if (shape.conductor) await publish(shape.conductor);
+    await measure(shape, Math.max(4, Math.round(units / 20)), Math.min(conc, 4)); // warm-up
+    const m = await measure(shape, units, conc);
+    totalErrors += m.errors;
+    if (m.firstError) log(`${shape.name} c=${conc}: ${m.errors} errors, the first: ${m.firstError}`);
+    if (Math.abs(m.callsPerUnit - shape.calls) > 1e-9) {
+      log(`${shape.name} c=${conc}: ${m.callsPerUnit} stub calls per unit, expected ${shape.calls}`);
+      totalErrors++;
+    }
+    for (const [part, s] of Object.entries(m.samples)) {
+      const label = Object.keys(m.samples).length > 1 ? `${shape.name}: ${part}` : shape.name;
+      const added50 = pct(s.ms, 50) - s.k * L;
+      const added99 = pct(s.ms, 99) - s.k * L;
+      if (shape.name.startsWith('worker by name')) plain.set(conc, added50);
+      else if (!shape.name.startsWith('direct')) overPlain.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - plain.get(conc)!)} ms`);
+      rows.push(
+        `${label.padEnd(44)} ${String(conc).padStart(4)} ${String(s.ms.length).padStart(5)} ${String(m.errors).padStart(6)} ${String(s.k).padStart(2)} ${f(pct(s.ms, 50))} ${f(pct(s.ms, 99))} ${f(added50)} ${f(added99)} ${(s.ms.length / m.secs).toFixed(1).padStart(7)}`,
+      );
+    }
+    log(`${shape.name} c=${conc}: done (load ${load1()})`);
+  }
+}
+
+const header = `${'shape'.padEnd(44)} conc  reqs errors  k  p50 ms  p99 ms  added    added     req/s\n${''.padEnd(44)} ${''.padStart(4)} ${''.padStart(5)} ${''.padStart(6)} ${''.padStart(2)}    wall    wall    p50 ms   p99 ms`;
+process.stdout.write(
+  `\nfugu-ultra served: wall time per request and what it adds beyond its stub workers' delays (L = ${L} ms; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
+    `${header}\n${rows.join('\n')}\n` +
+    `\nfugu-ultra over the gateway's plain path (p50 added minus the worker-by-name p50 added, same concurrency)\n${overPlain.join('\n')}\n` +
+    `errors: ${totalErrors}; load average (1 min) at the end: ${load1()}\n`,
+);
+
+await gateway.term();
+await Promise.all(Object.values(stubs).map((s) => s.close()));
+await database.drop();
+{
+  const redis = new Redis(config.redisUrl);
+  const keys = await redis.keys(`${config.queuePrefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+}
+await rm(home, { recursive: true, force: true });
+process.exit(totalErrors === 0 ? 0 : 1);
