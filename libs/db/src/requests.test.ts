@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './testing.ts';
-import { createApiKey } from './api-keys.ts';
-import { getRequest, insertRequest, insertRequests, listRequests, type NewRequestRow } from './requests.ts';
+import { createApiKey, listApiKeys } from './api-keys.ts';
+import { getRequest, insertRequest, insertRequests, insertRequestsAndSpend, listRequests, type NewRequestRow } from './requests.ts';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -59,5 +59,23 @@ describe('requests', () => {
     expect((await listRequests(t.db, { key: record.id, since: new Date(Date.now() - 60_000) })).map((r) => r.requestId)).toEqual(['k-new']);
     expect((await listRequests(t.db, { key: record.id, limit: 1 })).map((r) => r.requestId)).toEqual(['k-new']);
     expect(byName[0]).toMatchObject({ status: 400, errorCode: 'invalid_value', worker: null, cost: 0n });
+  });
+
+  it('writes rows and keys\' spend in one statement: both, or neither', async () => {
+    const a = (await createApiKey(t.db, { name: 'spend-a' })).record;
+    const b = (await createApiKey(t.db, { name: 'spend-b' })).record;
+    const spent = async (id: string) => (await listApiKeys(t.db)).find((k) => k.id === id)!.spent;
+    const big = 2n ** 60n + 3n;
+    const ids = await insertRequestsAndSpend(t.db, [row({ requestId: 'spend-1', apiKeyId: a.id }), row({ requestId: 'spend-2', apiKeyId: b.id })], new Map([[a.id, big], [b.id, 5n]]));
+    expect(await getRequest(t.db, ids[1]!)).toMatchObject({ requestId: 'spend-2', apiKeyId: b.id });
+    expect([await spent(a.id), await spent(b.id)]).toEqual([big, 5n]);
+    // spend alone (a route without rows), and rows alone
+    await insertRequestsAndSpend(t.db, [], new Map([[a.id, 7n]]));
+    expect(await spent(a.id)).toBe(big + 7n);
+    const [only] = await insertRequestsAndSpend(t.db, [row({ requestId: 'spend-3' })], new Map());
+    expect((await getRequest(t.db, only!))?.requestId).toBe('spend-3');
+    // a row that cannot be written (its id taken) takes the spend of its statement with it
+    await expect(insertRequestsAndSpend(t.db, [row({ id: ids[0]!, requestId: 'dup' })], new Map([[b.id, 100n]]))).rejects.toThrow();
+    expect(await spent(b.id)).toBe(5n);
   });
 });

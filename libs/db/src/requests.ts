@@ -49,17 +49,38 @@ export async function insertRequest(db: Db, r: NewRequestRow): Promise<string> {
 export async function insertRequests(db: Db, rows: readonly NewRequestRow[]): Promise<string[]> {
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.id ?? newRequestRowId());
+  await insertStatement(rows, ids).execute(db);
+  return ids;
+}
+
+function insertStatement(rows: readonly NewRequestRow[], ids: readonly string[]) {
   const values = rows.map(
     (r, i) => sql`(${ids[i]}, ${r.requestId}, ${r.apiKeyId}, ${r.route}, ${r.model}, ${r.worker}, ${r.stream},
       ${r.topProbs === null ? null : JSON.stringify(r.topProbs)}::jsonb, ${JSON.stringify(r.fallbacks)}::jsonb,
       ${r.tokensIn}::int, ${r.tokensOut}::int, ${formatUsd(r.cost)}::numeric, ${r.routingMs}::float8, ${r.providerMs}::float8, ${r.totalMs}::float8,
       ${r.status}::int, ${r.errorCode}, ${r.workflowId ?? null}::bigint, ${r.createdAt ?? new Date()}::timestamptz)`,
   );
-  await sql`
+  return sql`
     insert into requests (id, request_id, api_key_id, route, model, worker, stream, top_probs, fallbacks, tokens_in, tokens_out, cost,
                           routing_ms, provider_ms, total_ms, status, error_code, workflow_id, created_at)
     values ${sql.join(values)}
-  `.execute(db);
+  `;
+}
+
+/**
+ * The gateway's batch: request rows and what API keys spent (picodollars by key id), in one
+ * statement, so both are written or neither. Returns the rows' ids.
+ */
+export async function insertRequestsAndSpend(db: Db, rows: readonly NewRequestRow[], spend: ReadonlyMap<string, bigint>): Promise<string[]> {
+  const charges = [...spend].filter(([, cost]) => cost !== 0n);
+  if (charges.length === 0) return insertRequests(db, rows);
+  const ids = rows.map((r) => r.id ?? newRequestRowId());
+  const update = sql`
+    update api_keys k set spent = k.spent + d.cost
+    from (values ${sql.join(charges.map(([id, cost]) => sql`(${id}, ${cost.toString()}::bigint)`))}) as d(id, cost)
+    where k.id = d.id`;
+  if (rows.length === 0) await update.execute(db);
+  else await sql`with ins as (${insertStatement(rows, ids)}), upd as (${update}) select 1`.execute(db);
   return ids;
 }
 
