@@ -372,6 +372,19 @@ describe('fugu-ultra: bounds', () => {
     expect(row!.finishReason).toBe('budget-tool-turns');
   });
 
+  it('a workflow budget (maxUsd): no step starts once it is spent; the answer is cut with finish reason budget-usd', async () => {
+    await publish({ workflow: { maxUsd: '0.00000001' } });
+    reset();
+    const r = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] });
+    expect(r.choices[0]!.finish_reason).toBe('length');
+    expect(r.choices[0]!.message.content).toBe('');
+    expect((r as Json).fugu.finish_reason).toBe('budget-usd');
+    expect((r as Json).fugu.steps.map((s: Json) => s.status)).toEqual(['done', 'done', 'skipped']);
+    expect(requestsTo('alpha').some(isAggregator)).toBe(false);
+    const [row] = await getWorkflows(database.db, [(r as Json).fugu.workflow]);
+    expect([row!.status, row!.finishReason, row!.outcome]).toEqual(['done', 'budget-usd', 'unanswered']);
+  });
+
   it('results after the deadline: a clear 400, and the workflow ended tool-timeout (never a hang)', async () => {
     await publish({ toolResultTimeoutMs: 1000 }, 'fixed:single:beta');
     const h: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: QUESTION }];

@@ -361,7 +361,10 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
   };
   const workers: Tally = { inputTokens: 0, outputTokens: 0, cost: 0n };
   const tools = input.tools && input.tools.length > 0 ? input.tools : undefined;
-  let ended: 'step-error' | undefined;
+  let ended: 'step-error' | 'budget-usd' | undefined;
+  // the workflow's budget (options.maxUsd): no step starts once the Conductor and the agents have spent it
+  const maxUsd = state.options.maxUsd !== undefined ? parseUsd(state.options.maxUsd) : undefined;
+  const spent = (): bigint => parseUsd(state.base.conductorCost ?? '0') + state.agents.reduce((t, a) => t + parseUsd(a.cost), 0n);
   let budgetHit = state.agents.some((a) => a.finish === 'budget-tool-turns');
   const inFlight = new Map<number, Promise<{ i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number }>>();
 
@@ -399,7 +402,13 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
           a.messages = agentPrompt(state, workflow, i);
           a.status = 'call';
         }
-        if (a.status === 'call' && !inFlight.has(i)) launch(i);
+        if (a.status === 'call' && !inFlight.has(i)) {
+          if (maxUsd !== undefined && spent() >= maxUsd) {
+            ended = 'budget-usd';
+            break;
+          }
+          launch(i);
+        }
       }
     }
     if (inFlight.size === 0) break;
@@ -478,16 +487,17 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
     if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
     if (a.status === 'tools') {
       a.status = 'error';
-      a.error = { code: 'abandoned', message: 'another step failed while this one waited for tool results' };
+      a.error = { code: 'abandoned', message: ended === 'budget-usd' ? 'the workflow reached its budget while this step waited for tool results' : 'another step failed while this step waited for tool results' };
     }
   }
   await saveSteps(db, workflowId, state);
   const last = state.agents[schedule.finalStep]!;
-  const answered = last.status === 'done';
+  // a budget that ends the workflow before its final step: an answer with no text, cut (finish_reason length)
+  const answered = last.status === 'done' || ended === 'budget-usd';
   const finishReason: WorkflowFinishReason = ended ?? (budgetHit ? 'budget-tool-turns' : 'answered');
   const totals = state.agents.reduce((t, a) => ({ tin: t.tin + a.tokensIn, tout: t.tout + a.tokensOut, cost: t.cost + parseUsd(a.cost) }), { tin: 0, tout: 0, cost: 0n });
   await finishWorkflow(db, workflowId, {
-    ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: answered ? null : 'unanswered', reward: null, score: null,
+    ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: last.status === 'done' ? null : 'unanswered', reward: null, score: null,
     workerTokensIn: totals.tin, workerTokensOut: totals.tout, workerCost: formatUsd(totals.cost),
     latencyMs: Date.now() - state.startedAt,
   });
@@ -499,7 +509,7 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
     throw new UltraRequestError(502, `workflow ${workflowId}: step ${failed + 1} (${state.specs[failed]?.name ?? '?'}) failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error' });
   }
   return {
-    ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' ? 'length' : 'stop', workflowFinish: finishReason,
+    ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
     worker: state.specs[schedule.finalStep]!.name, steps: steps(),
   };
 }
