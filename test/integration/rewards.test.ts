@@ -151,7 +151,8 @@ describe('OpenRLHF remote reward protocol', () => {
     // the key paid for the workflows this request ran
     const cost = (await sql<{ pico: string }>`select (sum(conductor_cost + worker_cost) * 1e12)::bigint::text as pico from workflows where id = any(${[...new Set(ids)]}::bigint[])`.execute(env.ctx.db)).rows[0]!.pico;
     expect(BigInt(cost)).toBeGreaterThan(0n);
-    expect((await listApiKeys(env.ctx.db)).find((k) => k.id === keyId)!.spent - spentBefore).toBe(BigInt(cost));
+    // the gateway writes a key's spend behind the answer
+    await expect.poll(async () => (await listApiKeys(env.ctx.db)).find((k) => k.id === keyId)!.spent - spentBefore).toBe(BigInt(cost));
     process.stderr.write(`rewards: 256 completions in ${ms} ms\n`);
 
     // the same request again: the same workflows, nothing new, nothing charged

@@ -5,13 +5,14 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { addApiKeySpend, findApiKey, type ApiKeyRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
+import { findApiKey, hashApiKey, type ApiKeyRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
 import type { CallPipeline } from '@fugu/calls';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/providers';
 import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
-import { Counter, Histogram, scrub, type Logger, type Registry } from '@fugu/telemetry';
+import { Counter, Histogram, type Logger, type Registry } from '@fugu/telemetry';
 import { GatewayError } from './errors.ts';
 import { checkRouterWorkers } from './workers.ts';
+import { RecordWriter } from './record-writer.ts';
 
 /** Who is calling: their key (null with auth none) and the workers they may use, in pool order. */
 export type Caller = { key: ApiKeyRecord | null; allowed: string[] };
@@ -137,9 +138,14 @@ export type GatewayContext = {
   authenticate(req: FastifyRequest): Promise<Caller>;
   /** the caller that authenticate found */
   callerOf(req: FastifyRequest): Caller;
+  /** what is written behind the answers: `requests` rows and the keys' spend (with a database) */
+  writer: RecordWriter | undefined;
   /** 429 when the key is at its spend limit */
   checkQuota(caller: Caller): void;
-  /** adds a call's cost to the key's spend (one atomic update) */
+  /**
+   * adds a call's cost to the key's spend: at once in this process (its next quota check sees
+   * it), in the key's row behind the answer (the writer's next batch)
+   */
   charge(caller: Caller, worker: string, cost: bigint): Promise<void>;
   /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
   route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed>;
@@ -167,6 +173,8 @@ export function createContext(opts: {
   if (routerWorkers) checkRouterWorkers('(deployed)', routerWorkers, pool);
   const records = new WeakMap<FastifyRequest, RequestRecord>();
   const callers = new WeakMap<FastifyRequest, Caller>();
+  const writer = opts.db ? new RecordWriter(opts.db, log) : undefined;
+  const keys = keyCache(opts.db, writer, g.keyCacheMs);
 
   const metrics: GatewayMetrics = {
     requests: new Counter({ name: 'fugu_gateway_requests_total', help: 'requests by route, status and answering worker', labelNames: ['route', 'status', 'worker'], registers: [registry] }),
@@ -208,7 +216,7 @@ export function createContext(opts: {
     const h = req.headers.authorization;
     const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
     if (!m) throw new GatewayError(401, 'missing API key: send "Authorization: Bearer fugu-sk-..." (create one with `fugu keys create --name NAME`)', { code: 'missing_api_key' });
-    const key = await findApiKey(opts.db!, m[1]!);
+    const key = await keys.find(m[1]!);
     if (!key) throw new GatewayError(401, 'invalid API key (check the key, or create one with `fugu keys create --name NAME`)', { code: 'invalid_api_key' });
     if (key.revokedAt) throw new GatewayError(401, `the API key "${key.name}" was revoked on ${key.revokedAt.toISOString()}`, { code: 'invalid_api_key' });
     const allowed = key.allowedWorkers ? poolNames.filter((w) => key.allowedWorkers!.includes(w)) : poolNames;
@@ -233,13 +241,10 @@ export function createContext(opts: {
     }
   }
 
-  async function charge(caller: Caller, worker: string, cost: bigint): Promise<void> {
-    if (!caller.key || cost === 0n) return;
-    try {
-      await addApiKeySpend(opts.db!, caller.key.id, cost);
-    } catch (e) {
-      log.error({ key: caller.key.name, worker, err: scrub((e as Error).message) }, 'could not record the spend of a call');
-    }
+  async function charge(caller: Caller, _worker: string, cost: bigint): Promise<void> {
+    if (!caller.key || cost === 0n || !writer) return;
+    keys.spent(caller.key, cost);
+    writer.spend(caller.key.id, cost);
   }
 
   // ---- routing ------------------------------------------------------------------------------
@@ -326,12 +331,69 @@ export function createContext(opts: {
     calls: opts.calls,
     metrics,
     registry,
+    writer,
     record,
     authenticate,
     callerOf,
     checkQuota,
     charge,
     route,
+  };
+}
+
+/**
+ * API keys by their hash, each record reused for `ttlMs` from the start of the lookup that read
+ * it (0: read on every request): a revocation, a new worker list or limit reaches this gateway
+ * within ttlMs. Concurrent lookups of one key share one query; unknown keys are not kept. The
+ * spend of a kept record is the row's plus what this process has charged since (queued or being
+ * written included), so this gateway's quota checks see its own charges at once; other gateways'
+ * charges within ttlMs.
+ */
+function keyCache(db: Db | undefined, writer: RecordWriter | undefined, ttlMs: number) {
+  const kept = new Map<string, { record: ApiKeyRecord; until: number }>();
+  const loading = new Map<string, Promise<ApiKeyRecord | undefined>>();
+  /** the kept record of each key id (the one charges update) */
+  const byId = new Map<string, ApiKeyRecord>();
+  const MAX_KEPT = 10_000;
+
+  async function load(secret: string, hash: string): Promise<ApiKeyRecord | undefined> {
+    const started = performance.now();
+    const record = await findApiKey(db!, secret);
+    if (!record) {
+      kept.delete(hash);
+      return undefined;
+    }
+    record.spent += writer?.unwritten(record.id) ?? 0n;
+    if (ttlMs === 0) return record;
+    if (kept.size >= MAX_KEPT) {
+      const now = performance.now();
+      for (const [h, e] of kept) if (e.until <= now) kept.delete(h);
+      if (kept.size >= MAX_KEPT) kept.clear();
+    }
+    kept.set(hash, { record, until: started + ttlMs });
+    byId.set(record.id, record);
+    return record;
+  }
+
+  return {
+    find(secret: string): Promise<ApiKeyRecord | undefined> {
+      if (ttlMs === 0) return load(secret, '');
+      const hash = hashApiKey(secret);
+      const hit = kept.get(hash);
+      if (hit && hit.until > performance.now()) return Promise.resolve(hit.record);
+      let p = loading.get(hash);
+      if (!p) {
+        p = load(secret, hash).finally(() => loading.delete(hash));
+        loading.set(hash, p);
+      }
+      return p;
+    },
+    /** a charge of this process: the kept record of the key (and the caller's, when older) */
+    spent(key: ApiKeyRecord, cost: bigint): void {
+      key.spent += cost;
+      const current = byId.get(key.id);
+      if (current && current !== key) current.spent += cost;
+    },
   };
 }
 

@@ -154,6 +154,12 @@ export const configSchema = z
         limitWaitMs: nonNegInt.default(2_000),
         /** debug only: put the request's message text in the access log (never on by default) */
         logMessages: bool.default(false),
+        /**
+         * how long a gateway reuses an API key's record (its revocation, workers and limit) before
+         * reading it again: a revoked key is refused by every gateway within this time; 0: read on
+         * every request
+         */
+        keyCacheMs: nonNegInt.default(1_000),
       })
       .strict()
       .prefault({}),
@@ -208,6 +214,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_LOG_MESSAGES: 'gateway.logMessages',
   FUGU_GATEWAY_RESPONSE_CACHE: 'gateway.responseCache',
   FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
+  FUGU_GATEWAY_KEY_CACHE_MS: 'gateway.keyCacheMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

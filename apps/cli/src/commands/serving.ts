@@ -78,14 +78,14 @@ export const servingCommands: CommandGroup = (program, cli) => {
     }));
   keys
     .command('revoke')
-    .description('revoke a key: the gateway refuses it from now on')
+    .description('revoke a key: every gateway refuses it within FUGU_GATEWAY_KEY_CACHE_MS (1 s by default)')
     .argument('<key>', 'the name or id of the key')
     .action(action(async (name: string) => {
       const ctx = await openContext({ redis: false, config: cli.config() });
       try {
         const k = await revokeApiKey(ctx.db, name);
         if (!k) throw new InputError(`no API key named "${name}" (fugu keys list shows them)`, { field: 'key' });
-        process.stdout.write(`revoked API key "${k.name}" (${k.id}) at ${k.revokedAt!.toISOString()}\n`);
+        process.stdout.write(`revoked API key "${k.name}" (${k.id}) at ${k.revokedAt!.toISOString()}; gateways refuse it within their FUGU_GATEWAY_KEY_CACHE_MS (${cli.config().gateway.keyCacheMs} ms here)\n`);
       } finally {
         await ctx.close();
       }

@@ -1,13 +1,12 @@
 // Records of every request: the `x-request-id` header (the client's own when it is sane, else a
 // new one), the metrics, one access-log line (method, route, status, model, worker, tokens,
 // cost, latency, request id; never a secret, message text only with gateway.logMessages), and
-// for an authenticated chat request one `requests` row, written after the response went out.
+// for an authenticated chat request one `requests` row, queued when the response has gone out
+// and written in the next batch of ctx.writer (record-writer.ts: batches, durability).
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { formatUsd } from '@fugu/core';
-import { insertRequests, type NewRequestRow } from '@fugu/db';
-import { scrub } from '@fugu/telemetry';
 import type { GatewayContext } from '../context.ts';
 import { unencapsulated } from './shared.ts';
 
@@ -24,25 +23,6 @@ export function requestIdOf(req: { headers: Record<string, string | string[] | u
 }
 
 export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app, { ctx }) => {
-  // rows are written in batches: those of requests that end while a write is in flight go in
-  // the next statement, so a busy gateway makes one insert per batch, not per request
-  let queued: NewRequestRow[] = [];
-  let writing: Promise<void> | undefined;
-  const write = (): Promise<void> => {
-    const rows = queued;
-    queued = [];
-    return insertRequests(ctx.db!, rows)
-      .then(() => undefined)
-      .catch((e: unknown) => ctx.log.error({ rows: rows.length, err: scrub((e as Error).message) }, 'could not write request rows'))
-      .then(() => {
-        writing = queued.length > 0 ? write() : undefined;
-      });
-  };
-  const enqueue = (row: NewRequestRow): void => {
-    queued.push(row);
-    writing ??= write();
-  };
-
   app.addHook('onRequest', async (req, reply) => {
     const t0 = performance.now();
     const rec = ctx.record(req);
@@ -73,8 +53,8 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
       },
       'request',
     );
-    if (!ctx.db || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
-    enqueue({
+    if (!ctx.writer || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
+    ctx.writer.row({
       id: rec.id,
       requestId: rec.requestId,
       apiKeyId: rec.keyId,
@@ -96,9 +76,9 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
     });
   }
 
-  // rows of answered requests are written before the gateway closes
+  // the rows and spend of answered requests are written before the gateway closes
   app.addHook('onClose', async () => {
-    while (writing) await writing;
+    await ctx.writer?.flush();
   });
 });
 
