@@ -48,6 +48,9 @@ const previousNotFound = (id: string, asked: string): GatewayError =>
     code: 'previous_response_not_found',
   });
 
+/** Every stored response's id is newResponseId()'s: any other names none (nor reaches Postgres, which cannot even compare a NUL character). */
+const isResponseId = (id: string): boolean => /^resp_[0-9a-f]{48}$/.test(id);
+
 const responseNotFound = (id: string): GatewayError => new GatewayError(404, `Response with id '${id}' not found.`, { param: 'response_id', code: 'response_not_found' });
 
 const inputItemsQuery = z
@@ -103,14 +106,14 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
   app.get<{ Params: { id: string }; Querystring: Record<string, unknown> }>('/v1/responses/:id', async (request) => {
     const keyId = keyOf(ctx.callerOf(request));
     if (request.query.stream === 'true') throw badField('stream', 'replaying a stored response as a stream is not supported by the gateway');
-    const row = ctx.db && (await getStoredResponse(ctx.db, request.params.id, keyId));
+    const row = ctx.db && isResponseId(request.params.id) && (await getStoredResponse(ctx.db, request.params.id, keyId));
     if (!row) throw responseNotFound(request.params.id);
     return row.response;
   });
 
   app.delete<{ Params: { id: string } }>('/v1/responses/:id', async (request) => {
     const keyId = keyOf(ctx.callerOf(request));
-    const deleted = ctx.db !== undefined && (await deleteStoredResponse(ctx.db, request.params.id, keyId));
+    const deleted = ctx.db !== undefined && isResponseId(request.params.id) && (await deleteStoredResponse(ctx.db, request.params.id, keyId));
     if (!deleted) throw responseNotFound(request.params.id);
     return { id: request.params.id, object: 'response', deleted: true };
   });
@@ -119,7 +122,7 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
   app.get<{ Params: { id: string } }>('/v1/responses/:id/input_items', async (request) => {
     const keyId = keyOf(ctx.callerOf(request));
     const q = parseBody(inputItemsQuery, { ...(request.query as Record<string, unknown>) });
-    const row = ctx.db && (await getStoredResponse(ctx.db, request.params.id, keyId));
+    const row = ctx.db && isResponseId(request.params.id) && (await getStoredResponse(ctx.db, request.params.id, keyId));
     if (!row) throw responseNotFound(request.params.id);
     let items = q.order === 'asc' ? [...row.inputItems] : [...row.inputItems].reverse();
     if (q.after !== undefined) {
