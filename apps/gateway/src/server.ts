@@ -88,7 +88,14 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   const models: ModelRegistry = defaultRegistry(ctx);
   for (const make of opts.extraModels ?? []) models.register(make(ctx));
 
-  const app = Fastify({ logger: false, bodyLimit: g.bodyLimitBytes, return503OnClosing: true, requestIdHeader: false, genReqId: requestIdOf });
+  const app = Fastify({
+    logger: false, bodyLimit: g.bodyLimitBytes, return503OnClosing: true, requestIdHeader: false, genReqId: requestIdOf,
+    // the router's own refusals (a path that does not decode, a path parameter past its length limit) as OpenAI error bodies too
+    frameworkErrors: (err, _req, reply) => {
+      const e = new GatewayError(err.statusCode ?? 400, `the request URL is invalid: ${err.message}`, { code: err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'url_too_long' : 'invalid_url' });
+      void reply.code(e.status).send(e.body());
+    },
+  });
 
   app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
     const e = toGatewayError(err);
