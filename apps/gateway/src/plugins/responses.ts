@@ -138,13 +138,14 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
 
 const keyOf = (caller: Caller): string | null => caller.key?.id ?? null;
 
-/** A model's refusal that names a chat message (`messages[i]...`) names the input item it came from instead (responsesParam). */
+/** A model's refusal that names a chat message (`messages[i]...`) names the input item it came from instead (responsesParam); one of the conversation, the chain (previous_response_id). */
 async function inResponsesTerms<T>(call: () => Promise<T>, origins: readonly MessageOrigin[]): Promise<T> {
   try {
     return await call();
   } catch (e) {
-    if (!(e instanceof GatewayError) || !e.param?.startsWith('messages')) throw e;
-    const param = responsesParam(e.param, origins);
+    if (!(e instanceof GatewayError) || !e.param?.startsWith('messages') && e.param !== 'fugu.conversation') throw e;
+    // the conversation a model keeps state under is the chain's (ChatInput.conversation), whatever the body's fugu object says
+    const param = e.param === 'fugu.conversation' ? 'previous_response_id' : responsesParam(e.param, origins);
     const message = e.message.startsWith(`${e.param}: `) ? `${param}: ${e.message.slice(e.param.length + 2)}` : e.message;
     throw new GatewayError(e.status, message, { type: e.type, param, code: e.errorCode, headers: e.headers });
   }

@@ -209,7 +209,8 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   }
 
   const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? `conv_${randomBytes(12).toString('base64url')}`;
-  const turn = await nextConversationTurn(db, conversationId, input.keyId, input.conversation !== undefined ? 'conversation' : 'messages');
+  // a conversation of another key: named where the request gave it (chat's fugu.conversation; the Responses API maps it to its chain)
+  const turn = await nextConversationTurn(db, conversationId, input.keyId, input.conversation !== undefined ? 'fugu.conversation' : 'messages');
 
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
