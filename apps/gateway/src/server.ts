@@ -15,7 +15,7 @@
 // retryable error (429, 5xx, timeout, connection) falls back to the next-best allowed worker by
 // the router's probabilities (streaming: only before the first byte went out); a provider's 400
 // is a 400 with its message. Errors use OpenAI's error format.
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import { createCallPipeline } from '@fugu/calls';
 import { InputError, type WorkerPool } from '@fugu/core';
@@ -93,7 +93,8 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     // the router's own refusals (a path that does not decode, a path parameter past its length limit) as OpenAI error bodies too
     frameworkErrors: (err, _req, reply) => {
       const e = new GatewayError(err.statusCode ?? 400, `the request URL is invalid: ${err.message}`, { code: err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'url_too_long' : 'invalid_url' });
-      void reply.code(e.status).send(e.body());
+      // (typed for the route schema that did not match; any reply takes a JSON body)
+      void (reply as unknown as FastifyReply).code(e.status).send(e.body());
     },
   });
 
