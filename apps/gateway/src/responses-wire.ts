@@ -11,7 +11,7 @@ import { z } from 'zod';
 import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import type { ChatRequest, ChatResult } from '@fugu/providers';
 import { badField, type OpenAIErrorBody } from './errors.ts';
-import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, usdNumber, type FuguOptions } from './wire.ts';
+import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, toolParametersSchema, usdNumber, type FuguOptions } from './wire.ts';
 
 // ---- the request ------------------------------------------------------------------------------
 
@@ -59,7 +59,7 @@ const functionTool = z
     type: z.literal('function'),
     name: z.string().min(1),
     description: z.string().nullable().optional(),
-    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
+    parameters: toolParametersSchema.nullable().optional(),
     strict: z.boolean().nullable().optional(),
   })
   .loose();

@@ -94,6 +94,11 @@ describe('OpenAI request -> ChatRequest', () => {
       'tool_choice.function.name',
     );
     expect(fieldOf(() => parseBody(chatRequestSchema, [1, 2])).param).toBe('body');
+    // a function's parameters: an object schema (no type says nothing, and passes)
+    const tool = (parameters: unknown) => ({ model: 'fugu', messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f', parameters } }] });
+    expect(fieldOf(() => parse(tool({ type: 'string' })))).toMatchObject({ status: 400, param: 'tools[0].function.parameters.type', message: expect.stringMatching(/must be "object" .*got "string"$/) });
+    expect(fieldOf(() => parse(tool([])))).toMatchObject({ status: 400, param: 'tools[0].function.parameters' });
+    expect(parse(tool({ properties: {} })).tools![0]!.parameters).toEqual({ properties: {} });
   });
 
   it('refuses what Postgres cannot store and what no encoder can nest, wherever it is, naming the first place', () => {

@@ -38,6 +38,17 @@ const messageSchema = z.discriminatedUnion('role', [
 
 const maxTokens = z.number().int().positive().nullable().optional();
 
+/**
+ * A function's parameters: a JSON Schema object whose root, when it says, is of type "object" (a
+ * function takes named arguments; OpenAI, Anthropic and Gemini all refuse another root type, which
+ * through fugu-ultra was a failed step, a 502).
+ */
+export const toolParametersSchema = z.record(z.string(), z.unknown()).superRefine((p, ctx) => {
+  if ('type' in p && p.type !== 'object') {
+    ctx.addIssue({ code: 'custom', path: ['type'], message: `must be "object" (a function's parameters are a JSON Schema object of named arguments), got ${JSON.stringify(p.type)}` });
+  }
+});
+
 export const chatRequestSchema = z
   .object({
     model: z.string().min(1),
@@ -48,7 +59,7 @@ export const chatRequestSchema = z
           .object({
             type: z.literal('function'),
             function: z
-              .object({ name: z.string().min(1), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional(), strict: z.boolean().nullable().optional() })
+              .object({ name: z.string().min(1), description: z.string().optional(), parameters: toolParametersSchema.optional(), strict: z.boolean().nullable().optional() })
               .loose(),
           })
           .loose(),
