@@ -185,6 +185,7 @@ describe('fugu-ultra: tools whose schema is invalid', () => {
     ['parameters a string', [{ type: 'function', function: { ...weather, parameters: '{"type": "object"}' } }], 'tools[0].function.parameters', /^tools\[0\]\.function\.parameters: .*expected record, received string/i],
     ['parameters an array', [{ type: 'function', function: { ...weather, parameters: [{ type: 'object' }] } }], 'tools[0].function.parameters', /^tools\[0\]\.function\.parameters: .*expected record, received array/i],
     ['parameters a number, second tool', [{ type: 'function', function: weather }, { type: 'function', function: { ...weather, name: 'other', parameters: 7 } }], 'tools[1].function.parameters', /^tools\[1\]\.function\.parameters: .*expected record, received number/i],
+    ['a schema that is not of an object', [{ type: 'function', function: { ...weather, parameters: { type: 'string' } } }], 'tools[0].function.parameters.type', /^tools\[0\]\.function\.parameters\.type: must be "object" \(a function's parameters are a JSON Schema object of named arguments\), got "string"$/],
     ['a tool without a name', [{ type: 'function', function: { description: 'weather', parameters: weather.parameters } }], 'tools[0].function.name', /^tools\[0\]\.function\.name: is required/],
     ['an empty name', [{ type: 'function', function: { ...weather, name: '' } }], 'tools[0].function.name', /^tools\[0\]\.function\.name: .*(>=1|at least 1|too small)/i],
     ['a name that is not a string', [{ type: 'function', function: { ...weather, name: 42 } }], 'tools[0].function.name', /^tools\[0\]\.function\.name: .*expected string, received number/i],
@@ -195,6 +196,7 @@ describe('fugu-ultra: tools whose schema is invalid', () => {
   const respCases: Array<[string, unknown, string, RegExp]> = [
     ['parameters a string', [{ type: 'function', ...weather, parameters: 'object' }], 'tools[0].parameters', /^tools\[0\]\.parameters: .*expected record, received string/i],
     ['parameters an array', [{ type: 'function', ...weather, parameters: [] }], 'tools[0].parameters', /^tools\[0\]\.parameters: .*expected record, received array/i],
+    ['a schema that is not of an object', [{ type: 'function', ...weather, parameters: { type: 'array', items: { type: 'string' } } }], 'tools[0].parameters.type', /^tools\[0\]\.parameters\.type: must be "object" .*got "array"$/],
     ['a tool without a name', [{ type: 'function', description: 'weather', parameters: weather.parameters }], 'tools[0].name', /^tools\[0\]\.name: is required/],
     ['an empty name, second tool', [{ type: 'function', ...weather }, { type: 'function', ...weather, name: '' }], 'tools[1].name', /^tools\[1\]\.name: .*(>=1|at least 1|too small)/i],
     ['a built-in tool', [{ type: 'web_search' }], 'tools[0].type', /^tools\[0\]\.type: the built-in tool "web_search" is not supported/],
