@@ -331,6 +331,17 @@ describe('fugu-ultra: the same tool round trip streamed, and through the Respons
     expect(calls).toHaveLength(2);
     for (const c of calls) expect(c.call_id).toMatch(/^call_fu_\d+_[01]_\d+_/);
     expect((r1 as Json).fugu.conversation).toBe(r1.id);
+    // the calls answered on another chain, or a chat request naming the chain: refused
+    const other = await client().responses.create({ model: 'gamma', input: 'Hello?' });
+    const outputs = calls.map((c) => ({ type: 'function_call_output' as const, call_id: c.call_id, output: resultOf(c.arguments) }));
+    const foreign = await refused(client().responses.create({
+      model: 'fugu-ultra', previous_response_id: other.id, tools: rtools,
+      input: [...calls.map((c) => ({ type: 'function_call' as const, call_id: c.call_id, name: c.name, arguments: c.arguments })), ...outputs],
+    }));
+    expect([foreign.status, foreign.message]).toEqual([400, expect.stringMatching(/belongs to another conversation than "resp_/)]);
+    const viaChat = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], fugu: { conversation: r1.id } } as never));
+    expect([viaChat.status, viaChat.param]).toEqual([400, 'fugu.conversation']);
+    expect(requestsTo('alpha')).toHaveLength(1);
     const r2 = await client().responses.create({
       model: 'fugu-ultra', previous_response_id: r1.id, tools: rtools,
       input: calls.map((c) => ({ type: 'function_call_output' as const, call_id: c.call_id, output: resultOf(c.arguments) })),

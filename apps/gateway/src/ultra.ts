@@ -60,6 +60,8 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
   async function turnInput(input: ChatInput, stream: boolean): Promise<TurnInput> {
     const { req, options } = input;
     if (options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "fugu" only (this request calls "${name}")`);
+    // the Responses API's conversations are its chains' first response ids: named through previous_response_id only
+    if (options.conversation?.startsWith('resp_')) throw badField('fugu.conversation', 'a Responses API conversation is continued with /v1/responses and previous_response_id');
     if (req.logprobs) throw badField('logprobs', `is not supported by "${name}" (its answer is a workflow's)`);
     let workers = input.caller.allowed;
     if (options.workers) {

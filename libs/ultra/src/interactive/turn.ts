@@ -297,6 +297,11 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
     }
   }
   const s = session!;
+  // an explicit conversation (the Responses API's chain, fugu.conversation) must be the workflow's own
+  if (input.conversation !== undefined && input.conversation !== s.conversationId) {
+    const r = refs[0]!.r;
+    throw bad(`tool_call_id "${r.toolCallId}" belongs to another conversation than "${input.conversation}"`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
+  }
   let state = readState(s);
   // a valid signature on a call the workflow never made (a step it does not have, a sequence number past the last it issued)
   const unmade = refs.find(({ p }) => p!.step >= state.agents.length || p!.seq < 1 || p!.seq > state.callSeq);
