@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { findApiKey, hashApiKey, type ApiKeyRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
+import { findApiKey, hashApiKey, type ApiKeyRecord, type ChatCallRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
 import type { CallPipeline } from '@fugu/calls';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/providers';
 import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
@@ -90,15 +90,17 @@ export function directCalls(models: Map<string, ChatModel>): ProviderCalls {
 /**
  * Provider calls through the call pipeline, origin `gateway`: a call waits up to `maxWaitMs`
  * for the shared rate limits, then fails with a transient LimitExceededError (no request sent).
- * A JSON call's `chat_calls` row is written behind the answer (`pipeline.execute`, then the row
- * as `pipeline.call` writes it, without the client waiting for the insert; `close()` waits for
- * the rows still being written); a stream's row is the pipeline's, written as the stream ends.
+ * A JSON call's `chat_calls` row is written behind the answer (writeBehind: without the client
+ * waiting for the insert): by `writer` when given (the gateway's RecordWriter, in one batch with
+ * the request rows), else by the pipeline (`close()` waits for the rows still being written); a
+ * stream's row is the pipeline's, written as the stream ends.
  */
-export function pipelineCalls(pipeline: CallPipeline, opts: { maxWaitMs: number; cache: boolean }): ProviderCalls & { close(): Promise<void> } {
-  // the row of a JSON answer is written after the answer has gone out (writeBehind); a stream's
-  // when it ends
+export function pipelineCalls(pipeline: CallPipeline, opts: { maxWaitMs: number; cache: boolean; writer?: RecordWriter }): ProviderCalls & { close(): Promise<void> } {
+  const writer = opts.writer;
+  const writeRow = writer && ((row: ChatCallRecord) => writer.call(row));
   const input = (worker: WorkerSpec, request: ChatRequest, call: CallMeta) => ({
     worker, request, origin: 'gateway' as const, key: call.key, attempt: call.attempt, maxWaitMs: opts.maxWaitMs, cache: opts.cache, writeBehind: true,
+    ...(writeRow && { writeRow }),
   });
   return {
     generate: async (w, req, call) => {
@@ -161,6 +163,8 @@ export function createContext(opts: {
   routeClient: RouteClient;
   routerWorkers?: readonly string[];
   db?: Db;
+  /** what is written behind the answers (default: one of its own, with a database) */
+  writer?: RecordWriter;
   calls: ProviderCalls;
   log: Logger;
   registry: Registry;
@@ -173,7 +177,7 @@ export function createContext(opts: {
   if (routerWorkers) checkRouterWorkers('(deployed)', routerWorkers, pool);
   const records = new WeakMap<FastifyRequest, RequestRecord>();
   const callers = new WeakMap<FastifyRequest, Caller>();
-  const writer = opts.db ? new RecordWriter(opts.db, log) : undefined;
+  const writer = opts.writer ?? (opts.db ? new RecordWriter(opts.db, log) : undefined);
   const keys = keyCache(opts.db, writer, g.keyCacheMs);
 
   const metrics: GatewayMetrics = {

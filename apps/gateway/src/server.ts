@@ -35,6 +35,7 @@ import { adminPlugin, opsPlugin } from './plugins/ops.ts';
 import { recordsPlugin, requestIdOf } from './plugins/records.ts';
 import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
 import { createWorkerModels } from './workers.ts';
+import { RecordWriter } from './record-writer.ts';
 
 export { ROUTER_MODEL } from './models.ts';
 
@@ -74,13 +75,16 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   if (g.fallbackWorker !== undefined && !poolNames.includes(g.fallbackWorker)) {
     throw new InputError(`gateway.fallbackWorker "${g.fallbackWorker}" is not in the pool "${opts.pool.name}" (workers: ${poolNames.join(', ')})`, { field: 'FUGU_GATEWAY_FALLBACK_WORKER' });
   }
-  const calls = opts.calls ?? defaultCalls(opts);
+  // request rows, call rows and spend, written behind the answers in batches (record-writer.ts)
+  const writer = opts.db ? new RecordWriter(opts.db, log) : undefined;
+  const calls = opts.calls ?? defaultCalls(opts, writer);
   const ctx = createContext({
     config: opts.config,
     pool: opts.pool,
     routeClient: opts.routeClient,
     ...(opts.routerWorkers && { routerWorkers: opts.routerWorkers }),
     ...(opts.db && { db: opts.db }),
+    ...(writer && { writer }),
     calls,
     log,
     registry: opts.registry ?? new Registry(),
@@ -133,7 +137,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
  * chat_calls row per provider call) over the workers' models; without one: the models directly.
  * The models are made here, so a missing provider key stops the start.
  */
-function defaultCalls(opts: GatewayOptions): ProviderCalls {
+function defaultCalls(opts: GatewayOptions, writer: RecordWriter | undefined): ProviderCalls {
   const g = opts.config.gateway;
   const models = opts.models ?? createWorkerModels(opts.pool, opts.env ?? process.env, { replayStore: opts.replayStore, timeoutMs: g.callTimeoutMs });
   if (!opts.db) return directCalls(models);
@@ -145,7 +149,7 @@ function defaultCalls(opts: GatewayOptions): ProviderCalls {
     models: (w) => models.get(w.name),
     timeoutMs: g.callTimeoutMs,
   });
-  return pipelineCalls(pipeline, { maxWaitMs: g.limitWaitMs, cache: g.responseCache });
+  return pipelineCalls(pipeline, { maxWaitMs: g.limitWaitMs, cache: g.responseCache, ...(writer && { writer }) });
 }
 
 /** Fastify's own errors (JSON, size, media type) and ours, as OpenAI error bodies. */

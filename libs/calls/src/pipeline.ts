@@ -12,7 +12,7 @@
 import type { Redis } from 'ioredis';
 import { estimateTokens, formatUsd, type JsonValue, messageText, tokenCost, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent, type TextPart, type ToolCall, type ToolCallPart, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { getCachedResponse, putCachedResponse, recordChatCall, type Db } from '@fugu/db';
+import { getCachedResponse, putCachedResponse, recordChatCall, type ChatCallRecord, type Db } from '@fugu/db';
 import { AbortedError, createChatModel, RateLimitError, requestHash, type Env, type ReplayStoreSource } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
 import { RateLimiter, type Bucket, type LimitKind, type LimitScope } from './limits.ts';
@@ -70,6 +70,11 @@ export type CallInput = ExecuteInput & {
    * the write in hand; `flush()` waits for all of them (before a process exits).
    */
   writeBehind?: boolean;
+  /**
+   * with writeBehind: the row goes to this writer instead (the caller writes it, e.g. in one
+   * batch with rows of its own; `flush()` does not wait for it then)
+   */
+  writeRow?: (row: ChatCallRecord) => void;
 };
 
 export type CallOutcome = {
@@ -200,21 +205,24 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     };
   }
 
+  const okRow = (input: CallInput, o: CallOutcome): ChatCallRecord => ({
+    key: input.key, origin: input.origin, workerId: input.worker.id ?? null, worker: input.worker.name, provider: input.worker.provider, model: input.worker.model,
+    requestHash: o.requestHash, status: 'ok', response: o.result as unknown as Record<string, unknown>, tokensIn: o.result.usage.inputTokens,
+    tokensOut: o.result.usage.outputTokens, cost: formatUsd(o.cost), latencyMs: o.latencyMs, attempts: o.attempts, cached: o.cached, error: null,
+  });
+  const errorRow = (input: CallInput, hash: string, e: unknown, latencyMs: number): ChatCallRecord => ({
+    key: input.key, origin: input.origin, workerId: input.worker.id ?? null, worker: input.worker.name, provider: input.worker.provider, model: input.worker.model,
+    requestHash: hash, status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, attempts: input.attempt ?? 1, cached: false, error: toWireError(e),
+  });
+
   async function writeOk(input: CallInput, o: CallOutcome): Promise<void> {
-    await recordChatCall(db, {
-      key: input.key, origin: input.origin, workerId: input.worker.id ?? null, worker: input.worker.name, provider: input.worker.provider, model: input.worker.model,
-      requestHash: o.requestHash, status: 'ok', response: o.result as unknown as Record<string, unknown>, tokensIn: o.result.usage.inputTokens,
-      tokensOut: o.result.usage.outputTokens, cost: formatUsd(o.cost), latencyMs: o.latencyMs, attempts: o.attempts, cached: o.cached, error: null,
-    });
+    await recordChatCall(db, okRow(input, o));
   }
 
   async function writeError(input: CallInput, hash: string, e: unknown, latencyMs: number): Promise<void> {
     if (input.recordError && !input.recordError(e)) return;
     try {
-      await recordChatCall(db, {
-        key: input.key, origin: input.origin, workerId: input.worker.id ?? null, worker: input.worker.name, provider: input.worker.provider, model: input.worker.model,
-        requestHash: hash, status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, attempts: input.attempt ?? 1, cached: false, error: toWireError(e),
-      });
+      await recordChatCall(db, errorRow(input, hash, e, latencyMs));
     } catch (we) {
       opts.log?.warn({ key: input.key, err: (we as Error).message }, 'could not record a failed call');
     }
@@ -256,10 +264,15 @@ export function createCallPipeline(opts: CallPipelineOptions) {
       // the row follows
       if (input.writeBehind) await fill?.();
     } catch (e) {
-      await written(input, writeError(input, requestHash(input.worker, input.request, input.sample ?? 0), e, Math.round(performance.now() - started)));
+      const hash = requestHash(input.worker, input.request, input.sample ?? 0);
+      const ms = Math.round(performance.now() - started);
+      if (input.writeBehind && input.writeRow) {
+        if (!input.recordError || input.recordError(e)) input.writeRow(errorRow(input, hash, e, ms));
+      } else await written(input, writeError(input, hash, e, ms));
       throw e;
     }
-    await written(input, input.writeBehind ? writeOk(input, outcome) : writeOkAndFill(input, outcome, fill));
+    if (input.writeBehind && input.writeRow) input.writeRow(okRow(input, outcome));
+    else await written(input, input.writeBehind ? writeOk(input, outcome) : writeOkAndFill(input, outcome, fill));
     return outcome;
   }
 

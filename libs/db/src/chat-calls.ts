@@ -28,19 +28,21 @@ export type ChatCallRecord = {
 
 export type ChatCallRow = ChatCallRecord & { id: number; createdAt: Date };
 
+const callValues = (r: ChatCallRecord) => ({
+  key: r.key, origin: r.origin, worker_id: r.workerId, worker: r.worker, provider: r.provider, model: r.model, request_hash: r.requestHash,
+  status: r.status, response: r.response === null ? null : JSON.stringify(r.response), tokens_in: r.tokensIn, tokens_out: r.tokensOut,
+  cost: r.cost, latency_ms: r.latencyMs, attempts: r.attempts, cached: r.cached,
+  error_code: r.error?.code ?? null, error_message: r.error ? r.error.message.slice(0, 2000) : null, error: r.error === null ? null : JSON.stringify(r.error),
+});
+
+/** The insert of call rows, a key that already has one skipped (a statement to run, or to put in a larger one). */
+export function insertChatCallsQuery(db: Db, rows: readonly ChatCallRecord[]) {
+  return db.insertInto('chat_calls').values(rows.map(callValues)).onConflict((oc) => oc.column('key').doNothing());
+}
+
 /** Writes one call row; returns false when the key already had one (nothing written). */
 export async function recordChatCall(db: Db, r: ChatCallRecord): Promise<boolean> {
-  const res = await db
-    .insertInto('chat_calls')
-    .values({
-      key: r.key, origin: r.origin, worker_id: r.workerId, worker: r.worker, provider: r.provider, model: r.model, request_hash: r.requestHash,
-      status: r.status, response: r.response === null ? null : JSON.stringify(r.response), tokens_in: r.tokensIn, tokens_out: r.tokensOut,
-      cost: r.cost, latency_ms: r.latencyMs, attempts: r.attempts, cached: r.cached,
-      error_code: r.error?.code ?? null, error_message: r.error ? r.error.message.slice(0, 2000) : null, error: r.error === null ? null : JSON.stringify(r.error),
-    })
-    .onConflict((oc) => oc.column('key').doNothing())
-    .returning('id')
-    .executeTakeFirst();
+  const res = await insertChatCallsQuery(db, [r]).returning('id').executeTakeFirst();
   return res !== undefined;
 }
 

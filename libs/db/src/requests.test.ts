@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './testing.ts';
 import { createApiKey, listApiKeys } from './api-keys.ts';
-import { getRequest, insertRequest, insertRequests, insertRequestsAndSpend, listRequests, type NewRequestRow } from './requests.ts';
+import { getChatCalls, type ChatCallRecord } from './chat-calls.ts';
+import { getRequest, insertGatewayRecords, insertRequest, insertRequests, listRequests, type NewRequestRow } from './requests.ts';
 
 let t: TestDatabase;
 beforeAll(async () => {
@@ -61,21 +62,33 @@ describe('requests', () => {
     expect(byName[0]).toMatchObject({ status: 400, errorCode: 'invalid_value', worker: null, cost: 0n });
   });
 
-  it('writes rows and keys\' spend in one statement: both, or neither', async () => {
+  it('writes the gateway\'s request rows, call rows and keys\' spend in one statement: all, or none', async () => {
     const a = (await createApiKey(t.db, { name: 'spend-a' })).record;
     const b = (await createApiKey(t.db, { name: 'spend-b' })).record;
     const spent = async (id: string) => (await listApiKeys(t.db)).find((k) => k.id === id)!.spent;
+    const call = (key: string): ChatCallRecord => ({
+      key, origin: 'gateway', workerId: null, worker: 'alpha', provider: 'openai-compatible', model: 'alpha-model', requestHash: 'h', status: 'ok',
+      response: { text: 'hi' }, tokensIn: 3, tokensOut: 4, cost: '0.000000000005', latencyMs: 2, attempts: 1, cached: false, error: null,
+    });
     const big = 2n ** 60n + 3n;
-    const ids = await insertRequestsAndSpend(t.db, [row({ requestId: 'spend-1', apiKeyId: a.id }), row({ requestId: 'spend-2', apiKeyId: b.id })], new Map([[a.id, big], [b.id, 5n]]));
+    const ids = await insertGatewayRecords(t.db, {
+      requests: [row({ requestId: 'spend-1', apiKeyId: a.id }), row({ requestId: 'spend-2', apiKeyId: b.id })],
+      spend: new Map([[a.id, big], [b.id, 5n]]),
+      calls: [call('gw-c1'), call('gw-c2')],
+    });
     expect(await getRequest(t.db, ids[1]!)).toMatchObject({ requestId: 'spend-2', apiKeyId: b.id });
     expect([await spent(a.id), await spent(b.id)]).toEqual([big, 5n]);
-    // spend alone (a route without rows), and rows alone
-    await insertRequestsAndSpend(t.db, [], new Map([[a.id, 7n]]));
+    expect((await getChatCalls(t.db, ['gw-c1', 'gw-c2'])).map((c) => [c.key, c.status, c.tokensOut])).toEqual([['gw-c1', 'ok', 4], ['gw-c2', 'ok', 4]]);
+    // each part alone; a call key that has its row already is skipped
+    await insertGatewayRecords(t.db, { spend: new Map([[a.id, 7n]]) });
     expect(await spent(a.id)).toBe(big + 7n);
-    const [only] = await insertRequestsAndSpend(t.db, [row({ requestId: 'spend-3' })], new Map());
+    const [only] = await insertGatewayRecords(t.db, { requests: [row({ requestId: 'spend-3' })] });
     expect((await getRequest(t.db, only!))?.requestId).toBe('spend-3');
-    // a row that cannot be written (its id taken) takes the spend of its statement with it
-    await expect(insertRequestsAndSpend(t.db, [row({ id: ids[0]!, requestId: 'dup' })], new Map([[b.id, 100n]]))).rejects.toThrow();
+    await insertGatewayRecords(t.db, { calls: [{ ...call('gw-c1'), tokensOut: 99 }, call('gw-c3')] });
+    expect((await getChatCalls(t.db, ['gw-c1', 'gw-c3'])).map((c) => [c.key, c.tokensOut]).sort()).toEqual([['gw-c1', 4], ['gw-c3', 4]]);
+    // a row that cannot be written (its id taken) takes the rest of its statement with it
+    await expect(insertGatewayRecords(t.db, { requests: [row({ id: ids[0]!, requestId: 'dup' })], spend: new Map([[b.id, 100n]]), calls: [call('gw-c4')] })).rejects.toThrow();
     expect(await spent(b.id)).toBe(5n);
+    expect(await getChatCalls(t.db, ['gw-c4'])).toEqual([]);
   });
 });

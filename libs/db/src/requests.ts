@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { formatUsd, parseUsd } from '@fugu/core';
 import type { Db } from './connection.ts';
+import { insertChatCallsQuery, type ChatCallRecord } from './chat-calls.ts';
 
 export type RequestProb = { worker: string; prob: number };
 
@@ -67,20 +68,35 @@ function insertStatement(rows: readonly NewRequestRow[], ids: readonly string[])
   `;
 }
 
+/** What the gateway writes behind its answers, in one batch. */
+export type GatewayRecords = {
+  /** `requests` rows */
+  requests?: readonly NewRequestRow[];
+  /** what API keys spent: picodollars by key id */
+  spend?: ReadonlyMap<string, bigint>;
+  /** `chat_calls` rows of its provider calls (a key that has one already is skipped) */
+  calls?: readonly ChatCallRecord[];
+};
+
 /**
- * The gateway's batch: request rows and what API keys spent (picodollars by key id), in one
- * statement, so both are written or neither. Returns the rows' ids.
+ * The gateway's batch in one statement: its request rows, its provider calls' rows and what its
+ * keys spent are all written, or none. Returns the request rows' ids.
  */
-export async function insertRequestsAndSpend(db: Db, rows: readonly NewRequestRow[], spend: ReadonlyMap<string, bigint>): Promise<string[]> {
-  const charges = [...spend].filter(([, cost]) => cost !== 0n);
-  if (charges.length === 0) return insertRequests(db, rows);
-  const ids = rows.map((r) => r.id ?? newRequestRowId());
-  const update = sql`
-    update api_keys k set spent = k.spent + d.cost
-    from (values ${sql.join(charges.map(([id, cost]) => sql`(${id}, ${cost.toString()}::bigint)`))}) as d(id, cost)
-    where k.id = d.id`;
-  if (rows.length === 0) await update.execute(db);
-  else await sql`with ins as (${insertStatement(rows, ids)}), upd as (${update}) select 1`.execute(db);
+export async function insertGatewayRecords(db: Db, r: GatewayRecords): Promise<string[]> {
+  const rows = r.requests ?? [];
+  const ids = rows.map((x) => x.id ?? newRequestRowId());
+  const charges = [...(r.spend ?? [])].filter(([, cost]) => cost !== 0n);
+  const parts = [
+    ...(rows.length > 0 ? [insertStatement(rows, ids)] : []),
+    ...(r.calls && r.calls.length > 0 ? [sql`${insertChatCallsQuery(db, r.calls)}`] : []),
+    ...(charges.length > 0
+      ? [sql`update api_keys k set spent = k.spent + d.cost
+             from (values ${sql.join(charges.map(([id, cost]) => sql`(${id}, ${cost.toString()}::bigint)`))}) as d(id, cost)
+             where k.id = d.id`]
+      : []),
+  ];
+  if (parts.length === 1) await parts[0]!.execute(db);
+  else if (parts.length > 1) await sql`with ${sql.join(parts.map((p, i) => sql`${sql.raw(`w${i}`)} as (${p})`))} select 1`.execute(db);
   return ids;
 }
 
