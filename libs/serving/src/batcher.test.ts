@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { MicroBatcher } from './batcher.ts';
 
 const echo = (sizes: number[], gate?: () => Promise<void>) => async (items: number[]) => {
@@ -30,6 +30,47 @@ describe('MicroBatcher', () => {
     expect(sizes).toEqual([]); // waiting for more requests
     expect(await p).toBe(42);
     expect(sizes).toEqual([1]);
+  });
+
+  it('sends a lone request at once after a batch of one, and waits again once a batch of several has formed', async () => {
+    const sizes: number[] = [];
+    const b = new MicroBatcher<number, number>({ maxBatch: 16, maxWaitMs: 60_000, runners: 1, run: echo(sizes) });
+    // requests one at a time: the first waits T (a long one here), ...
+    const first = b.submit(1);
+    await Promise.resolve();
+    expect(sizes).toEqual([]);
+    b.submit(2).catch(() => {}); // a second arrival makes the batch due at B or T: flush it by filling B
+    for (let i = 0; i < 14; i++) void b.submit(3);
+    expect(await first).toBe(2);
+    expect(sizes).toEqual([16]);
+    // ... a batch of several formed: a lone request waits again
+    const lone = b.submit(5);
+    await Promise.resolve();
+    expect(sizes).toEqual([16]);
+    for (let i = 0; i < 15; i++) void b.submit(6);
+    expect(await lone).toBe(10);
+    expect(sizes).toEqual([16, 16]);
+  });
+
+  it('after a batch of one, the next lone request goes without waiting T', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const sizes: number[] = [];
+      const b = new MicroBatcher<number, number>({ maxBatch: 16, maxWaitMs: 20, runners: 1, run: echo(sizes) });
+      // the first waits T: no batch has run yet
+      const first = b.submit(1);
+      await vi.advanceTimersByTimeAsync(19);
+      expect(sizes).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(await first).toBe(2);
+      // the next goes with no time passing
+      const again = b.submit(2);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(sizes).toEqual([1, 1]);
+      expect(await again).toBe(4);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('rejects only the requests whose results are errors; a failed batch rejects its own requests', async () => {

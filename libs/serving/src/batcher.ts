@@ -1,6 +1,8 @@
 // The micro-batcher: requests wait until B (maxBatch) are queued or the oldest has waited T
 // (maxWaitMs), then go as one batch to a free runner (a worker thread). With every runner busy,
-// requests queue up and the next free runner takes up to B of them at once.
+// requests queue up and the next free runner takes up to B of them at once. A lone request after
+// a batch of one (requests arriving one at a time: nobody to wait for) goes at once; once a batch
+// of several has formed, lone requests wait T again.
 
 export type BatchRunner<I, O> = (items: I[], runner: number) => Promise<Array<{ ok: true; value: O } | { ok: false; error: Error }>>;
 
@@ -25,6 +27,8 @@ export class MicroBatcher<I, O> {
   private readonly disabled: boolean[];
   private timer: NodeJS.Timeout | undefined;
   private inFlight = 0;
+  /** the size of the last batch dispatched (0: none yet) */
+  private lastBatch = 0;
   private idleWaiters: Array<() => void> = [];
 
   constructor(opts: MicroBatcherOptions<I, O>) {
@@ -81,7 +85,7 @@ export class MicroBatcher<I, O> {
       const runner = this.freeRunner();
       if (runner < 0) return; // a runner finishing calls pump again
       const oldest = this.queue[0]!.at;
-      const due = this.queue.length >= this.maxBatch || performance.now() - oldest >= this.maxWaitMs;
+      const due = this.queue.length >= this.maxBatch || performance.now() - oldest >= this.maxWaitMs || (this.queue.length === 1 && this.lastBatch === 1);
       if (!due) {
         if (!this.timer) {
           const wait = Math.max(0, this.maxWaitMs - (performance.now() - oldest));
@@ -101,6 +105,7 @@ export class MicroBatcher<I, O> {
   private dispatch(runner: number, batch: Array<Pending<I, O>>): void {
     this.busy[runner] = true;
     this.inFlight++;
+    this.lastBatch = batch.length;
     const now = performance.now();
     this.opts.onBatch?.({ size: batch.length, runner, waitMs: batch.map((p) => now - p.at) });
     void this.opts
