@@ -8,6 +8,7 @@ import type { GatewayContext, RequestRecord } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
 import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import { ChunkWriter, chatRequestSchema, checkChatFields, completionBody, parseBody, toChatRequest } from '../wire.ts';
+import { clientSignal, openEventStream } from './shared.ts';
 
 export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: GatewayContext; models: ModelRegistry }): Promise<void> {
   app.post('/v1/chat/completions', async (request, reply) => {
@@ -50,18 +51,7 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
   const { signal } = input;
   rec.worker = a.worker;
   // first event in hand: from here on the answer is this worker's
-  const headers: Record<string, string> = {
-    ...stringHeaders(reply.getHeaders()),
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-    ...a.headers,
-  };
-  reply.hijack();
-  const raw = reply.raw;
-  for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
-  raw.writeHead(200);
+  const raw = openEventStream(reply, a.headers);
   const w = new ChunkWriter(a.model ?? a.worker);
   raw.write(w.role());
   try {
@@ -96,19 +86,4 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
   }
   rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
   raw.end();
-}
-
-export function stringHeaders(h: Record<string, unknown>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h)) if (typeof v === 'string' || typeof v === 'number') out[k] = String(v);
-  return out;
-}
-
-/** Aborts the provider call when the client goes away before the answer is complete. */
-export function clientSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) ac.abort();
-  });
-  return ac.signal;
 }

@@ -37,7 +37,7 @@ import {
   type WireResponsesRequest,
 } from '../responses-wire.ts';
 import { parseBody } from '../wire.ts';
-import { clientSignal, stringHeaders } from './chat.ts';
+import { clientSignal, openEventStream } from './shared.ts';
 
 /** Stores a finished response (a no-op with store: false or without a database). */
 type Save = (response: Record<string, unknown>, output: readonly ConversationItem[], worker: string) => Promise<void>;
@@ -197,18 +197,7 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
   const rec = input.record;
   const { signal } = input;
   rec.worker = a.worker;
-  const headers: Record<string, string> = {
-    ...stringHeaders(reply.getHeaders()),
-    'content-type': 'text/event-stream; charset=utf-8',
-    'cache-control': 'no-cache',
-    connection: 'keep-alive',
-    'x-accel-buffering': 'no',
-    ...a.headers,
-  };
-  reply.hijack();
-  const raw = reply.raw;
-  for (const [k, v] of Object.entries(headers)) raw.setHeader(k, v);
-  raw.writeHead(200);
+  const raw = openEventStream(reply, a.headers);
   const w = new ResponseEventWriter();
   const model = a.model ?? a.worker;
   raw.write(w.start(shell.build({ status: 'in_progress', model, output: [] })));

@@ -4,10 +4,11 @@
 // reads the body, authenticates like every API route (a key as a Bearer token, or as the password
 // of HTTP Basic: OpenRLHF's client sends no header of its own, but `requests` sends Basic from
 // ~/.netrc or from user:password@ in the URL), checks the key's spend, and charges it.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { parseRewardsRequest, REWARD_LIMITS, type RewardsService } from '@fugu/ultra';
 import type { GatewayContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
+import { clientSignal } from './shared.ts';
 
 export type RewardsPluginOptions = { ctx: GatewayContext; service: RewardsService; bodyLimitBytes?: number };
 
@@ -54,13 +55,4 @@ function basicToBearer(req: FastifyRequest): void {
   const colon = decoded.indexOf(':');
   const key = colon >= 0 ? decoded.slice(colon + 1) : '';
   if (key !== '') req.headers.authorization = `Bearer ${key}`;
-}
-
-/** Aborts the wait when the client goes away before the answer went out. */
-function clientSignal(reply: FastifyReply): AbortSignal {
-  const ac = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) ac.abort();
-  });
-  return ac.signal;
 }
