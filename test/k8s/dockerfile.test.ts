@@ -1,6 +1,6 @@
 // The container images' rules, read from Dockerfile and Dockerfile.cuda without Docker (the
 // install: infra/container/prod-install-check.sh; the build context: test/k8s/context.test.ts and,
-// with a real Docker, infra/container/context-check.sh): a Node 24 slim base,
+// with a real Docker, infra/container/context-check.sh): both builders, a Node 24 slim base,
 // production dependencies only, every workspace manifest copied, non-root numeric user, tini as
 // PID 1, FUGU_HOME on a volume, the CUDA variant with ONNX Runtime's CUDA 12 provider.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -66,6 +66,15 @@ describe.each([
   const { stages } = read(file);
   const runtime = stages.at(-1)!;
   const deps = stages.find((s) => s.name === 'deps');
+
+  it('builds with the legacy builder as with BuildKit: no BuildKit-only syntax', () => {
+    const text = readFileSync(path.join(root, file), 'utf8');
+    // `# syntax=` makes BuildKit pull a frontend image (fails where the registry cannot be reached);
+    // the legacy builder rejects RUN --mount, COPY --link/--chmod/--parents/--exclude and heredocs
+    expect(text, `${file}: a # syntax= directive`).not.toMatch(/^#\s*syntax\s*=/im);
+    expect(text, `${file}: a BuildKit-only flag`).not.toMatch(/^\s*(RUN|COPY|ADD)\s+(.*\s)?--(mount|network|security|link|chmod|parents|exclude)\b/im);
+    expect(text, `${file}: a heredoc`).not.toMatch(/^\s*(RUN|COPY)\s.*<<-?["']?\w+/im);
+  });
 
   it('builds on Node 24 slim (the runtime stage, or the node it copies)', () => {
     expect(runtime.from, `${file}: final stage FROM`).toMatch(runtimeBase);
