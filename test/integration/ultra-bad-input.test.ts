@@ -34,11 +34,9 @@ import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { createChatModel } from '@fugu/providers';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
-import { RouterUnavailableError, type RouteClient } from '@fugu/serving';
 import { createLogger } from '@fugu/telemetry';
 import { signToolCallId } from '@fugu/ultra';
-import { buildGateway } from '../../apps/gateway/src/server.ts';
-import { ultraModel } from '../../apps/gateway/src/ultra.ts';
+import { startUltraGateway } from '../support/ultra-gateway.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -95,8 +93,6 @@ let fullKey: string;
 let fullKeyId: string;
 const secret = randomBytes(32);
 const quiet = createLogger({ name: 'ultra-bad-input-test', level: 'silent' });
-// model "fugu" answers 503 router_unavailable here, as a gateway without a live router does (the fuzzing keeps to fugu-ultra)
-const noRouter: RouteClient = { route: async () => Promise.reject(new RouterUnavailableError('no router in this test')), ready: async () => false, close: async () => {} };
 
 const client = (apiKey = fullKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 30_000 });
 const publish = (conductor: string, options: Record<string, unknown> = {}) => publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor, pool: pool.name, options });
@@ -117,14 +113,7 @@ beforeAll(async () => {
   stored = await savePool(database.db, pool, poolContentHash(pool));
   // the llm: Conductor is a pool worker called through the writer's pipeline (the agents go through the gateway's)
   const pipeline = createCallPipeline({ db: database.db, config, log: quiet, models: (w) => createChatModel(w, {}) });
-  app = await buildGateway({
-    config, pool, routeClient: noRouter, db: database.db, env: {}, log: quiet,
-    extraModels: [
-      (ctx) => ultraModel(ctx, { db: database.db, poolId: stored.poolId, workers: stored.workers, deps: { writer: { db: database.db, config, pipeline, log: quiet }, secret, log: quiet } }),
-    ],
-  });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  ({ app, url: baseURL } = await startUltraGateway({ config, db: database.db, pool, stored, secret, log: quiet, pipeline }));
   const full = await createApiKey(database.db, { name: 'full' });
   fullKey = full.key;
   fullKeyId = full.record.id;

@@ -5,12 +5,13 @@ import type { WorkerPool } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import type { Db, StoredWorker } from '@fugu/db';
 import type { CallPipeline } from '@fugu/calls';
-import type { RouteClient } from '@fugu/serving';
+import { RouterUnavailableError, type RouteClient } from '@fugu/serving';
 import type { Logger } from '@fugu/telemetry';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { ultraModel } from '../../apps/gateway/src/ultra.ts';
 
-export const noRouter: RouteClient = { route: async () => Promise.reject(new Error('no router in this test')), ready: async () => false, close: async () => {} };
+/** Model "fugu" answers 503 router_unavailable, as a gateway without a live router does. */
+export const noRouter: RouteClient = { route: async () => Promise.reject(new RouterUnavailableError('no router in this test')), ready: async () => false, close: async () => {} };
 
 export async function startUltraGateway(o: {
   config: FuguConfig; db: Db; pool: WorkerPool; stored: { poolId: number; workers: StoredWorker[] }; secret: Buffer; log: Logger;
