@@ -63,7 +63,7 @@ JS
 say "node_modules: $(du -sh "$app/node_modules" | cut -f1) after pruning"
 
 # ---- 2. the runtime stage -------------------------------------------------------------------
-# (the .dockerignore drops tests and test support; copy the sources the same way)
+# (the .dockerignore drops tests, *.test.ts, and keeps test support modules; copy the sources the same way)
 tar -C "$ROOT" --exclude='*.test.ts' --exclude='node_modules' -cf - apps libs | tar -C "$app" -xf -
 
 # ---- 3. import every production module ------------------------------------------------------
