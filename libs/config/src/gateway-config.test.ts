@@ -17,6 +17,7 @@ describe('gateway configuration', () => {
       responseCache: false,
       limitWaitMs: 2_000,
       logMessages: false,
+      keyCacheMs: 1_000,
     });
   });
 
