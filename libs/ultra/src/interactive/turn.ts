@@ -19,7 +19,7 @@ import {
   formatUsd, messageText, parseUsd, toWireError,
   type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage, type WireError,
 } from '@fugu/core';
-import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Step, type Workflow } from '@fugu/conductor';
+import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Workflow } from '@fugu/conductor';
 import {
   appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getUltraSession, insertUltraSession, insertWorkflows, nextConversationTurn, readToolMemory,
   saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
@@ -156,7 +156,7 @@ type SessionState = {
   task: string;
   /** the client's system messages, first in every agent's transcript */
   system: string;
-  steps: Step[];
+  /** the parsed steps with their workers' names (the workflow is read back from them) */
   specs: WorkflowStepSpec[];
   workerIds: number[];
   sees: number[][];
@@ -266,7 +266,6 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
 
   const state: SessionState = {
     v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, task, system,
-    steps: workflow.steps.map((s) => ({ worker: s.worker, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access] })),
     specs, workerIds: names.map((n) => byName.get(n)!.id), sees,
     sources: sourcesOf(names.map((worker, i) => ({ worker, sees: sees[i]! }))),
     itemId: deps.itemOf?.(question) ?? null, seed, options,
@@ -357,7 +356,7 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
   const { db } = deps;
   const d = input.deployment;
   const { workflowId } = at;
-  const workflow: Workflow = { steps: state.steps };
+  const workflow: Workflow = { steps: state.specs.map(({ worker, subtask, access }) => ({ worker, subtask, access })) };
   const schedule = scheduleOf(workflow);
   const byId = new Map(d.workers.map((w) => [w.id, w]));
   const workerOf = (i: number): StoredWorker => {
