@@ -26,7 +26,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
 import type { FastifyInstance } from 'fastify';
-import { rng, type Rng, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { rng, type Rng, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { createCallPipeline } from '@fugu/calls';
 import { createApiKey, getWorkflows, publishUltraDeployment, savePool, type StoredWorker } from '@fugu/db';
@@ -36,7 +36,7 @@ import { createChatModel } from '@fugu/providers';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { createLogger } from '@fugu/telemetry';
 import { signToolCallId } from '@fugu/ultra';
-import { startUltraGateway } from '../support/ultra-gateway.ts';
+import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -77,10 +77,6 @@ function writerReply(req: RecordedRequest): StubReply {
   return { type: 'text', text: GOOD_WORKFLOW };
 }
 
-const worker = (name: string, stub: OpenAIStub): WorkerSpec => ({
-  name, provider: 'openai-compatible', model: `${name}-model`, baseUrl: stub.baseURL, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' },
-});
-
 let database: TestDatabase;
 let home: string;
 let config: FuguConfig;
@@ -109,7 +105,7 @@ beforeAll(async () => {
   stubs.alpha = await startOpenAIStub({ defaultReply: (req) => agentReply('alpha', req) });
   stubs.beta = await startOpenAIStub({ defaultReply: (req) => agentReply('beta', req) });
   stubs.writer = await startOpenAIStub({ defaultReply: writerReply });
-  pool = { name: 'ultra-bad-input', workers: [worker('alpha', stubs.alpha), worker('beta', stubs.beta), worker('writer', stubs.writer)] };
+  pool = { name: 'ultra-bad-input', workers: [stubWorker('alpha', stubs.alpha), stubWorker('beta', stubs.beta), stubWorker('writer', stubs.writer)] };
   stored = await savePool(database.db, pool, poolContentHash(pool));
   // the llm: Conductor is a pool worker called through the writer's pipeline (the agents go through the gateway's)
   const pipeline = createCallPipeline({ db: database.db, config, log: quiet, models: (w) => createChatModel(w, {}) });

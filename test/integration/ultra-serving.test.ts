@@ -15,14 +15,14 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
 import type { FastifyInstance } from 'fastify';
-import { formatUsd, parseUsd, tokenCost, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { formatUsd, parseUsd, tokenCost, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, publishUltraDeployment, savePool, type StoredWorker } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { createLogger } from '@fugu/telemetry';
-import { startUltraGateway } from '../support/ultra-gateway.ts';
+import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
 const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
@@ -47,10 +47,6 @@ function replyAs(name: string, opts: { loops?: boolean } = {}) {
     return { type: 'text', text: `${name} proposes without tools`, usage: { input: 20, output: 4 } };
   };
 }
-
-const worker = (name: string, stub: OpenAIStub, price: [string, string]): WorkerSpec => ({
-  name, provider: 'openai-compatible', model: `${name}-model`, baseUrl: stub.baseURL, settings: {}, prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
-});
 
 let database: TestDatabase;
 let home: string;
@@ -86,7 +82,7 @@ beforeAll(async () => {
   stubs.beta = await startOpenAIStub({ defaultReply: replyAs('beta') });
   // gamma calls the tool again after every result (the bounds test)
   stubs.gamma = await startOpenAIStub({ defaultReply: replyAs('gamma', { loops: true }) });
-  pool = { name: 'ultra-test', workers: [worker('alpha', stubs.alpha, ['1', '2']), worker('beta', stubs.beta, ['0.5', '1.5']), worker('gamma', stubs.gamma, ['0', '0'])] };
+  pool = { name: 'ultra-test', workers: [stubWorker('alpha', stubs.alpha, ['1', '2']), stubWorker('beta', stubs.beta, ['0.5', '1.5']), stubWorker('gamma', stubs.gamma, ['0', '0'])] };
   stored = await savePool(database.db, pool, poolContentHash(pool));
   baseURL = await startGateway();
   fullKey = (await createApiKey(database.db, { name: 'full' })).key;

@@ -1,7 +1,7 @@
 // A gateway with model fugu-ultra for tests: buildGateway with the ultraModel extra model over a
 // stored pool, no router (model `fugu` answers 503), listening on a free port.
 import type { FastifyInstance } from 'fastify';
-import type { WorkerPool } from '@fugu/core';
+import type { WorkerPool, WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import type { Db, StoredWorker } from '@fugu/db';
 import type { CallPipeline } from '@fugu/calls';
@@ -9,6 +9,11 @@ import { RouterUnavailableError, type RouteClient } from '@fugu/serving';
 import type { Logger } from '@fugu/telemetry';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { ultraModel } from '../../apps/gateway/src/ultra.ts';
+
+/** A worker served by a stub OpenAI-compatible server at the given prices per million tokens (input, output). */
+export const stubWorker = (name: string, stub: { baseURL: string }, price: [string, string] = ['1', '2']): WorkerSpec => ({
+  name, provider: 'openai-compatible', model: `${name}-model`, baseUrl: stub.baseURL, settings: {}, prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
+});
 
 /** Model "fugu" answers 503 router_unavailable, as a gateway without a live router does. */
 export const noRouter: RouteClient = { route: async () => Promise.reject(new RouterUnavailableError('no router in this test')), ready: async () => false, close: async () => {} };
