@@ -5,7 +5,7 @@ import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { InputError, tokenCost, type ChatMessage, type Usage, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { findApiKey, hashApiKey, type ApiKeyRecord, type ChatCallRecord, newRequestRowId, type Db, type RequestProb } from '@fugu/db';
+import { findApiKey, hashApiKey, type ApiKeyRecord, type ChatCallRecord, newRequestRowId, type Db, type NewRequestRow, type RequestProb } from '@fugu/db';
 import type { CallPipeline } from '@fugu/calls';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/providers';
 import { RouterUnavailableError, type RouteClient, type RouteDecision } from '@fugu/serving';
@@ -48,6 +48,11 @@ export type RequestRecord = {
   workflowId?: number;
   /** only with gateway.logMessages (debug): the request's messages, for the access log */
   messages?: ChatMessage[];
+  /** when the request came in (performance.now()) and its route (recorded routes get a row) */
+  startedAt: number;
+  route?: string;
+  /** its row is in the record journal (sealed before the answer's last byte) */
+  sealed?: boolean;
 };
 
 /** Which call of a request this is: `key` is unique per provider call (the request's row id + attempt). */
@@ -145,16 +150,22 @@ export type GatewayContext = {
   /** 429 when the key is at its spend limit */
   checkQuota(caller: Caller): void;
   /**
-   * adds a call's cost to the key's spend: at once in this process (its next quota check sees
-   * it), in the key's row behind the answer (the writer's next batch)
+   * adds what the request cost to its record (its row's cost) and to the key's spend: at once in
+   * this process (its next quota check sees it), in the key's row when the request's row is
+   * written (the writer's next batch)
    */
-  charge(caller: Caller, worker: string, cost: bigint): Promise<void>;
+  charge(caller: Caller, rec: RequestRecord, cost: bigint): void;
+  /**
+   * the request's row into the record journal, before its answer's last byte (record-writer.ts):
+   * a JSON answer is sealed as it is sent (records plugin), a stream before its final chunks
+   */
+  seal(rec: RequestRecord, status: number): Promise<void>;
   /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
   route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed>;
 };
 
 export function newRecord(requestId: string): RequestRecord {
-  return { id: newRequestRowId(), requestId, authenticated: false, keyId: null, stream: false, fallbacks: [], tokensIn: 0, tokensOut: 0, cost: 0n };
+  return { id: newRequestRowId(), requestId, authenticated: false, keyId: null, stream: false, fallbacks: [], tokensIn: 0, tokensOut: 0, cost: 0n, startedAt: performance.now() };
 }
 
 export function createContext(opts: {
@@ -245,10 +256,17 @@ export function createContext(opts: {
     }
   }
 
-  async function charge(caller: Caller, _worker: string, cost: bigint): Promise<void> {
+  function charge(caller: Caller, rec: RequestRecord, cost: bigint): void {
+    rec.cost += cost;
     if (!caller.key || cost === 0n || !writer) return;
     keys.spent(caller.key, cost);
-    writer.spend(caller.key.id, cost);
+    writer.charge(caller.key.id, cost);
+  }
+
+  async function seal(rec: RequestRecord, status: number): Promise<void> {
+    if (!writer || rec.sealed || !rec.authenticated || rec.route === undefined || !RECORDED_ROUTES.has(rec.route)) return;
+    rec.sealed = true;
+    await writer.seal(requestRow(rec, status, performance.now() - rec.startedAt));
   }
 
   // ---- routing ------------------------------------------------------------------------------
@@ -341,7 +359,35 @@ export function createContext(opts: {
     callerOf,
     checkQuota,
     charge,
+    seal,
     route,
+  };
+}
+
+/** Routes whose authenticated requests get a `requests` row. */
+export const RECORDED_ROUTES = new Set(['/v1/chat/completions', '/v1/responses', '/v1/rewards']);
+
+/** A request's `requests` row as its record stands. */
+export function requestRow(rec: RequestRecord, status: number, totalMs: number): NewRequestRow {
+  return {
+    id: rec.id,
+    requestId: rec.requestId,
+    apiKeyId: rec.keyId,
+    route: rec.route!,
+    model: rec.model ?? null,
+    worker: rec.worker ?? null,
+    stream: rec.stream,
+    topProbs: rec.topProbs ?? null,
+    fallbacks: rec.fallbacks,
+    tokensIn: rec.tokensIn,
+    tokensOut: rec.tokensOut,
+    cost: rec.cost,
+    routingMs: rec.routingMs ?? null,
+    providerMs: rec.providerMs ?? null,
+    totalMs,
+    status,
+    errorCode: rec.errorCode ?? null,
+    workflowId: rec.workflowId ?? null,
   };
 }
 

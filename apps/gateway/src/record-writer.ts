@@ -1,56 +1,112 @@
 // What the gateway writes behind its answers: the `requests` rows, the `chat_calls` rows of its
-// provider calls (JSON answers; the call pipeline hands them over, `writeRow`) and what each API
-// key spent. None delays a response: a request row is queued when its response has gone out, a
-// call row when its answer came, a spend when the call's cost is known; one statement
-// (insertGatewayRecords: all of them, or none) writes everything queued. Statements do not
-// overlap: what is queued while one is in flight goes in the next, so a busy gateway makes one
-// statement per batch, not three per request, and one `update api_keys` per key and batch (no
-// queue of concurrent requests on a hot key's row lock).
+// provider calls (JSON answers; the call pipeline hands them over, `writeRow`) and, through the
+// request rows, what each API key spent (a key's spend grows by the costs of the rows inserted:
+// insertGatewayRecords). No answer waits for Postgres: one statement (all of it, or none) writes
+// everything queued; statements do not overlap, and what is queued while one is in flight goes
+// in the next, so a busy gateway makes one statement per batch, not three per request.
 //
-// Durability: `flush()` resolves once everything queued before it is written; the gateway's
-// close waits for it (SIGTERM: after the last response, before Postgres is closed), so a
-// graceful stop loses nothing. A process killed -9 loses what was queued or in flight at that
-// moment: the rows and spend of the requests answered during the last statement's round trip
-// (at concurrency 1 the one request just answered; under load one batch).
-import { insertGatewayRecords, type ChatCallRecord, type Db, type GatewayRecords, type NewRequestRow } from '@fugu/db';
+// Durability: the journal. With Redis, every record is first appended to a Redis stream (one
+// XADD: `<prefix>:gateway:records:<database>`), and a request's row is appended before its answer's last
+// byte: `seal` is awaited before a JSON body is sent and before a stream's final chunks. The
+// entries of a batch are deleted once its statement has committed. A gateway killed -9 leaves
+// its unwritten records in the stream, and `sweep` (every gateway runs it at start and then
+// every `graceMs / 3`) writes the entries older than `graceMs` and deletes them. Writing a record
+// twice is harmless (a row or call already there is skipped, and spend comes from inserted rows
+// only), so a sweep may overlap a live writer, and several gateways may sweep at once. A batch
+// whose statement fails is logged and left in the journal for the sweeps. Records survive a
+// gateway crash as long as Redis keeps them (its persistence settings); without Redis (or while
+// it fails) a record is written behind the answer only, and a crash loses the last batch.
+import type { Redis } from 'ioredis';
+import { insertGatewayRecords, newRequestRowId, type ChatCallRecord, type Db, type NewRequestRow } from '@fugu/db';
 import { scrub, type Logger } from '@fugu/telemetry';
+
+export type RecordJournal = {
+  redis: Redis;
+  /** the stream's key */
+  key: string;
+  /** entries older than this are another (dead) writer's: a sweep writes them (default 30 s) */
+  graceMs?: number;
+};
+
+type Entry = { rows?: NewRequestRow[]; calls?: ChatCallRecord[] };
+type Queued<T> = { record: T; entry: Promise<string | undefined> | undefined };
+
+const SWEEP_BATCH = 500;
+
+/**
+ * The journal's key: the deployment's queue prefix and its database's name (gateways of one
+ * deployment share it; a test database's gateways never sweep another's records).
+ */
+export function journalKey(queuePrefix: string, databaseUrl: string): string {
+  let name = '';
+  try {
+    name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  } catch {
+    // not a URL: the prefix alone
+  }
+  return `${queuePrefix}:gateway:records${name ? `:${name}` : ''}`;
+}
 
 export class RecordWriter {
   readonly #db: Db;
   readonly #log: Logger;
-  #rows: NewRequestRow[] = [];
-  #calls: ChatCallRecord[] = [];
-  #spend = new Map<string, bigint>();
-  /** per key: spend queued or being written, not yet in its api_keys row */
+  readonly #journal: RecordJournal | undefined;
+  readonly #graceMs: number;
+  #rows: Queued<NewRequestRow>[] = [];
+  #calls: Queued<ChatCallRecord>[] = [];
+  /** per key: spend charged by this process whose request row is not written yet */
   readonly #unwritten = new Map<string, bigint>();
   #writing: Promise<void> | undefined;
+  #journalFailing = false;
+  #sweeping: Promise<number> | undefined;
+  #timer: NodeJS.Timeout | undefined;
 
-  constructor(db: Db, log: Logger) {
+  constructor(db: Db, log: Logger, journal?: RecordJournal) {
     this.#db = db;
     this.#log = log;
+    this.#journal = journal;
+    this.#graceMs = journal?.graceMs ?? 30_000;
   }
 
-  /** Queues a request's row. */
+  /**
+   * A request's row, in the journal before this resolves (then queued for Postgres): await it
+   * before the answer's last byte goes out. Without a journal, or when Redis fails, it is queued only.
+   */
+  async seal(r: NewRequestRow): Promise<void> {
+    const entry = this.#queueRow(r);
+    await entry;
+  }
+
+  /** A request's row, journaled and queued without waiting (a request that ended without an answer to seal). */
   row(r: NewRequestRow): void {
-    this.#rows.push(r);
-    this.#kick();
+    void this.#queueRow(r);
   }
 
-  /** Queues a provider call's row. */
+  #queueRow(r: NewRequestRow): Promise<string | undefined> | undefined {
+    // an id and a time of its own: a replay writes the same row, or nothing
+    const row = { ...r, id: r.id ?? newRequestRowId(), createdAt: r.createdAt ?? new Date() };
+    const entry = this.#append({ rows: [row] });
+    this.#rows.push({ record: row, entry });
+    this.#kick();
+    return entry;
+  }
+
+  /**
+   * A provider call's row, journaled and queued: it is handed over before its request's answer,
+   * so the seal of that answer (later on the same Redis connection) finds it in the journal.
+   */
   call(r: ChatCallRecord): void {
-    this.#calls.push(r);
+    this.#calls.push({ record: r, entry: this.#append({ calls: [r] }) });
     this.#kick();
   }
 
-  /** Queues what a key spent (picodollars). */
-  spend(keyId: string, cost: bigint): void {
+  /** What a key spent (picodollars): seen by `unwritten` until the request row that carries it is written. */
+  charge(keyId: string, cost: bigint): void {
     if (cost === 0n) return;
-    this.#spend.set(keyId, (this.#spend.get(keyId) ?? 0n) + cost);
     this.#unwritten.set(keyId, (this.#unwritten.get(keyId) ?? 0n) + cost);
-    this.#kick();
   }
 
-  /** A key's spend that this process has queued or is writing (what its api_keys row does not show yet). */
+  /** A key's spend that this process has charged and not yet written (what its api_keys row does not show yet). */
   unwritten(keyId: string): bigint {
     return this.#unwritten.get(keyId) ?? 0n;
   }
@@ -60,8 +116,94 @@ export class RecordWriter {
     while (this.#writing) await this.#writing;
   }
 
-  #failed(what: string, n: number, e: unknown): void {
-    this.#log.error({ n, err: scrub((e as Error).message) }, `could not write ${what}`);
+  /** Sweeps at once, then every graceMs / 3 until `stop` (with a journal; else nothing). */
+  start(): void {
+    if (!this.#journal || this.#timer) return;
+    const run = () => void this.sweep().catch((e: unknown) => this.#log.warn({ err: scrub((e as Error).message) }, 'could not sweep the record journal'));
+    run();
+    this.#timer = setInterval(run, Math.max(1_000, Math.round(this.#graceMs / 3)));
+    this.#timer.unref();
+  }
+
+  /** Stops the sweeps and waits for the one running, then for the writes (the gateway's close). */
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#sweeping?.catch(() => {});
+    await this.flush();
+  }
+
+  /**
+   * Writes the journal's entries older than graceMs (a crashed writer's, or a failed batch's)
+   * and deletes them; returns how many entries it wrote. Entries that still cannot be written
+   * stay, and are logged.
+   */
+  sweep(): Promise<number> {
+    this.#sweeping ??= this.#sweep().finally(() => (this.#sweeping = undefined));
+    return this.#sweeping;
+  }
+
+  async #sweep(): Promise<number> {
+    const j = this.#journal;
+    if (!j) return 0;
+    const before = Date.now() - this.#graceMs;
+    let done = 0;
+    let from = '-';
+    for (;;) {
+      const got = (await j.redis.xrange(j.key, from, String(before), 'COUNT', SWEEP_BATCH)) as Array<[string, string[]]>;
+      if (got.length === 0) return done;
+      const parsed: Array<{ id: string; entry: Entry }> = [];
+      const unreadable: string[] = [];
+      for (const [id, fields] of got) {
+        const entry = parseEntry(fields);
+        if (entry) parsed.push({ id, entry });
+        else unreadable.push(id);
+      }
+      if (unreadable.length > 0) {
+        this.#log.error({ n: unreadable.length, ids: unreadable.slice(0, 5) }, 'dropped unreadable entries of the record journal');
+        await j.redis.xdel(j.key, ...unreadable);
+      }
+      const written = await this.#writeEntries(parsed);
+      if (written.length > 0) await j.redis.xdel(j.key, ...written);
+      done += written.length;
+      if (got.length < SWEEP_BATCH) return done;
+      from = `(${got.at(-1)![0]}`;
+    }
+  }
+
+  /** Writes entries, all at once, else one by one; returns the ids written. */
+  async #writeEntries(es: Array<{ id: string; entry: Entry }>): Promise<string[]> {
+    if (es.length === 0) return [];
+    const all = (xs: typeof es) => ({ requests: xs.flatMap((e) => e.entry.rows ?? []), calls: xs.flatMap((e) => e.entry.calls ?? []) });
+    try {
+      await insertGatewayRecords(this.#db, all(es));
+      return es.map((e) => e.id);
+    } catch (e) {
+      if (es.length === 1) {
+        this.#log.error({ id: es[0]!.id, err: scrub((e as Error).message) }, 'could not write an entry of the record journal (it stays for the next sweep)');
+        return [];
+      }
+    }
+    const ok: string[] = [];
+    for (const e of es) ok.push(...(await this.#writeEntries([e])));
+    return ok;
+  }
+
+  #append(entry: Entry): Promise<string | undefined> | undefined {
+    const j = this.#journal;
+    if (!j) return undefined;
+    return (j.redis.xadd(j.key, '*', 'v', JSON.stringify(entry, bigintReplacer)) as Promise<string | null>).then(
+      (id) => {
+        if (this.#journalFailing) this.#log.info('the record journal is written again');
+        this.#journalFailing = false;
+        return id ?? undefined;
+      },
+      (e: unknown) => {
+        if (!this.#journalFailing) this.#log.warn({ err: scrub((e as Error).message) }, 'could not append to the record journal: records are written behind the answers only until Redis answers');
+        this.#journalFailing = true;
+        return undefined;
+      },
+    );
   }
 
   #kick(): void {
@@ -73,31 +215,57 @@ export class RecordWriter {
   }
 
   #queued(): boolean {
-    return this.#rows.length > 0 || this.#calls.length > 0 || this.#spend.size > 0;
+    return this.#rows.length > 0 || this.#calls.length > 0;
   }
 
   async #drain(): Promise<void> {
     while (this.#queued()) {
-      const batch: Required<GatewayRecords> = { requests: this.#rows, calls: this.#calls, spend: this.#spend };
+      const rows = this.#rows;
+      const calls = this.#calls;
       this.#rows = [];
       this.#calls = [];
-      this.#spend = new Map();
+      let ok = false;
       try {
-        await insertGatewayRecords(this.#db, batch).catch(async (e: unknown) => {
-          // each part on its own, so that one bad row does not cost the others
-          const parts = ([['request rows', { requests: batch.requests }, batch.requests.length], ['call rows', { calls: batch.calls }, batch.calls.length], ['key spend', { spend: batch.spend }, batch.spend.size]] as const).filter(([, , n]) => n > 0);
-          if (parts.length === 1) throw e;
-          for (const [what, part, n] of parts) await insertGatewayRecords(this.#db, part).catch((pe: unknown) => this.#failed(what, n, pe));
-        });
+        await insertGatewayRecords(this.#db, { requests: rows.map((q) => q.record), calls: calls.map((q) => q.record) });
+        ok = true;
       } catch (e) {
-        this.#failed('request rows, call rows and key spend', batch.requests.length + batch.calls.length + batch.spend.size, e);
+        this.#log.error(
+          { n: rows.length + calls.length, err: scrub((e as Error).message) },
+          this.#journal ? 'could not write request and call rows (they stay in the record journal for its sweeps)' : 'could not write request and call rows',
+        );
       } finally {
-        for (const [id, cost] of batch.spend) {
-          const left = (this.#unwritten.get(id) ?? 0n) - cost;
-          if (left === 0n) this.#unwritten.delete(id);
-          else this.#unwritten.set(id, left);
+        for (const { record: r } of rows) {
+          if (r.apiKeyId === null || r.cost === 0n) continue;
+          const left = (this.#unwritten.get(r.apiKeyId) ?? 0n) - r.cost;
+          if (left <= 0n) this.#unwritten.delete(r.apiKeyId);
+          else this.#unwritten.set(r.apiKeyId, left);
         }
       }
+      if (ok && this.#journal) {
+        const ids = (await Promise.all([...rows, ...calls].map((q) => q.entry))).filter((id): id is string => id !== undefined);
+        if (ids.length > 0) await this.#journal.redis.xdel(this.#journal.key, ...ids).catch((e: unknown) => this.#log.warn({ err: scrub((e as Error).message) }, 'could not delete written entries of the record journal (a sweep writes them again, harmlessly)'));
+      }
     }
+  }
+}
+
+function bigintReplacer(_k: string, v: unknown): unknown {
+  return typeof v === 'bigint' ? `${v}n` : v;
+}
+
+/** An entry's records (bigints and dates restored), or undefined when it is not one. */
+function parseEntry(fields: string[]): Entry | undefined {
+  const i = fields.indexOf('v');
+  if (i < 0 || i + 1 >= fields.length) return undefined;
+  try {
+    const e = JSON.parse(fields[i + 1]!) as { rows?: Array<Record<string, unknown>>; calls?: ChatCallRecord[] };
+    const rows = (e.rows ?? []).map((r) => {
+      if (typeof r.id !== 'string' || typeof r.cost !== 'string' || !/^-?\d+n$/.test(r.cost) || typeof r.createdAt !== 'string') throw new Error('not a request row');
+      return { ...r, cost: BigInt(r.cost.slice(0, -1)), createdAt: new Date(r.createdAt) } as unknown as NewRequestRow;
+    });
+    if (!Array.isArray(e.calls ?? []) || (e.calls ?? []).some((c) => typeof c?.key !== 'string')) throw new Error('not call rows');
+    return { rows, calls: e.calls ?? [] };
+  } catch {
+    return undefined;
   }
 }

@@ -35,7 +35,7 @@ import { adminPlugin, opsPlugin } from './plugins/ops.ts';
 import { recordsPlugin, requestIdOf } from './plugins/records.ts';
 import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
 import { createWorkerModels } from './workers.ts';
-import { RecordWriter } from './record-writer.ts';
+import { journalKey, RecordWriter } from './record-writer.ts';
 
 export { ROUTER_MODEL } from './models.ts';
 
@@ -75,8 +75,10 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   if (g.fallbackWorker !== undefined && !poolNames.includes(g.fallbackWorker)) {
     throw new InputError(`gateway.fallbackWorker "${g.fallbackWorker}" is not in the pool "${opts.pool.name}" (workers: ${poolNames.join(', ')})`, { field: 'FUGU_GATEWAY_FALLBACK_WORKER' });
   }
-  // request rows, call rows and spend, written behind the answers in batches (record-writer.ts)
-  const writer = opts.db ? new RecordWriter(opts.db, log) : undefined;
+  // request rows, call rows and spend, written behind the answers in batches, journaled in Redis first (record-writer.ts)
+  const journal = opts.redis && { redis: opts.redis, key: journalKey(opts.config.queuePrefix, opts.config.databaseUrl), graceMs: g.journalGraceMs };
+  const writer = opts.db ? new RecordWriter(opts.db, log, journal || undefined) : undefined;
+  writer?.start();
   const calls = opts.calls ?? defaultCalls(opts, writer);
   const ctx = createContext({
     config: opts.config,

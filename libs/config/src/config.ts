@@ -160,6 +160,11 @@ export const configSchema = z
          * every request
          */
         keyCacheMs: nonNegInt.default(1_000),
+        /**
+         * the record journal (Redis): an entry older than this is a crashed gateway's, and the
+         * sweeps of the live ones write it; they sweep every third of it
+         */
+        journalGraceMs: positiveInt.default(30_000),
       })
       .strict()
       .prefault({}),
@@ -215,6 +220,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_RESPONSE_CACHE: 'gateway.responseCache',
   FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
   FUGU_GATEWAY_KEY_CACHE_MS: 'gateway.keyCacheMs',
+  FUGU_GATEWAY_JOURNAL_GRACE_MS: 'gateway.journalGraceMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

@@ -62,7 +62,7 @@ describe('requests', () => {
     expect(byName[0]).toMatchObject({ status: 400, errorCode: 'invalid_value', worker: null, cost: 0n });
   });
 
-  it('writes the gateway\'s request rows, call rows and keys\' spend in one statement: all, or none', async () => {
+  it('writes the gateway\'s request rows, call rows and keys\' spend (the inserted rows\' costs) in one statement; a batch written again charges nothing twice', async () => {
     const a = (await createApiKey(t.db, { name: 'spend-a' })).record;
     const b = (await createApiKey(t.db, { name: 'spend-b' })).record;
     const spent = async (id: string) => (await listApiKeys(t.db)).find((k) => k.id === id)!.spent;
@@ -70,25 +70,31 @@ describe('requests', () => {
       key, origin: 'gateway', workerId: null, worker: 'alpha', provider: 'openai-compatible', model: 'alpha-model', requestHash: 'h', status: 'ok',
       response: { text: 'hi' }, tokensIn: 3, tokensOut: 4, cost: '0.000000000005', latencyMs: 2, attempts: 1, cached: false, error: null,
     });
+    // picodollars up to numeric(24, 12)'s range, summed per key across rows
     const big = 2n ** 60n + 3n;
-    const ids = await insertGatewayRecords(t.db, {
-      requests: [row({ requestId: 'spend-1', apiKeyId: a.id }), row({ requestId: 'spend-2', apiKeyId: b.id })],
-      spend: new Map([[a.id, big], [b.id, 5n]]),
+    const batch = {
+      requests: [row({ id: 'r_spend1', requestId: 'spend-1', apiKeyId: a.id, cost: big }), row({ id: 'r_spend2', requestId: 'spend-2', apiKeyId: b.id, cost: 5n }), row({ id: 'r_spend3', requestId: 'spend-3', apiKeyId: a.id, cost: 7n })],
       calls: [call('gw-c1'), call('gw-c2')],
-    });
-    expect(await getRequest(t.db, ids[1]!)).toMatchObject({ requestId: 'spend-2', apiKeyId: b.id });
-    expect([await spent(a.id), await spent(b.id)]).toEqual([big, 5n]);
+    };
+    const ids = await insertGatewayRecords(t.db, batch);
+    expect(ids).toEqual(['r_spend1', 'r_spend2', 'r_spend3']);
+    expect(await getRequest(t.db, 'r_spend2')).toMatchObject({ requestId: 'spend-2', apiKeyId: b.id, cost: 5n });
+    expect([await spent(a.id), await spent(b.id)]).toEqual([big + 7n, 5n]);
     expect((await getChatCalls(t.db, ['gw-c1', 'gw-c2'])).map((c) => [c.key, c.status, c.tokensOut])).toEqual([['gw-c1', 'ok', 4], ['gw-c2', 'ok', 4]]);
-    // each part alone; a call key that has its row already is skipped
-    await insertGatewayRecords(t.db, { spend: new Map([[a.id, 7n]]) });
-    expect(await spent(a.id)).toBe(big + 7n);
-    const [only] = await insertGatewayRecords(t.db, { requests: [row({ requestId: 'spend-3' })] });
-    expect((await getRequest(t.db, only!))?.requestId).toBe('spend-3');
-    await insertGatewayRecords(t.db, { calls: [{ ...call('gw-c1'), tokensOut: 99 }, call('gw-c3')] });
+    // the same batch again (a replayed journal), and one that repeats a row among new ones: only the new rows are written and charged
+    await insertGatewayRecords(t.db, batch);
+    await insertGatewayRecords(t.db, { requests: [row({ id: 'r_spend2', requestId: 'changed', apiKeyId: b.id, cost: 100n }), row({ id: 'r_spend4', requestId: 'spend-4', apiKeyId: b.id, cost: 11n })], calls: [{ ...call('gw-c1'), tokensOut: 99 }, call('gw-c3')] });
+    expect([await spent(a.id), await spent(b.id)]).toEqual([big + 7n, 16n]);
+    expect((await getRequest(t.db, 'r_spend2'))?.requestId).toBe('spend-2');
     expect((await getChatCalls(t.db, ['gw-c1', 'gw-c3'])).map((c) => [c.key, c.tokensOut]).sort()).toEqual([['gw-c1', 4], ['gw-c3', 4]]);
-    // a row that cannot be written (its id taken) takes the rest of its statement with it
-    await expect(insertGatewayRecords(t.db, { requests: [row({ id: ids[0]!, requestId: 'dup' })], spend: new Map([[b.id, 100n]]), calls: [call('gw-c4')] })).rejects.toThrow();
-    expect(await spent(b.id)).toBe(5n);
+    // each part alone
+    const [only] = await insertGatewayRecords(t.db, { requests: [row({ requestId: 'spend-5' })] });
+    expect((await getRequest(t.db, only!))?.requestId).toBe('spend-5');
+    await insertGatewayRecords(t.db, { calls: [call('gw-c5')] });
+    expect((await getChatCalls(t.db, ['gw-c5'])).length).toBe(1);
+    // a row that cannot be written (a status that is not an integer) takes the rest of its statement with it
+    await expect(insertGatewayRecords(t.db, { requests: [row({ requestId: 'bad', apiKeyId: b.id, status: 1.5 })], calls: [call('gw-c4')] })).rejects.toThrow();
+    expect(await spent(b.id)).toBe(16n);
     expect(await getChatCalls(t.db, ['gw-c4'])).toEqual([]);
   });
 });

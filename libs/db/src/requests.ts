@@ -70,30 +70,32 @@ function insertStatement(rows: readonly NewRequestRow[], ids: readonly string[])
 
 /** What the gateway writes behind its answers, in one batch. */
 export type GatewayRecords = {
-  /** `requests` rows */
+  /** `requests` rows (an id that has its row already is skipped, with its cost) */
   requests?: readonly NewRequestRow[];
-  /** what API keys spent: picodollars by key id */
-  spend?: ReadonlyMap<string, bigint>;
   /** `chat_calls` rows of its provider calls (a key that has one already is skipped) */
   calls?: readonly ChatCallRecord[];
 };
 
 /**
- * The gateway's batch in one statement: its request rows, its provider calls' rows and what its
- * keys spent are all written, or none. Returns the request rows' ids.
+ * The gateway's batch in one statement: its request rows, its provider calls' rows, and each
+ * key's spend grown by the costs of the request rows this statement inserted, all or none. A key's
+ * spend is the sum of its rows' costs, so writing a batch again (a journal replayed after a crash,
+ * record-writer.ts) skips the rows and calls already there and charges nothing twice. Returns
+ * the request rows' ids.
  */
 export async function insertGatewayRecords(db: Db, r: GatewayRecords): Promise<string[]> {
   const rows = r.requests ?? [];
   const ids = rows.map((x) => x.id ?? newRequestRowId());
-  const charges = [...(r.spend ?? [])].filter(([, cost]) => cost !== 0n);
   const parts = [
-    ...(rows.length > 0 ? [insertStatement(rows, ids)] : []),
-    ...(r.calls && r.calls.length > 0 ? [sql`${insertChatCallsQuery(db, r.calls)}`] : []),
-    ...(charges.length > 0
-      ? [sql`update api_keys k set spent = k.spent + d.cost
-             from (values ${sql.join(charges.map(([id, cost]) => sql`(${id}, ${cost.toString()}::bigint)`))}) as d(id, cost)
-             where k.id = d.id`]
+    ...(rows.length > 0
+      ? [
+          sql`${insertStatement(rows, ids)} on conflict (id) do nothing returning api_key_id, cost`,
+          sql`update api_keys k set spent = k.spent + d.cost
+              from (select api_key_id, (sum(cost) * 1000000000000)::bigint as cost from w0 where api_key_id is not null and cost <> 0 group by api_key_id) as d
+              where k.id = d.api_key_id`,
+        ]
       : []),
+    ...(r.calls && r.calls.length > 0 ? [sql`${insertChatCallsQuery(db, r.calls)}`] : []),
   ];
   if (parts.length === 1) await parts[0]!.execute(db);
   else if (parts.length > 1) await sql`with ${sql.join(parts.map((p, i) => sql`${sql.raw(`w${i}`)} as (${p})`))} select 1`.execute(db);

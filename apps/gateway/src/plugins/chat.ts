@@ -36,8 +36,7 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
     rec.worker = c.worker;
     rec.tokensIn = c.result.usage.inputTokens;
     rec.tokensOut = c.result.usage.outputTokens;
-    rec.cost = c.cost;
-    await ctx.charge(caller, c.worker, c.cost);
+    ctx.charge(caller, rec, c.cost);
     const out = completionBody(c.result, c.model ?? c.worker, c.cost);
     if (c.usageExtra) Object.assign(out.usage as Record<string, unknown>, c.usageExtra);
     if (c.extension) out.fugu = c.extension;
@@ -53,6 +52,11 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
   // first event in hand: from here on the answer is this worker's
   const raw = openEventStream(reply, a.headers);
   const w = new ChunkWriter(a.model ?? a.worker);
+  // the row goes into the record journal before the answer's final chunks
+  const seal = async () => {
+    rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
+    await ctx.seal(rec, 200);
+  };
   raw.write(w.role());
   try {
     let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
@@ -68,22 +72,23 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
       const cost = await a.cost(finish.usage);
       rec.tokensIn = finish.usage.inputTokens;
       rec.tokensOut = finish.usage.outputTokens;
-      rec.cost = cost;
+      ctx.charge(input.caller, rec, cost);
+      await seal();
       raw.write(w.finish(finish.finishReason));
       if (includeUsage) raw.write(w.usage(finish.usage, cost, a.usageExtra?.()));
-      await ctx.charge(input.caller, a.worker, cost);
-    }
+    } else await seal();
     raw.write(ChunkWriter.done());
   } catch (e) {
     if (!signal.aborted) {
       ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'stream failed after its first byte');
       const ge = classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' });
       rec.errorCode = ge.errorCode ?? ge.type;
+      await seal();
       raw.write(ChunkWriter.error(ge.body()));
     } else {
       rec.errorCode = 'client_closed';
+      rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
     }
   }
-  rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
   raw.end();
 }

@@ -1,17 +1,16 @@
 // Records of every request: the `x-request-id` header (the client's own when it is sane, else a
 // new one), the metrics, one access-log line (method, route, status, model, worker, tokens,
 // cost, latency, request id; never a secret, message text only with gateway.logMessages), and
-// for an authenticated chat request one `requests` row, queued when the response has gone out
-// and written in the next batch of ctx.writer (record-writer.ts: batches, durability).
+// for an authenticated request of a recorded route one `requests` row: sealed into the record
+// journal as its JSON answer is sent (a stream's: before its final chunks, by its route), else
+// queued when the request ends, and written in the next batch of ctx.writer (record-writer.ts:
+// batches, the journal, durability).
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { formatUsd } from '@fugu/core';
-import type { GatewayContext } from '../context.ts';
+import { RECORDED_ROUTES, requestRow, type GatewayContext } from '../context.ts';
 import { unencapsulated } from './shared.ts';
-
-/** Routes whose requests get a `requests` row. */
-export const RECORDED_ROUTES = new Set(['/v1/chat/completions', '/v1/responses']);
 
 const SANE_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 
@@ -24,10 +23,16 @@ export function requestIdOf(req: { headers: Record<string, string | string[] | u
 
 export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app, { ctx }) => {
   app.addHook('onRequest', async (req, reply) => {
-    const t0 = performance.now();
     const rec = ctx.record(req);
+    rec.route = req.routeOptions.url ?? 'unmatched';
     void reply.header('x-request-id', rec.requestId);
-    reply.raw.once('close', () => finish(req, reply.raw.statusCode, performance.now() - t0));
+    reply.raw.once('close', () => finish(req, reply.raw.statusCode, performance.now() - rec.startedAt));
+  });
+
+  // the row is in the journal before the JSON answer goes out (streams seal their own)
+  app.addHook('onSend', async (req, reply, payload) => {
+    await ctx.seal(ctx.record(req), reply.statusCode);
+    return payload;
   });
 
   function finish(req: FastifyRequest, status: number, ms: number): void {
@@ -53,32 +58,13 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
       },
       'request',
     );
-    if (!ctx.writer || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
-    ctx.writer.row({
-      id: rec.id,
-      requestId: rec.requestId,
-      apiKeyId: rec.keyId,
-      route,
-      model: rec.model ?? null,
-      worker: rec.worker ?? null,
-      stream: rec.stream,
-      topProbs: rec.topProbs ?? null,
-      fallbacks: rec.fallbacks,
-      tokensIn: rec.tokensIn,
-      tokensOut: rec.tokensOut,
-      cost: rec.cost,
-      routingMs: rec.routingMs ?? null,
-      providerMs: rec.providerMs ?? null,
-      totalMs: ms,
-      status,
-      errorCode: rec.errorCode ?? null,
-      workflowId: rec.workflowId ?? null,
-    });
+    if (!ctx.writer || rec.sealed || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
+    ctx.writer.row(requestRow(rec, status, ms));
   }
 
   // the rows and spend of answered requests are written before the gateway closes
   app.addHook('onClose', async () => {
-    await ctx.writer?.flush();
+    await ctx.writer?.stop();
   });
 });
 

@@ -94,8 +94,7 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     rec.worker = c.worker;
     rec.tokensIn = c.result.usage.inputTokens;
     rec.tokensOut = c.result.usage.outputTokens;
-    rec.cost = c.cost;
-    await ctx.charge(caller, c.worker, c.cost);
+    ctx.charge(caller, rec, c.cost);
     const output = outputItems(c.result);
     const { status, incomplete } = statusOf(c.result.finishReason);
     const response = shell.build({ status, model: c.model ?? c.worker, output, usage: responsesUsage(c.result.usage, c.cost, c.usageExtra), incomplete, ...(c.extension && { extension: c.extension }) });
@@ -200,6 +199,11 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
   const raw = openEventStream(reply, a.headers);
   const w = new ResponseEventWriter();
   const model = a.model ?? a.worker;
+  // the row goes into the record journal before the answer's final events
+  const seal = async () => {
+    rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
+    await ctx.seal(rec, 200);
+  };
   raw.write(w.start(shell.build({ status: 'in_progress', model, output: [] })));
   try {
     let finish: Extract<StreamEvent, { type: 'finish' }> | undefined;
@@ -212,28 +216,31 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
     }
     if (!finish) throw new GatewayError(502, `worker "${a.worker}": the stream ended without finishing`, { code: 'provider_error' });
     const { status, incomplete } = statusOf(finish.finishReason);
-    raw.write(w.closeMessage(status === 'incomplete' ? 'incomplete' : 'completed'));
+    // the message item is complete now (its events are written after the seal)
+    const closing = w.closeMessage(status === 'incomplete' ? 'incomplete' : 'completed');
     // the stream has ended (its call row is written): its exact cost is known
     const cost = await a.cost(finish.usage);
     rec.tokensIn = finish.usage.inputTokens;
     rec.tokensOut = finish.usage.outputTokens;
-    rec.cost = cost;
-    await ctx.charge(input.caller, a.worker, cost);
+    ctx.charge(input.caller, rec, cost);
     const extension = a.extension?.();
     const response = shell.build({ status, model, output: w.output, usage: responsesUsage(finish.usage, cost, a.usageExtra?.()), incomplete, ...(extension && { extension }) });
     await save(response, w.output, a.worker);
+    await seal();
+    raw.write(closing);
     raw.write(w.finish(response));
   } catch (e) {
     if (!signal.aborted) {
       ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'response stream failed after its first byte');
       const ge = e instanceof GatewayError ? e : (classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' }));
       rec.errorCode = ge.errorCode ?? ge.type;
+      if (!rec.sealed) await seal();
       w.abandon();
       raw.write(w.fail(ge.body().error, shell.build({ status: 'failed', model, output: w.output, error: responseError(ge.status, ge.message) })));
     } else {
       rec.errorCode = 'client_closed';
+      rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
     }
   }
-  rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
   raw.end();
 }

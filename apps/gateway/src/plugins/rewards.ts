@@ -31,7 +31,7 @@ export async function rewardsPlugin(app: FastifyInstance, { ctx, service, bodyLi
     ctx.checkQuota(caller);
     const req = parseRewardsRequest(request.body, (request.query ?? {}) as Record<string, unknown>);
     const out = await service.score(req, { keyId: caller.key?.id ?? null, workers: caller.allowed }, clientSignal(reply));
-    await ctx.charge(caller, 'rewards', out.costPico);
+    ctx.charge(caller, ctx.record(request), out.costPico);
     const r = out.response;
     if (req.unscored === 'error' && r.unscored.length > 0) {
       const shown = r.unscored.slice(0, 20).join(', ') + (r.unscored.length > 20 ? ', ...' : '');
