@@ -10,6 +10,9 @@
 #
 # Build; the LLMRouter replay data (data/llmrouter, MIT) is baked in:
 #   docker build -t fugu:dev .
+# Where node:24-bookworm-slim cannot be pulled, or npm reaches the registry only through a proxy
+# with its own CA: `bash infra/container/build-image.sh -t fugu:dev` (NODE_IMAGE from
+# infra/container/base-image.sh, the CA in DEPS_IMAGE only; docs/deploy.md).
 # BuildKit and the legacy builder (DOCKER_BUILDKIT=0) both build it: no `# syntax=` line (BuildKit
 # would pull a Dockerfile frontend image from the registry) and no `RUN --mount=type=cache` (the
 # legacy builder rejects it; the deps layer stays cached while the manifests and the lock file do
@@ -20,9 +23,14 @@
 # infra/container/prod-install-check.sh reproduces the install below without Docker.
 
 ARG NODE_IMAGE=node:24-bookworm-slim
+# The deps stage only (npm ci): NODE_IMAGE unless a builder needs more to reach the registry, e.g.
+# NODE_IMAGE plus its network's CA certificate (infra/container/build-image.sh makes one from the
+# host's NODE_EXTRA_CA_CERTS). The runtime stage takes only /app/node_modules from it, so
+# nothing of it (a CA, npm settings) reaches the image.
+ARG DEPS_IMAGE=${NODE_IMAGE}
 
 # ---- production dependencies ---------------------------------------------------------------
-FROM ${NODE_IMAGE} AS deps
+FROM ${DEPS_IMAGE} AS deps
 WORKDIR /app
 # onnxruntime-node's CPU build ships in the package; its install script would download the
 # CUDA provider (Dockerfile.cuda does that on purpose).
