@@ -7,52 +7,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { parseDockerfile, type Stage } from './dockerfile.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-
-interface Instruction {
-  op: string;
-  args: string;
-  line: number;
-}
-interface Stage {
-  from: string;
-  name?: string;
-  instructions: Instruction[];
-}
-
-/** Instructions by stage, continuation lines joined, comments dropped, global ARG defaults substituted in FROM. */
-function parseDockerfile(text: string): { stages: Stage[]; args: Record<string, string> } {
-  const args: Record<string, string> = {};
-  const stages: Stage[] = [];
-  const lines = text.split('\n');
-  for (let i = 0; i < lines.length; i++) {
-    const start = i;
-    let line = lines[i]!;
-    if (/^\s*(#|$)/.test(line)) continue;
-    while (line.endsWith('\\') && i + 1 < lines.length) {
-      i++;
-      if (/^\s*#/.test(lines[i]!)) continue;
-      line = `${line.slice(0, -1)} ${lines[i]!.trim()}`;
-    }
-    const m = /^\s*(\w+)\s+(.*)$/.exec(line);
-    if (!m) throw new Error(`line ${start + 1}: not an instruction: ${line}`);
-    const op = m[1]!.toUpperCase();
-    const rest = m[2]!.trim();
-    if (op === 'FROM') {
-      const f = /^(\S+)(?:\s+AS\s+(\S+))?$/i.exec(rest)!;
-      const from = f[1]!.replace(/\$\{(\w+)\}/g, (_, k: string) => args[k] ?? `\${${k}}`);
-      stages.push({ from, ...(f[2] && { name: f[2] }), instructions: [] });
-    } else if (op === 'ARG' && stages.length === 0) {
-      const [k, v] = rest.split('=');
-      args[k!] = v ?? '';
-    } else {
-      if (!stages.length) throw new Error(`line ${start + 1}: ${op} before FROM`);
-      stages.at(-1)!.instructions.push({ op, args: rest, line: start + 1 });
-    }
-  }
-  return { stages, args };
-}
 
 const read = (f: string) => parseDockerfile(readFileSync(path.join(root, f), 'utf8'));
 const all = (s: Stage, op: string) => s.instructions.filter((x) => x.op === op);
