@@ -129,15 +129,22 @@ export class Router {
       return p;
     };
     const rows: number[] = [];
+    const tokens: Int32Array[] = [];
     texts.forEach((text, i) => {
       const p = policyOf(optsOf(i));
       if (p instanceof Error) out[i] = { ok: false, error: p };
       else if (typeof text !== 'string') out[i] = { ok: false, error: new InputError(`text ${i} is not a string (${typeof text})`, { field: 'text' }) };
-      else if (this.model.encoder.tokenize(text).length === 0) out[i] = { ok: false, error: new InputError('text is empty: it has no tokens to route on', { field: 'text' }) };
-      else rows.push(i);
+      else {
+        const ids = this.model.encoder.tokenize(text);
+        if (ids.length === 0) out[i] = { ok: false, error: new InputError('text is empty: it has no tokens to route on', { field: 'text' }) };
+        else {
+          rows.push(i);
+          tokens.push(ids);
+        }
+      }
     });
     if (rows.length === 0) return out;
-    const feats = await this.model.encoder.encode(rows.map((i) => texts[i]!));
+    const feats = await this.model.encoder.encodeTokens(tokens);
     const D = this.model.encoder.dims.pooled;
     const x = new Float32Array(rows.length * D);
     feats.forEach((f, r) => x.set(f, r * D));

@@ -106,17 +106,27 @@ export class UseLiteEncoder {
    * Throws an InputError naming the index of the first text that is not a string or has no tokens.
    */
   async encode(texts: readonly string[], opts: EncodeOptions = {}): Promise<Float32Array[]> {
-    const output = opts.output ?? 'pooled';
-    if (output !== 'pooled' && output !== 'embedding') throw new InputError(`output must be 'pooled' or 'embedding', got ${String(output)}`, { field: 'output' });
     const tokens = texts.map((text, i) => {
       if (typeof text !== 'string') throw new InputError(`text ${i} is not a string (${typeof text})`, { field: `texts[${i}]` });
-      const ids = this.tokenize(text);
+      return this.tokenize(text);
+    });
+    return this.encodeTokens(tokens, opts);
+  }
+
+  /**
+   * `encode` for texts already tokenized (`tokenize`: clipped to maxTokens), so a caller that
+   * needed the tokens first does not tokenize twice. Throws an InputError naming the first empty one.
+   */
+  async encodeTokens(tokens: readonly Int32Array[], opts: EncodeOptions = {}): Promise<Float32Array[]> {
+    const output = opts.output ?? 'pooled';
+    if (output !== 'pooled' && output !== 'embedding') throw new InputError(`output must be 'pooled' or 'embedding', got ${String(output)}`, { field: 'output' });
+    tokens.forEach((ids, i) => {
       if (ids.length === 0) throw new InputError(`text ${i} is empty: it has no tokens to encode`, { field: `texts[${i}]` });
-      return ids;
+      if (ids.length > this.maxTokens) throw new InputError(`text ${i} has ${ids.length} tokens, more than ${this.maxTokens} (clip with tokenize)`, { field: `texts[${i}]` });
     });
 
     const width = this.dims[output];
-    const result: Float32Array[] = new Array<Float32Array>(texts.length);
+    const result: Float32Array[] = new Array<Float32Array>(tokens.length);
     for (const batch of planBatches(tokens.map((t) => t.length), this.maxBatchSize)) {
       const feed = padTokenBatch(batch.map((i) => tokens[i]!));
       const out = await this.session.run({ ids: { data: feed.ids, dims: feed.dims }, lengths: { data: feed.lengths, dims: [feed.dims[0]] } }, [output]);
