@@ -59,6 +59,10 @@ const textOf = (m: Json): string => (typeof m?.content === 'string' ? m.content 
 function agentReply(name: string, req: RecordedRequest): StubReply {
   const msgs: Json[] = req.body?.messages ?? [];
   const last = msgs.at(-1);
+  // a provider that refuses a tool's schema (what OpenAI answers a schema it cannot use)
+  if ((req.body?.tools ?? []).some((t: Json) => t.function?.name === 'provider_rejects')) {
+    return { type: 'error', status: 400, message: "Invalid schema for function 'provider_rejects': In context=(), 'required' is required to be supplied" };
+  }
   if (isAggregator(req)) return { type: 'text', text: `${name} aggregated the proposals` };
   if (req.body?.tools && last?.role === 'user') {
     return { type: 'tool-calls', calls: [{ id: `own_${name}`, name: 'get_weather', arguments: JSON.stringify({ city: name === 'alpha' ? 'Paris' : 'Lyon' }) }] };
@@ -510,6 +514,15 @@ describe('fugu-ultra: the inputs the fuzzing found a 5xx for', () => {
     // two workers run it
     const ok = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], fugu: { workers: ['beta', 'writer'] } } as never);
     expect((ok as Json).fugu.steps.map((s: Json) => s.worker)).toEqual(['beta', 'writer', 'beta']);
+  });
+
+  it('a tool the worker\'s provider refuses (its 400): a 400 provider_bad_request naming the step and the provider\'s reason (was a 502 provider_error)', async () => {
+    await publish('fixed:moa:2');
+    const tools = [{ type: 'function' as const, function: { name: 'provider_rejects', parameters: { type: 'object', properties: { a: { type: 'string' } } } } }];
+    const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], tools }));
+    expectRefusal(e, { status: 400, code: 'provider_bad_request', param: null, message: /^workflow \d+: step 1 \((alpha|beta|writer)\): the worker's provider refused the request: .*Invalid schema for function 'provider_rejects'/ }, 'chat');
+    const r = await refused(client().responses.create({ model: 'fugu-ultra', input: QUESTION, tools: [{ type: 'function', name: 'provider_rejects', parameters: { type: 'object' }, strict: false }] }));
+    expectRefusal(r, { status: 400, code: 'provider_bad_request', param: null, message: /the worker's provider refused the request/ }, 'responses');
   });
 
   it('a message too long for a fixed Conductor (it repeats the message in every subtask): a 400 naming the message (was a 502 conductor_error)', async () => {

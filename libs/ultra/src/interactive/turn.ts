@@ -511,7 +511,10 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
   if (!answered) {
     const failed = state.agents.findIndex((a) => a.status === 'error');
     const f = state.agents[failed];
-    throw new UltraRequestError(502, `workflow ${workflowId}: step ${failed + 1} (${state.specs[failed]?.name ?? '?'}) failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error' });
+    const where = `workflow ${workflowId}: step ${failed + 1} (${state.specs[failed]?.name ?? '?'})`;
+    // a provider's 400 is the request's (its tools, its parameters), as for a worker called by name
+    if (f?.error?.code === 'provider-bad-request') throw new UltraRequestError(400, `${where}: the worker's provider refused the request: ${f.error.message}`, { code: 'provider_bad_request' });
+    throw new UltraRequestError(502, `${where} failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error' });
   }
   return {
     ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
