@@ -4,6 +4,7 @@
 #   bash infra/quickstart.sh test [args...]   typecheck, lint and run the tests (args go to vitest)
 #   bash infra/quickstart.sh bench <name>      run test/bench/<name>.bench.ts on the tests' services
 #   bash infra/quickstart.sh cluster [args...] the multi-host tests (test/cluster; root: network namespaces)
+#   bash infra/quickstart.sh images [args...]  the image built and run as containers (test/images; a Docker daemon)
 #   bash infra/quickstart.sh fugu <command>    the fugu CLI with Node 24
 # Needs only Node and npm: Node 24 comes from the npm registry when the system Node is older,
 # and Redis/Postgres are the project's own (127.0.0.1:6390 and :5440, data in FUGU_HOME,
@@ -124,6 +125,22 @@ run_cluster_tests() {
   exec npx vitest run --config vitest.cluster.config.ts "$@"
 }
 
+# test:images builds the image and runs the stack as containers on a Docker daemon (DOCKER picks
+# the client; FUGU_IMAGES_BUILDER=legacy|buildkit the builder, legacy by default).
+run_images_tests() {
+  local docker="${DOCKER:-docker}"
+  if ! command -v "$docker" >/dev/null 2>&1; then
+    say "test:images needs Docker: no docker client ($docker); apt-get install docker.io, or set DOCKER"
+    exit 1
+  fi
+  if ! "$docker" version --format '{{.Server.Version}}' >/dev/null 2>&1; then
+    say "test:images needs a Docker daemon: $docker version fails (start dockerd, or set DOCKER_HOST)"
+    exit 1
+  fi
+  say "container tests (vitest, test/images)"
+  exec npx vitest run --config vitest.images.config.ts "$@"
+}
+
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -131,6 +148,7 @@ case "$cmd" in
   test) ensure_deps; run_tests "$@" ;;
   bench) ensure_deps; run_bench "$@" ;;
   cluster) ensure_deps; run_cluster_tests "$@" ;;
+  images) ensure_deps; run_images_tests "$@" ;;
   fugu) ensure_deps; exec node apps/cli/src/main.ts "$@" ;;
-  *) echo "usage: bash infra/quickstart.sh demo|test|cluster|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
+  *) echo "usage: bash infra/quickstart.sh demo|test|cluster|images|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
 esac
