@@ -24,7 +24,7 @@ try {
     workers: [{ name: 'gpt', provider: 'openai', model: 'gpt-test', baseUrl: process.env.CHAT_STUB_URL!, apiKeyEnv: process.env.CHAT_KEY_ENV!, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } }],
   }, 'chat-fault-pool');
   const calls = Array.from({ length: n }, (_, i) => ({ id: `fault.step-${i}`, worker: workers[0]!, request: { messages: [{ role: 'user' as const, content: `Step ${i}` }] } }));
-  const submitted = await submitChatCalls({ db, queue, jobOptions: defaultChatCallJobOptions(config.worker) }, calls);
+  const submitted = await submitChatCalls({ db, queue, jobOptions: defaultChatCallJobOptions(config.worker), shards: config.providerQueueShards }, calls);
   process.send?.({ type: 'ready', id: `submitted ${submitted.enqueued}` });
   const results = await waitForChatCalls(db, submitted.ids, { timeoutMs: 120_000, pollMs: 100 });
   const ok = [...results.values()].filter((r) => r.status === 'ok' && r.result.text === `answer ${r.id.slice('fault.step-'.length)}`).length;

@@ -5,6 +5,7 @@
 // checkpoint theta as an uninterrupted run with the same seed. SIGTERM before the end exits 143.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getCheckpoint, getEsRun, getEsState, listEsGenerations, countEsEvaluations } from '@fugu/db';
+import { esEvalQueue } from '@fugu/queue';
 import { waitFor } from '../support/eval-env.ts';
 import { createEsEnv, runCli, startTrainerProcess, type EsEnv, type TrainerProcess } from '../support/es-env.ts';
 
@@ -83,7 +84,7 @@ describe('ES resume after kill -9', () => {
     const hanging = await startTrainerProcess('evaluator', env.config, { ...EVAL_ENV, FUGU_ES_EVAL_HANG_AT: '1' });
     await create('evk');
     const c = await coordinator('evk');
-    const active = env.ctx.queue('es-eval');
+    const active = env.ctx.queue(esEvalQueue);
     await waitFor('generation 1 jobs in the hanging evaluator', async () => (await getEsRun(env.ctx.db, 'evk'))!.generation === 1 && (await active.getActiveCount()) >= 4, 60_000, 20);
     expect(await countEsEvaluations(env.ctx.db, 'evk', 1)).toBe(0);
     await hanging.kill9();

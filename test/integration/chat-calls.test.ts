@@ -9,7 +9,7 @@ import { Job, type Queue } from 'bullmq';
 import type { ChatRequest, WorkerSpec } from '@fugu/core';
 import { connectDb, saveChatRequests, savePool, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, createRedis, providerCallQueue } from '@fugu/queue';
-import { ChatCallEvents, defaultChatCallJobOptions, getChatCallResults, reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions } from '@fugu/calls';
+import { ChatCallEvents, defaultChatCallJobOptions, getChatCallResults, limitKeyBase, reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions } from '@fugu/calls';
 import { startOpenAIStub, type OpenAIStub, type StubReply } from '@fugu/providers/testing';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { providerCallCounterKey, startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
@@ -41,7 +41,7 @@ beforeAll(async () => {
   const spec: WorkerSpec = { name: 'gpt', provider: 'openai', model: 'gpt-test', baseUrl: stub.baseURL, apiKeyEnv: KEY_ENV, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } };
   gpt = (await savePool(env.ctx.db, { name: 'chat', workers: [spec] }, 'chat-pool')).workers[0]!;
   worker = await startProviderWorker({ config: env.config, db: env.ctx.db, log: createLogger({ name: 't', level: 'silent' }), registry: new Registry(), env: { [KEY_ENV]: SECRET } });
-  client = { db: env.ctx.db, queue: (n) => env.ctx.queue(n), jobOptions: defaultChatCallJobOptions(env.config.worker) };
+  client = { db: env.ctx.db, queue: (n) => env.ctx.queue(n), jobOptions: defaultChatCallJobOptions(env.config.worker), shards: env.config.providerQueueShards };
 });
 afterEach(() => {
   script.clear();
@@ -188,13 +188,13 @@ describe('chat-call jobs under a per-worker limit', () => {
       const spec: WorkerSpec = { name: 'gpt', provider: 'openai', model: 'gpt-test', baseUrl: stub.baseURL, apiKeyEnv: KEY_ENV, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } };
       const stored = (await savePool(own.ctx.db, { name: 'chat', workers: [spec] }, 'chat-pool-limited')).workers[0]!;
       w = await startProviderWorker({ config: own.config, db: own.ctx.db, log: createLogger({ name: 't', level: 'silent' }), registry: new Registry(), env: { [KEY_ENV]: SECRET } });
-      const c: ChatCallClientOptions = { db: own.ctx.db, queue: (n) => own.ctx.queue(n), jobOptions: defaultChatCallJobOptions(own.config.worker) };
+      const c: ChatCallClientOptions = { db: own.ctx.db, queue: (n) => own.ctx.queue(n), jobOptions: defaultChatCallJobOptions(own.config.worker), shards: own.config.providerQueueShards };
       // 5 a second, a burst of 1: with 4 jobs taken at once, most must wait their turn
       const { ids } = await submitChatCalls(c, Array.from({ length: 8 }, (_, i) => ({ id: `limited-${i}`, worker: stored, request: ask(`limited ${i}`) })));
       const results = await waitForChatCalls(own.ctx.db, ids, { timeoutMs: 30_000 });
       // attempts is 1 for every job (worker.attempts is 1: a delay that used an attempt would have failed it)
       expect([...results.values()].map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['ok', 1]));
-      expect(await own.ctx.redis!.exists(`${own.config.queuePrefix}:ratelimit:worker:gpt:requests`)).toBe(1);
+      expect(await own.ctx.redis!.exists(`${limitKeyBase.worker(own.config.queuePrefix, 'openai', 'gpt')}:requests`)).toBe(1);
     } finally {
       await w?.close();
       await own.cleanup();

@@ -22,8 +22,7 @@ import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, t
 import { InProcessRouteClient, routingText } from '@fugu/serving';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { createLogger } from '@fugu/telemetry';
-import { createRedis } from '@fugu/queue';
-import type { Redis } from 'ioredis';
+import { createRedis, providerCallQueue, type RedisClient } from '@fugu/queue';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { toChatMessages } from '../../apps/gateway/src/wire.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
@@ -80,7 +79,7 @@ let routeClient: InProcessRouteClient;
 let app: FastifyInstance;
 let baseURL: string;
 let adminKey: string;
-let redis: Redis;
+let redis: RedisClient;
 let replay: ReturnType<typeof replayStoreFor>;
 let fullKey: string;
 const stubs: Record<string, OpenAIStub> = {};
@@ -392,7 +391,7 @@ describe('operations', () => {
     const ok = await fetch(`${origin}/admin/queues/api/queues`, { headers: { authorization: `Basic ${basic}` } });
     expect(ok.status).toBe(200);
     const body = (await ok.json() as Json);
-    expect(body.queues.map((q: { name: string }) => q.name)).toContain('provider-call.openai');
+    expect(body.queues.map((q: { name: string }) => q.name)).toContain(providerCallQueue('openai'));
     const page = await fetch(`${origin}/admin/queues`, { headers: { authorization: `Bearer ${adminKey}` } });
     expect(page.status).toBe(200);
     expect(await page.text()).toMatch(/<html/i);

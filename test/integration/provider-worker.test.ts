@@ -10,10 +10,9 @@ import { Writable } from 'node:stream';
 import pg from 'pg';
 import { sql, type RawBuilder } from 'kysely';
 import { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { DatasetItem, WorkerPool, WorkerSpec } from '@fugu/core';
 import { getRun, type Db } from '@fugu/db';
-import { providerCallQueue } from '@fugu/queue';
+import { providerCallQueue, type RedisClient } from '@fugu/queue';
 import { startOpenAIStub, type OpenAIStub, type StubReply, type StubServerOptions, type StubUsage } from '@fugu/providers/testing';
 import { createLogger, Registry, type Logger } from '@fugu/telemetry';
 import { providerCallCounterKey, startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
@@ -134,7 +133,7 @@ const waitForStatus = (runId: string, status: string, e: EvalEnv = env, timeoutM
   waitFor(`run ${runId} ${status}`, async () => (await getRun(e.ctx.db, runId))?.status === status, timeoutMs, 50);
 
 /** Every value under the env's Redis prefix (job payloads, results, events), as one text. */
-async function redisDump(redis: Redis, prefix: string): Promise<string> {
+async function redisDump(redis: RedisClient, prefix: string): Promise<string> {
   const out: string[] = [];
   for (const key of await redis.keys(`${prefix}:*`)) {
     const type = await redis.type(key);

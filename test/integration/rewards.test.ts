@@ -17,7 +17,7 @@ import { sql } from 'kysely';
 import type { ChatMessage, WorkerSpec } from '@fugu/core';
 import { serviceEnv } from '@fugu/config';
 import { createApiKey, getDatasetItems, getWorkflowSteps, listApiKeys, revokeApiKey, type StoredItem } from '@fugu/db';
-import { providerCallQueue } from '@fugu/queue';
+import { conductQueue, providerCallQueue } from '@fugu/queue';
 import { promptPool, rewardPromptLine, runUltraEval, splitItems, type UltraEvalOptions } from '@fugu/ultra';
 import { resolveWorkerPool } from '@fugu/evaluation';
 import { createEvalEnv, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
@@ -282,7 +282,7 @@ describe('secrets', () => {
     expect(rows).toBe(0);
     const reqs = (await sql<{ n: number }>`select count(*)::int as n from chat_requests where request::text like ${'%fugu-sk-%'}`.execute(env.ctx.db)).rows[0]!.n;
     expect(reqs).toBe(0);
-    const jobs = await env.ctx.queue('conduct').getJobs(['waiting', 'active', 'delayed', 'failed', 'completed']);
+    const jobs = await env.ctx.queue(conductQueue).getJobs(['waiting', 'active', 'delayed', 'failed', 'completed']);
     for (const j of jobs) expect(Object.keys(j.data as object).sort()).toEqual(['v', 'workflowId']);
   });
 });

@@ -7,8 +7,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROVIDERS } from '@fugu/core';
-import { allQueueNames, conductQueue, esEvalQueue, grpoFaninQueue, providerCallQueue, queueKeys, routeQueue } from '@fugu/queue';
-import { generate, SCALED_OBJECTS_FILE, UNSCALED } from '../../k8s/scripts/generate.ts';
+import { allQueueNames, conductQueue, esEvalQueue, grpoFaninQueue, providerCallQueues, queueKeys, routeQueue } from '@fugu/queue';
+import { generate, providerQueueShardsFromConfig, SCALED_OBJECTS_FILE, UNSCALED } from '../../k8s/scripts/generate.ts';
 import {
   configMap,
   type Container,
@@ -29,7 +29,7 @@ const TARGETS = ['base', 'overlays/local', 'overlays/production'] as const;
 
 /** The queues each scaled Deployment consumes (what its process runs: README, apps/*). */
 const EXPECTED_QUEUES: Record<string, string[]> = {
-  'fugu-provider-worker': PROVIDERS.map(providerCallQueue),
+  'fugu-provider-worker': PROVIDERS.flatMap((p) => providerCallQueues(p, providerQueueShardsFromConfig())),
   'fugu-router-worker': [routeQueue],
   'fugu-evaluator': [esEvalQueue],
   'fugu-conductor': [conductQueue],
@@ -104,7 +104,7 @@ describe.each(TARGETS)('k8s/%s', (target) => {
     }
     // every queue is scaled or deliberately not
     const covered = [...Object.values(EXPECTED_QUEUES).flat(), ...Object.keys(UNSCALED)];
-    expect(allQueueNames().filter((q) => !covered.includes(q))).toEqual([]);
+    expect(allQueueNames(providerQueueShardsFromConfig()).filter((q) => !covered.includes(q))).toEqual([]);
     // KEDA reaches Redis through the TriggerAuthentication's address, from its own namespace
     const auth = find(objects, 'TriggerAuthentication', 'fugu-redis').spec as { secretTargetRef: Array<{ parameter: string; name: string; key: string }> };
     expect(auth.secretTargetRef.map((r) => r.parameter)).toContain('address');

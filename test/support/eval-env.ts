@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
 import { openContext, type Context } from '@fugu/evaluation';
 import { providerWorkerMain } from '@fugu/local-services';
+import { deleteKeys } from '@fugu/queue';
 import { watchApp, type AppProcess } from './app-process.ts';
 
 export const testRedisUrl = (): string => process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -40,8 +41,8 @@ export async function createEvalEnv(opts: { redisUrl?: string; overrides?: Recor
     ctx,
     dir,
     async cleanup() {
-      const keys = ctx.redis ? await ctx.redis.keys(`${prefix}:*`).catch(() => []) : [];
-      for (let i = 0; i < keys.length; i += 500) await ctx.redis!.del(...keys.slice(i, i + 500)).catch(() => {});
+      // every master's keys of this prefix (one Redis, or each node of a cluster)
+      if (ctx.redis) await deleteKeys(ctx.redis, `${prefix}:*`).catch(() => {});
       await ctx.close().catch(() => {});
       await database.drop();
       await rm(dir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { PROVIDERS, toWireError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { finishWorkflow, type Db } from '@fugu/db';
-import { conductJobSchema, conductQueue, createRedis, parseJob, providerCallQueue, type ConductJob, type ConductJobResult } from '@fugu/queue';
+import { conductJobSchema, conductQueue, createRedis, parseJob, providerCallQueues, type ConductJob, type ConductJobResult } from '@fugu/queue';
 import { ChatCallEvents, createCallPipeline, providerCallCounterKey } from '@fugu/calls';
 import { executeWorkflow, policyWriter, routerPicker, type PolicyConductorFactory } from '@fugu/ultra';
 import { Counter, type Logger, type Registry } from '@fugu/telemetry';
@@ -39,9 +39,9 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
     }
     return q;
   };
-  // steps' completions wake their workflows (one blocking connection per provider queue)
+  // steps' completions wake their workflows (one blocking connection per provider queue shard)
   const stepEvents = config.conductor.stepEvents ? new ChatCallEvents({ connection: () => createRedis(config.redisUrl, 'worker'), prefix: config.queuePrefix }) : undefined;
-  await stepEvents?.listen(PROVIDERS.map(providerCallQueue));
+  await stepEvents?.listen(PROVIDERS.flatMap((p) => providerCallQueues(p, config.providerQueueShards)));
   const router = routerPicker(db, config.home);
   const policy = opts.policyConductor ?? policyWriter(db, config.home);
   const done = new Counter({ name: 'fugu_conductor_workflows_total', help: 'workflows finished by this process, by finish reason', labelNames: ['finish_reason'], registers: [opts.registry] });

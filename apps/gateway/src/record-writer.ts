@@ -16,12 +16,12 @@
 // whose statement fails is logged and left in the journal for the sweeps. Records survive a
 // gateway crash as long as Redis keeps them (its persistence settings); without Redis (or while
 // it fails) a record is written behind the answer only, and a crash loses the last batch.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@fugu/queue';
 import { insertGatewayRecords, newRequestRowId, type ChatCallRecord, type Db, type NewRequestRow } from '@fugu/db';
 import { scrub, type Logger } from '@fugu/telemetry';
 
 export type RecordJournal = {
-  redis: Redis;
+  redis: RedisClient;
   /** the stream's key */
   key: string;
   /** entries older than this are another (dead) writer's: a sweep writes them (default 30 s) */

@@ -17,6 +17,7 @@
 // is a 400 with its message. Errors use OpenAI's error format.
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
+import type { RedisClient } from '@fugu/queue';
 import { createCallPipeline } from '@fugu/calls';
 import { InputError, type WorkerPool } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
@@ -58,7 +59,8 @@ export type GatewayOptions = {
   /** further model kinds (e.g. `fugu-ultra`), each made from the context, registered after the workers */
   extraModels?: Array<(ctx: GatewayContext) => ModelHandler>;
   /** the shared rate limits' connection (needed when a limit is configured), and Bull Board's: with adminKey, the dashboard is served at /admin/queues */
-  redis?: Redis;
+  /** the queues' Redis: one server or a Redis Cluster (FUGU_REDIS_URL) */
+  redis?: RedisClient;
   /** FUGU_ADMIN_KEY: Bull Board's password (HTTP Basic) or bearer token; unset: no dashboard */
   adminKey?: string;
   log?: Logger;
@@ -130,7 +132,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     if (opts.rewards) await api.register(rewardsPlugin, { ctx, ...opts.rewards });
   });
   await app.register(opsPlugin, { ctx });
-  if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis, adminKey: opts.adminKey });
+  if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis as Redis, adminKey: opts.adminKey }); // a Cluster too: Bull Board's queues take either (adminPlugin's type says Redis)
   return app;
 }
 

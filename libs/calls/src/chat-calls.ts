@@ -7,11 +7,10 @@
 // again never calls again: an id that has a row is not enqueued, and a job whose id already has a
 // row completes without a call.
 import { Job, Queue, QueueEvents, type JobsOptions } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { InputError, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import { canonicalJson } from '@fugu/providers';
 import { getChatCallJobState, getChatCalls, getChatRequests, getChatRequestWorkers, saveChatRequests, type CallStatus, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
-import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueue, type ChatCallJob } from '@fugu/queue';
+import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueueFor, type ChatCallJob, type RedisClient } from '@fugu/queue';
 import type { WireError } from '@fugu/core';
 
 export type ChatCallSpec = {
@@ -59,6 +58,11 @@ export type ChatCallClientOptions = {
   db: Db;
   /** the provider-call queues by name (one Queue per name, kept open by the caller) */
   queue: (name: string) => Queue;
+  /**
+   * shards of each provider's queue (config.providerQueueShards): a job goes to the shard of its
+   * id (providerCallQueueFor), so a re-submitted id finds its job and BullMQ's dedupe holds
+   */
+  shards: number;
   jobOptions: ChatCallJobOptions;
   origin?: string;
 };
@@ -100,9 +104,10 @@ export async function submitChatCalls(opts: ChatCallClientOptions, calls: readon
 }
 
 function chatCallBulkJob(opts: ChatCallClientOptions, id: string, workerId: number, provider: ProviderKind) {
-  const data: ChatCallJob = parseJob(chatCallJobSchema, { v: 1, id, workerId, provider }, providerCallQueue(provider));
+  const queue = providerCallQueueFor(provider, id, opts.shards);
+  const data: ChatCallJob = parseJob(chatCallJobSchema, { v: 1, id, workerId, provider }, queue);
   return {
-    queue: providerCallQueue(provider),
+    queue,
     name: CHAT_CALL_JOB,
     data,
     opts: { jobId: id, ...opts.jobOptions, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600, count: 10_000 } } satisfies JobsOptions,
@@ -120,7 +125,7 @@ export async function reconcileChatCalls(opts: ChatCallClientOptions, ids: reado
   const open = ids.filter((id) => !answered.has(id));
   const back: string[] = [];
   for (const r of await getChatRequestWorkers(opts.db, open)) {
-    const q = opts.queue(providerCallQueue(r.provider as ProviderKind));
+    const q = opts.queue(providerCallQueueFor(r.provider as ProviderKind, r.id, opts.shards));
     const state = await q.getJobState(r.id);
     if (state === 'failed') await (await Job.fromId(q, r.id))?.remove();
     else if (state !== 'unknown' && state !== 'completed') continue;
@@ -208,13 +213,13 @@ export async function loadChatCallJob(db: Db, job: ChatCallJob): Promise<{ exist
  * One QueueEvents (a blocking Redis connection) per queue, opened on first use.
  */
 export class ChatCallEvents {
-  readonly #connection: () => Redis;
+  readonly #connection: () => RedisClient;
   readonly #prefix: string;
   readonly #events = new Map<string, QueueEvents>();
-  readonly #connections: Redis[] = [];
+  readonly #connections: RedisClient[] = [];
   readonly #waiters = new Map<string, Set<() => void>>();
 
-  constructor(o: { connection: () => Redis; prefix: string }) {
+  constructor(o: { connection: () => RedisClient; prefix: string }) {
     this.#connection = o.connection;
     this.#prefix = o.prefix;
   }

@@ -7,9 +7,9 @@
 // at rpm/60,000 a millisecond, so the limiter's guarantee is: in any window of w ms, at most
 // burst + w * rpm / 60,000 requests are granted (the invariant test/integration/rate-limit.test.ts
 // checks). A tokens bucket holds a minute's tokens (as the TPM limit of the providers).
-import type { Redis } from 'ioredis';
 import type { FuguConfig, RateLimit } from '@fugu/config';
 import type { ProviderKind } from '@fugu/core';
+import type { RedisClient } from '@fugu/queue';
 
 const SCRIPT = `
 local t = redis.call('TIME')
@@ -67,18 +67,23 @@ export function bucketsFor(limit: RateLimit | undefined, scope: LimitScope, keyB
   return out;
 }
 
-/** The Redis keys of the limits: `<prefix>:ratelimit:<provider>:requests|tokens`, `<prefix>:ratelimit:worker:<name>:...`. */
+/**
+ * The Redis keys of the limits: `<prefix>:{ratelimit.<provider>}:requests|tokens` and
+ * `<prefix>:{ratelimit.<provider>}:worker:<name>:...`. A call's buckets are its provider's and its
+ * worker's, taken in one script: the hash tag puts them in one Redis Cluster slot (a worker's
+ * buckets under its provider's tag), while different providers' limits spread over the nodes.
+ */
 export const limitKeyBase = {
-  provider: (prefix: string, provider: ProviderKind): string => `${prefix}:ratelimit:${provider}`,
-  worker: (prefix: string, worker: string): string => `${prefix}:ratelimit:worker:${worker}`,
+  provider: (prefix: string, provider: ProviderKind): string => `${prefix}:{ratelimit.${provider}}`,
+  worker: (prefix: string, provider: ProviderKind, worker: string): string => `${prefix}:{ratelimit.${provider}}:worker:${worker}`,
 };
 
 export class RateLimiter {
-  readonly #redis: Redis | undefined;
+  readonly #redis: RedisClient | undefined;
   readonly #config: Pick<FuguConfig, 'queuePrefix' | 'rateLimits' | 'workerRateLimits'>;
   readonly #cache = new Map<string, Bucket[]>();
 
-  constructor(redis: Redis | undefined, config: Pick<FuguConfig, 'queuePrefix' | 'rateLimits' | 'workerRateLimits'>) {
+  constructor(redis: RedisClient | undefined, config: Pick<FuguConfig, 'queuePrefix' | 'rateLimits' | 'workerRateLimits'>) {
     this.#redis = redis;
     this.#config = config;
   }
@@ -91,7 +96,7 @@ export class RateLimiter {
       const prefix = this.#config.queuePrefix;
       b = [
         ...bucketsFor(this.#config.rateLimits[worker.provider], 'provider', limitKeyBase.provider(prefix, worker.provider)),
-        ...bucketsFor(this.#config.workerRateLimits[worker.name], 'worker', limitKeyBase.worker(prefix, worker.name)),
+        ...bucketsFor(this.#config.workerRateLimits[worker.name], 'worker', limitKeyBase.worker(prefix, worker.provider, worker.name)),
       ];
       if (b.length > 0 && !this.#redis) throw new Error(`rate limits are configured for worker "${worker.name}" but the call pipeline has no Redis connection`);
       this.#cache.set(id, b);

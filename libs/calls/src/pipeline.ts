@@ -9,11 +9,11 @@
 // the batched CallWriter. `call` and `stream` also write one `chat_calls` row per key (status ok or
 // error; the first row of a key wins, so a re-run writes nothing) and rethrow provider errors
 // unchanged; `call` writes a fresh answer's cache entry and its row at once (one wait, not two).
-import type { Redis } from 'ioredis';
 import { estimateTokens, formatUsd, type JsonValue, messageText, tokenCost, type ChatModel, type ChatRequest, type ChatResult, type StreamEvent, type TextPart, type ToolCall, type ToolCallPart, type WorkerSpec } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { getCachedResponse, putCachedResponse, recordChatCall, type ChatCallRecord, type Db } from '@fugu/db';
 import { AbortedError, createChatModel, RateLimitError, requestHash, type Env, type ReplayStoreSource } from '@fugu/providers';
+import type { RedisClient } from '@fugu/queue';
 import type { Logger } from '@fugu/telemetry';
 import { RateLimiter, type Bucket, type LimitKind, type LimitScope } from './limits.ts';
 import { toWireError } from './wire-error.ts';
@@ -27,7 +27,7 @@ export type CallOrigin = 'chat-call' | 'gateway' | 'conductor' | (string & {});
 export type CallPipelineOptions = {
   db: Db;
   /** needed when any rate limit is configured, and for the provider-call counter */
-  redis?: Redis;
+  redis?: RedisClient;
   config: Pick<FuguConfig, 'queuePrefix' | 'rateLimits' | 'workerRateLimits'> & { worker: Pick<FuguConfig['worker'], 'responseCache' | 'callTimeoutMs'> };
   log?: Logger;
   /** where API keys are read, by the variable names the workers give (default process.env) */

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '@fugu/core';
 import { loadConfig, redactUrl } from './config.ts';
+import { clusterUrlFor, isClusterUrl, parseRedisUrl } from './redis-url.ts';
 
 describe('loadConfig', () => {
   it('has working defaults with no environment at all', () => {
@@ -61,5 +62,39 @@ describe('loadConfig', () => {
   it('redacts passwords in URLs', () => {
     expect(redactUrl('postgres://u:secret@h:5432/db')).not.toContain('secret');
     expect(redactUrl('redis://:hunter2@h:6379')).not.toContain('hunter2');
+  });
+});
+
+describe('FUGU_REDIS_URL', () => {
+  it('takes one Redis or a cluster by its seed nodes', () => {
+    expect(parseRedisUrl('redis://127.0.0.1:6390')).toEqual({ kind: 'single', url: 'redis://127.0.0.1:6390' });
+    expect(parseRedisUrl('redis+cluster://h1:7000,h2,[::1]:7002')).toEqual({
+      kind: 'cluster',
+      nodes: [{ host: 'h1', port: 7000 }, { host: 'h2', port: 6379 }, { host: '::1', port: 7002 }],
+      tls: false,
+    });
+    expect(parseRedisUrl('rediss+cluster://user:p%40ss@h1:7000/0')).toEqual({ kind: 'cluster', nodes: [{ host: 'h1', port: 7000 }], username: 'user', password: 'p@ss', tls: true });
+    expect(parseRedisUrl('redis+cluster://:secret@h1:7000')).toMatchObject({ password: 'secret' });
+    expect(clusterUrlFor([{ host: '127.0.0.1', port: 7000 }, { host: '::1', port: 7001 }])).toBe('redis+cluster://127.0.0.1:7000,[::1]:7001');
+    expect(isClusterUrl('redis+cluster://h:1')).toBe(true);
+    expect(isClusterUrl('redis://h:1')).toBe(false);
+    expect(loadConfig({ FUGU_REDIS_URL: 'redis+cluster://h1:7000,h2:7001' }).redisUrl).toBe('redis+cluster://h1:7000,h2:7001');
+  });
+  it('names what is wrong with a malformed one, never its password', () => {
+    const bad = (url: string) => (() => { try { loadConfig({ FUGU_REDIS_URL: url }); } catch (e) { return e as ConfigError; } })();
+    expect(bad('redis://h1:7000,h2:7001')?.message).toMatch(/^invalid configuration: FUGU_REDIS_URL: several hosts in a redis:\/\/ URL; a Redis Cluster is written redis\+cluster:\/\//);
+    expect(bad('redis+cluster://h1:7000,h2:port')?.message).toMatch(/FUGU_REDIS_URL: seed node 2 \("h2:port"\) is not host\[:port\]/);
+    expect(bad('redis+cluster://h1:0')?.message).toMatch(/seed node 1 \("h1:0"\) has no valid port/);
+    expect(bad('redis+cluster://h1:7000/3')?.message).toMatch(/only database 0, not \/3/);
+    expect(bad('redis+cluster://')?.message).toMatch(/no seed node/);
+    expect(bad('http://h1')?.message).toMatch(/unsupported scheme http:/);
+    expect(bad('redis+cluster://u:hunter2@h1:7000,h2:7001/9')?.message).not.toContain('hunter2');
+    expect(bad('redis+cluster://u:hunter2@h1:7000,h2:7001/9')?.variable).toBe('FUGU_REDIS_URL');
+  });
+  it('FUGU_PROVIDER_QUEUE_SHARDS: 1 by default, a whole number from 1 to 256', () => {
+    expect(loadConfig({}).providerQueueShards).toBe(1);
+    expect(loadConfig({ FUGU_PROVIDER_QUEUE_SHARDS: '4' }).providerQueueShards).toBe(4);
+    expect(() => loadConfig({ FUGU_PROVIDER_QUEUE_SHARDS: '0' })).toThrow(/FUGU_PROVIDER_QUEUE_SHARDS/);
+    expect(() => loadConfig({ FUGU_PROVIDER_QUEUE_SHARDS: '2.5' })).toThrow(/FUGU_PROVIDER_QUEUE_SHARDS/);
   });
 });

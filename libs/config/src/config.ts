@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ConfigError, PROVIDERS, type ProviderKind } from '@fugu/core';
+import { parseRedisUrl, RedisUrlError } from './redis-url.ts';
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
@@ -26,12 +27,31 @@ export type RateLimit = z.infer<typeof rateLimitSchema>;
 
 export const configSchema = z
   .object({
-    /** Redis for the queues (BullMQ). The default is the project's own instance, started by `fugu up`. */
-    redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL').default('redis://127.0.0.1:6390'),
+    /**
+     * Redis for the queues (BullMQ): redis://host:port, or a Redis Cluster by its seed nodes,
+     * redis+cluster://host1:port1,host2:port2 (redis-url.ts). The default is the project's own
+     * instance, started by `fugu up`.
+     */
+    redisUrl: z
+      .string()
+      .superRefine((url, ctx) => {
+        try {
+          parseRedisUrl(url);
+        } catch (e) {
+          ctx.addIssue({ code: 'custom', message: e instanceof RedisUrlError ? e.detail : (e as Error).message });
+        }
+      })
+      .default('redis://127.0.0.1:6390'),
     /** Postgres for calls, rewards, runs, checkpoints. The default is the project's own instance. */
     databaseUrl: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').default('postgres://fugu@127.0.0.1:5440/fugu'),
     /** key prefix of every BullMQ queue */
     queuePrefix: z.string().regex(/^[A-Za-z0-9_-]+$/).default('fugu'),
+    /**
+     * shards of each provider's call queue (libs/queue names.ts): a job goes to the shard its job
+     * id hashes to, workers consume them all; on a Redis Cluster the shards spread one provider's
+     * load over the masters. 1 = one queue per provider. Every process of a deployment must agree.
+     */
+    providerQueueShards: z.coerce.number().int().min(1).max(256).default(1),
     /** where `fugu up` keeps the local services' data, and where reports and labels go by default */
     home: z.string().default(path.join(repoRoot, '.fugu')),
     logLevel: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
@@ -178,6 +198,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_REDIS_URL: 'redisUrl',
   FUGU_DATABASE_URL: 'databaseUrl',
   FUGU_QUEUE_PREFIX: 'queuePrefix',
+  FUGU_PROVIDER_QUEUE_SHARDS: 'providerQueueShards',
   FUGU_HOME: 'home',
   FUGU_LOG_LEVEL: 'logLevel',
   FUGU_LLMROUTER_DIR: 'llmrouterDir',
@@ -324,6 +345,12 @@ export function redactUrl(url: string): string {
  * The variables that make a child process (a worker, the gateway) load the same services,
  * queue prefix and home as `config`: spawn it with `{ ...serviceEnv(config), ...its own }`.
  */
-export function serviceEnv(config: Pick<FuguConfig, 'redisUrl' | 'databaseUrl' | 'queuePrefix' | 'home'>): Record<string, string> {
-  return { FUGU_REDIS_URL: config.redisUrl, FUGU_DATABASE_URL: config.databaseUrl, FUGU_QUEUE_PREFIX: config.queuePrefix, FUGU_HOME: config.home };
+export function serviceEnv(config: Pick<FuguConfig, 'redisUrl' | 'databaseUrl' | 'queuePrefix' | 'home'> & Partial<Pick<FuguConfig, 'providerQueueShards'>>): Record<string, string> {
+  return {
+    FUGU_REDIS_URL: config.redisUrl,
+    FUGU_DATABASE_URL: config.databaseUrl,
+    FUGU_QUEUE_PREFIX: config.queuePrefix,
+    FUGU_HOME: config.home,
+    ...(config.providerQueueShards !== undefined && { FUGU_PROVIDER_QUEUE_SHARDS: String(config.providerQueueShards) }),
+  };
 }

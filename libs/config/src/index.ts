@@ -1,1 +1,2 @@
 export * from './config.ts';
+export * from './redis-url.ts';

@@ -1,15 +1,14 @@
 // What every command needs: validated configuration, Postgres (migrated) and, when asked, Redis
 // queues. Unreachable services fail with one line naming what to set.
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { connectDb, migrate, type Db } from '@fugu/db';
-import { assertRedis, createRedis } from '@fugu/queue';
+import { assertRedis, createRedis, type RedisClient } from '@fugu/queue';
 
 export type Context = {
   config: FuguConfig;
   db: Db;
-  redis: Redis | undefined;
+  redis: RedisClient | undefined;
   queue(name: string): Queue;
   close(): Promise<void>;
 };

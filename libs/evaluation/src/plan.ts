@@ -4,7 +4,7 @@
 import { sql } from 'kysely';
 import { rng } from '@fugu/core';
 import type { Db, StoredWorker } from '@fugu/db';
-import { callJobId, providerCallQueue, type BulkJob, type ProviderCallJob } from '@fugu/queue';
+import { callJobId, providerCallQueueFor, type BulkJob, type ProviderCallJob } from '@fugu/queue';
 import type { JobsOptions } from 'bullmq';
 
 /** Seeded sample of k indices out of n (Floyd's algorithm: O(k) memory), sorted. */
@@ -29,6 +29,8 @@ export type PlanInput = {
   workers: StoredWorker[];
   repetitions: number;
   jobOptions: JobsOptions;
+  /** shards of each provider's queue (config.providerQueueShards): a call goes to its job id's shard */
+  shards: number;
   pageSize?: number;
   /** skip keys that already have a call row (resume) */
   skipExisting: boolean;
@@ -57,11 +59,12 @@ export async function* planCalls(p: PlanInput): AsyncGenerator<BulkJob<ProviderC
       for (const w of p.workers) {
         for (let rep = 0; rep < p.repetitions; rep++) {
           if (done.has(`${itemId}:${w.id}:${rep}`)) continue;
+          const jobId = callJobId(p.runId, itemId, w.id, rep);
           yield {
-            queue: providerCallQueue(w.provider),
+            queue: providerCallQueueFor(w.provider, jobId, p.shards),
             name: 'call',
             data: { v: 1, runId: p.runId, itemId, workerId: w.id, repetition: rep, provider: w.provider },
-            opts: { ...p.jobOptions, jobId: callJobId(p.runId, itemId, w.id, rep) },
+            opts: { ...p.jobOptions, jobId },
           };
         }
       }

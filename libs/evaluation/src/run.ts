@@ -6,7 +6,7 @@ import { parseUsd, InputError } from '@fugu/core';
 import {
   createRun, getDataset, getPoolWorkers, getRun, saveDataset, savePool, setEnqueued, setRunStatus, type RunRow, type StoredWorker,
 } from '@fugu/db';
-import { enqueueStream, parseJob, providerCallJobSchema, providerCallQueue } from '@fugu/queue';
+import { enqueueStream, parseJob, providerCallJobSchema, providerCallQueues } from '@fugu/queue';
 import type { JobsOptions } from 'bullmq';
 import type { Context } from './context.ts';
 import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, selectWorkers } from './inputs.ts';
@@ -101,7 +101,8 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
 
   const dataset = await getDataset(db, run.datasetId);
   const providers = [...new Set(workers.map((w) => w.provider))];
-  const queueNames = providers.map(providerCallQueue);
+  // every shard of the run's providers' queues: what the workers consume and the stall check counts
+  const queueNames = providers.flatMap((p) => providerCallQueues(p, config.providerQueueShards));
 
   let local: LocalWorkers | undefined;
   let count = opts.localWorkers;
@@ -130,7 +131,7 @@ export async function runEval(ctx: Context, opts: EvalOptions): Promise<EvalOutc
     const enqueue = async (skipExisting: boolean): Promise<number> => {
       const jobs = planCalls({
         db, runId: run.id, datasetId: run.datasetId, itemCount: dataset!.item_count, sampleSize: run.sampleSize, seed: run.seed,
-        workers, repetitions: run.repetitions, jobOptions, skipExisting,
+        workers, repetitions: run.repetitions, jobOptions, shards: config.providerQueueShards, skipExisting,
       });
       const validated = (async function* () {
         for await (const j of jobs) {

@@ -1,10 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Queue, UnrecoverableError } from 'bullmq';
-import { ServiceUnavailableError } from '@fugu/core';
+import { ConfigError, PROVIDERS, ServiceUnavailableError } from '@fugu/core';
 import { assertRedis, createRedis } from './connection.ts';
 import { chatCallJobSchema, InvalidJobError, parseJob, providerCallJobSchema, routeJobSchema } from './contracts.ts';
-import { allQueueNames, callJobId, providerCallQueue, queueKeys, routeQueue } from './names.ts';
+import { allQueueNames, callJobId, conductQueue, esEvalQueue, esFaninQueue, grpoFaninQueue, providerCallQueue, providerCallQueueFor, providerCallQueues, queueKeys, routeQueue, shardOf } from './names.ts';
+import { hashTagOf, keySlot } from './slots.ts';
 import { enqueueStream } from './producer.ts';
 import { TokenBucket } from './token-bucket.ts';
 
@@ -47,9 +48,52 @@ describe('job contracts', () => {
     expect(allQueueNames()).toContain(routeQueue);
   });
   it('names queues and job ids without characters BullMQ rejects', () => {
-    expect(providerCallQueue('openai-compatible')).toBe('provider-call.openai-compatible');
+    expect(providerCallQueue('openai-compatible')).toBe('{provider-call.openai-compatible}');
     expect(callJobId('run_1', 1, 2, 3)).not.toContain(':');
-    expect(queueKeys('fugu', 'provider-call.openai').wait).toBe('fugu:provider-call.openai:wait');
+    expect(queueKeys('fugu', providerCallQueue('openai')).wait).toBe('fugu:{provider-call.openai}:wait');
+    for (const q of allQueueNames(4)) expect(q).not.toContain(':');
+  });
+});
+
+describe('Redis Cluster slots', () => {
+  it('hashes as the Redis Cluster spec says (test/integration/redis-cluster.test.ts asks a real cluster)', () => {
+    // CRC16-XModem's check value, and the spec's hash-tag examples
+    expect(keySlot('123456789')).toBe(0x31c3 % 16384);
+    expect(keySlot('{user1000}.following')).toBe(keySlot('{user1000}.followers'));
+    expect(hashTagOf('{user1000}.following')).toBe('user1000');
+    expect(hashTagOf('foo{}{bar}')).toBe('foo{}{bar}');
+    expect(hashTagOf('foo{{bar}}zap')).toBe('{bar');
+    expect(hashTagOf('foo{bar}{zap}')).toBe('bar');
+  });
+  it("puts every key of a queue in one slot, and a flow's parent and child queues together", () => {
+    const suffixes = ['wait', 'active', 'meta', 'events', 'delayed', 'prioritized', 'marker', 'job-1', 'job-1:lock', 'job-1:dependencies'];
+    for (const q of allQueueNames(3)) expect(new Set(suffixes.map((s) => keySlot(`fugu:${q}:${s}`))).size).toBe(1);
+    expect(keySlot(`fugu:${esFaninQueue}:x`)).toBe(keySlot(`fugu:${esEvalQueue}:x`));
+    expect(keySlot(`fugu:${grpoFaninQueue}:x`)).toBe(keySlot(`fugu:${conductQueue}:x`));
+    expect(new Set([routeQueue, esEvalQueue, conductQueue, ...PROVIDERS.map((p) => providerCallQueue(p))].map(keySlot)).size).toBe(3 + PROVIDERS.length);
+  });
+  it('spreads the shards of a provider queue evenly over the slot range, one range each', () => {
+    for (const n of [2, 3, 4, 6, 16]) {
+      const slots = providerCallQueues('replay', n).map(keySlot);
+      slots.forEach((s, i) => expect(Math.floor((s * n) / 16384), `shard ${i} of ${n}`).toBe(i));
+    }
+    expect(providerCallQueues('replay', 1)).toEqual([providerCallQueue('replay')]);
+    expect(providerCallQueues('replay', 3)).toHaveLength(3);
+    expect(new Set(providerCallQueues('replay', 3)).size).toBe(3);
+    expect(() => providerCallQueues('replay', 0)).toThrow(/FUGU_PROVIDER_QUEUE_SHARDS/);
+    expect(() => providerCallQueue('replay', 3, 3)).toThrow(/shard 3 of 3/);
+  });
+  it('sends a job id to the same shard every time, and spreads ids over the shards', () => {
+    const counts = [0, 0, 0, 0];
+    for (let i = 0; i < 4000; i++) {
+      const id = callJobId('run_x', i, 1 + (i % 7), 0);
+      const s = shardOf(id, 4);
+      expect(shardOf(id, 4)).toBe(s);
+      expect(providerCallQueueFor('openai', id, 4)).toBe(providerCallQueue('openai', s, 4));
+      counts[s]!++;
+    }
+    for (const c of counts) expect(c).toBeGreaterThan(800);
+    expect(providerCallQueueFor('openai', 'any', 1)).toBe(providerCallQueue('openai'));
   });
 });
 
@@ -59,6 +103,16 @@ describe('connections', () => {
     expect(e).toBeInstanceOf(ServiceUnavailableError);
     expect((e as Error).message).toMatch(/cannot reach Redis at redis:\/\/127.0.0.1:1.*set FUGU_REDIS_URL/);
     await expect(assertRedis(redisUrl)).resolves.toBeUndefined();
+  });
+  it('names FUGU_REDIS_URL when no seed node of a cluster answers, and refuses a malformed URL', async () => {
+    const e = await assertRedis('redis+cluster://127.0.0.1:1,127.0.0.1:2').catch((err: unknown) => err);
+    expect(e).toBeInstanceOf(ServiceUnavailableError);
+    expect((e as Error).message).toMatch(/cannot reach the Redis Cluster at redis\+cluster:\/\/127.0.0.1:1,127.0.0.1:2.*--redis-cluster.*set FUGU_REDIS_URL/);
+    // a single Redis is not a cluster: its answer to CLUSTER INFO is an error
+    const single = new URL(redisUrl);
+    await expect(assertRedis(`redis+cluster://${single.host}`)).rejects.toThrow(/Redis Cluster/);
+    await expect(assertRedis('redis://a:1,b:2')).rejects.toBeInstanceOf(ConfigError);
+    expect(() => createRedis('redis+cluster://h1:70000', 'worker')).toThrow(/seed node 1 \("h1:70000"\) has no valid port/);
   });
 });
 

@@ -1,6 +1,6 @@
 // A token bucket in Redis shared by every process of a provider (tokens per minute). One Lua
 // script refills and takes atomically; it answers how long to wait when the bucket is short.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connection.ts';
 
 const SCRIPT = `
 local key = KEYS[1]
@@ -25,10 +25,10 @@ return wait
 `;
 
 export class TokenBucket {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #key: string;
   readonly #perMinute: number;
-  constructor(redis: Redis, key: string, perMinute: number) {
+  constructor(redis: RedisClient, key: string, perMinute: number) {
     this.#redis = redis;
     this.#key = key;
     this.#perMinute = perMinute;

@@ -2,9 +2,8 @@
 // and announces it on Redis pub/sub (`<prefix>:router:published`); a DeploymentWatcher in each
 // serving process loads the deployment at start, reloads at once on the message, and re-reads
 // Postgres every pollMs as a backstop (a missed message, a Redis outage).
-import type { Redis } from 'ioredis';
 import { getCheckpoint, getDeployment, publishDeployment, type CheckpointRecord, type Db, type RouterDeployment } from '@fugu/db';
-import { createRedis } from '@fugu/queue';
+import { createRedis, type RedisClient } from '@fugu/queue';
 
 export const routerPublishedChannel = (prefix: string): string => `${prefix}:router:published`;
 
@@ -17,7 +16,7 @@ export type PublishMessage = { deployment: string; checkpointId: string };
  */
 export async function publishRouter(
   db: Db,
-  redis: Redis | undefined,
+  redis: RedisClient | undefined,
   opts: { queuePrefix: string; deployment: string; checkpointId: string },
 ): Promise<RouterDeployment & { told: boolean }> {
   const d = await publishDeployment(db, opts.deployment, opts.checkpointId);
@@ -40,7 +39,7 @@ export type DeploymentWatcherOptions = {
 
 export class DeploymentWatcher {
   private readonly opts: DeploymentWatcherOptions;
-  private sub: Redis | undefined;
+  private sub: RedisClient | undefined;
   private timer: NodeJS.Timeout | undefined;
   private chain: Promise<void> = Promise.resolve();
   private loaded: string | undefined;

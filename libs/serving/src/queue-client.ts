@@ -6,9 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import { Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
 import type { FuguConfig } from '@fugu/config';
-import { createRedis, ROUTE_TEXT_MAX_CHARS, routeQueue, type RouteJob } from '@fugu/queue';
+import { createRedis, ROUTE_TEXT_MAX_CHARS, routeQueue, type RedisClient, type RouteJob } from '@fugu/queue';
 import { decodeWireError, fromWireError, InputError, type WireError } from '@fugu/core';
 import { RouterUnavailableError } from './errors.ts';
 import { checkRouteRequest } from './in-process-client.ts';
@@ -23,7 +22,7 @@ export const HEARTBEAT_TTL_MS = 3_000;
 export const WAKE_JOB_ID = 'wake';
 
 /** Router workers seen within HEARTBEAT_TTL_MS. */
-export async function liveRouterWorkers(redis: Redis, prefix: string, now = Date.now()): Promise<string[]> {
+export async function liveRouterWorkers(redis: RedisClient, prefix: string, now = Date.now()): Promise<string[]> {
   return redis.zrangebyscore(routerHeartbeatKey(prefix), now - HEARTBEAT_TTL_MS, '+inf');
 }
 
@@ -39,14 +38,14 @@ export type QueueRouteClientOptions = {
 export class QueueRouteClient implements RouteClient {
   private readonly prefix: string;
   private readonly timeoutMs: number;
-  private readonly redis: Redis;
-  private readonly eventsRedis: Redis;
+  private readonly redis: RedisClient;
+  private readonly eventsRedis: RedisClient;
   private readonly queue: Queue;
   private readonly events: QueueEvents;
   private readonly livenessCacheMs: number;
   private alive: { at: number; value: Promise<boolean> } | undefined;
 
-  private constructor(opts: QueueRouteClientOptions, redis: Redis, lastEventId: string) {
+  private constructor(opts: QueueRouteClientOptions, redis: RedisClient, lastEventId: string) {
     this.prefix = opts.config.queuePrefix;
     this.timeoutMs = opts.config.router.timeoutMs;
     this.livenessCacheMs = opts.livenessCacheMs ?? 250;

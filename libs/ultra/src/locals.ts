@@ -3,7 +3,7 @@
 // A leaf: it imports nothing from libs/ultra.
 import { InputError, type ProviderKind } from '@fugu/core';
 import type { Context, LocalWorkers } from '@fugu/evaluation';
-import { conductQueue, providerCallQueue } from '@fugu/queue';
+import { conductQueue, providerCallQueues } from '@fugu/queue';
 
 /** The local-process options a driver takes (the CLI's `--local-workers`, `--local-conductors`). */
 export type LocalProcessOptions = {
@@ -27,7 +27,7 @@ export async function startLocals(
     // so conductors drain their workflows while the workers still answer
     let nw = o.localWorkers;
     if (nw === 'auto') {
-      const connected = await Promise.all(o.providers.map((p) => ctx.queue(providerCallQueue(p)).getWorkersCount()));
+      const connected = await Promise.all(o.providers.flatMap((p) => providerCallQueues(p, ctx.config.providerQueueShards)).map((q) => ctx.queue(q).getWorkersCount()));
       nw = connected.every((n) => n > 0) ? 0 : 2;
     }
     if (nw > 0) {

@@ -6,7 +6,7 @@ import type { FuguConfig } from '@fugu/config';
 import { callErrors, conductorRunProgress, getConductorRun, getEsRun, listConductorRuns, listEsGenerations, listEsRuns, listGrpoRuns, listRuns, type EsRunRecord } from '@fugu/db';
 import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
 import { startLocalWorkers } from '@fugu/local-services';
-import { esEvalQueue, providerCallQueue } from '@fugu/queue';
+import { esEvalQueue, providerCallQueue, providerCallQueues } from '@fugu/queue';
 import { renderEsReport, renderEvalReport, renderGrpoReport, type GrpoReportData } from '@fugu/report';
 import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import {
@@ -122,9 +122,16 @@ async function cmdEval(config: FuguConfig, f: EvalFlags, signal: AbortSignal): P
   }
 }
 
-async function queueState(ctx: Context, name: string): Promise<{ queue: string; counts: Record<string, number>; workers: number }> {
-  const q = ctx.queue(name);
-  return { queue: name, counts: await q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed'), workers: await q.getWorkersCount() };
+/** The jobs and workers of a queue, or summed over a sharded provider queue's shards (`label` names them together). */
+async function queueState(ctx: Context, name: string | string[], label = Array.isArray(name) ? name.join(' ') : name): Promise<{ queue: string; counts: Record<string, number>; workers: number }> {
+  const counts: Record<string, number> = {};
+  let workers = 0;
+  for (const n of Array.isArray(name) ? name : [name]) {
+    const q = ctx.queue(n);
+    for (const [k, v] of Object.entries(await q.getJobCounts('waiting', 'prioritized', 'active', 'delayed', 'failed'))) counts[k] = (counts[k] ?? 0) + v;
+    workers += await q.getWorkersCount();
+  }
+  return { queue: label, counts, workers };
 }
 
 const countsText = (c: Record<string, number>): string => Object.entries(c).map(([k, v]) => `${k} ${v}`).join(', ');
@@ -160,7 +167,10 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined, json: bo
     }
     const s = await collectRunSummary(ctx.db, runId);
     const r = s.run;
-    const queues = await Promise.all([...new Set(s.workers.map((w) => w.provider))].map((p) => queueState(ctx, providerCallQueue(p))));
+    const queues = await Promise.all([...new Set(s.workers.map((w) => w.provider))].map((p) => {
+      const shards = providerCallQueues(p, ctx.config.providerQueueShards);
+      return queueState(ctx, shards, shards.length > 1 ? `${providerCallQueue(p)} (${shards.length} shards)` : shards[0]);
+    }));
     const errors = await callErrors(ctx.db, runId);
     if (json) return printJson({ run: r, queues, errors, summary: s.report });
     process.stdout.write(`run ${r.id}: ${r.status}${r.statusReason ? ` (${r.statusReason})` : ''}\n`);

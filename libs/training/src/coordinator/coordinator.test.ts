@@ -3,10 +3,9 @@
 // tested: flows, fan-in, failing children, re-dispatch, duplicates, resume.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { esEvaluations, getCheckpoint, getEsRun, getEsState, listEsGenerations, saveCheckpoint } from '@fugu/db';
-import { createRedis } from '@fugu/queue';
+import { createRedis, type RedisClient } from '@fugu/queue';
 import type { FitnessTask, FitnessTaskOptions } from '../tasks/types.ts';
 import { startEvaluator, type EvaluatorHandle } from '../evaluator/evaluator.ts';
 import { createEsRunFromCheckpoint, checkEsResume } from './create-run.ts';
@@ -18,8 +17,8 @@ const N = 12;
 const target = Array.from({ length: N }, (_, i) => Math.sin(i + 1));
 
 let t: TestDatabase;
-let producer: Redis;
-const conns: Redis[] = [];
+let producer: RedisClient;
+const conns: RedisClient[] = [];
 const prefix = `fugut${randomBytes(4).toString('hex')}`;
 
 /** fitness = -||theta - target||^2 (+ a replica-dependent offset) */
@@ -59,7 +58,7 @@ function failingTask(failures: Map<string, number>): (o: FitnessTaskOptions) => 
   };
 }
 
-const worker = (): Redis => {
+const worker = (): RedisClient => {
   const c = createRedis(redisUrl, 'worker');
   conns.push(c);
   return c;

@@ -18,10 +18,9 @@
 // recorded and dispatches only the missing evaluations; every generation (interrupted or not)
 // reads its state back from Postgres, so a resumed run computes exactly what an uninterrupted one
 // does.
-import type { Redis } from 'ioredis';
 import { InputError } from '@fugu/core';
 import { getCheckpoint, getEsRun, setEsRunStatus, type Db, type EsGenerationRecord } from '@fugu/db';
-import type { EsEvalJob } from '@fugu/queue';
+import type { EsEvalJob, RedisClient } from '@fugu/queue';
 import { EsDriver } from './es-driver.ts';
 
 export { esCheckpoint, esMeanCheckpointId } from './es-driver.ts';
@@ -50,8 +49,8 @@ export type DispatchEvent = { runId: string; generation: number; dispatch: strin
 export type CoordinatorOptions = {
   db: Db;
   /** BullMQ connections: `connection` for the producer, `workerConnection` for the fan-in worker (maxRetriesPerRequest null) */
-  connection: Redis;
-  workerConnection: Redis;
+  connection: RedisClient;
+  workerConnection: RedisClient;
   prefix: string;
   runId: string;
   /** how often Postgres is polled for the generation's rows (the fan-in job wakes the loop sooner) */

@@ -5,12 +5,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { InputError, WireFailure } from '@fugu/core';
 import type { Db } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
-import { createRedis } from '@fugu/queue';
+import { createRedis, type RedisClient } from '@fugu/queue';
 import { runStagedLoop, type LoopDispatchEvent, type LoopIteration, type LoopJob, type StagedDriver, type StagedLoopOptions } from './loop.ts';
 
 const redisUrl = process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -83,9 +82,9 @@ class ToyDriver implements StagedDriver<ToyIteration, number, ToyUpdate> {
 }
 
 let t: TestDatabase;
-let producer: Redis;
-const conns: Redis[] = [];
-const conn = (): Redis => {
+let producer: RedisClient;
+const conns: RedisClient[] = [];
+const conn = (): RedisClient => {
   const c = createRedis(redisUrl, 'worker');
   conns.push(c);
   return c;

@@ -22,8 +22,8 @@
 // stored, what the fan-in computes and what the commit writes. Contract: README.md in this folder.
 import { randomBytes } from 'node:crypto';
 import { FlowProducer, Worker, type FlowJob, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { decodeWireError, type WireError } from '@fugu/core';
+import type { RedisClient } from '@fugu/queue';
 
 /** Where the loop's own time went in an iteration (ms; waiting for the jobs excluded). */
 export type LoopTimings = { load: number; dispatch: number; poll: number; fanin: number; commit: number };
@@ -87,8 +87,8 @@ export type LoopIterationEvent<C> = {
 
 export type StagedLoopOptions<C> = {
   /** BullMQ connections: `connection` for the producer, `workerConnection` for the fan-in worker (maxRetriesPerRequest null) */
-  connection: Redis;
-  workerConnection: Redis;
+  connection: RedisClient;
+  workerConnection: RedisClient;
   prefix: string;
   /** how often the result count is polled (the fan-in job wakes the loop sooner) */
   pollMs?: number;

@@ -15,11 +15,10 @@
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Worker, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
 import { decodeWireError, WireFailure } from '@fugu/core';
 import { SepCmaEs, type SepCmaEsState } from '@fugu/es';
 import { getEsRun, getEsState, recordedEsCandidates, recordEsEvaluations, type Db } from '@fugu/db';
-import { esEvalJobSchema, esEvalQueue, parseJob, type EsEvalJob, type EsEvalResult } from '@fugu/queue';
+import { esEvalJobSchema, esEvalQueue, parseJob, type EsEvalJob, type EsEvalResult, type RedisClient } from '@fugu/queue';
 import { stateVersion, type EsRunConfig } from '../coordinator/run-config.ts';
 import { createFitnessTask } from '../tasks/index.ts';
 import type { FitnessTask, FitnessTaskOptions } from '../tasks/types.ts';
@@ -27,7 +26,7 @@ import type { FitnessTask, FitnessTaskOptions } from '../tasks/types.ts';
 export type EvaluatorOptions = {
   db: Db;
   /** a worker connection (maxRetriesPerRequest: null) */
-  connection: Redis;
+  connection: RedisClient;
   prefix: string;
   /** FUGU_HOME (the fitness task caches the backbone's SVD there) */
   home: string;

@@ -39,7 +39,7 @@ export type PolicyConductorFactory = (spec: Extract<ConductorSpec, { kind: 'poli
 
 export type EngineDeps = {
   db: Db;
-  config: Pick<FuguConfig, 'worker' | 'conductor'>;
+  config: Pick<FuguConfig, 'worker' | 'conductor' | 'providerQueueShards'>;
   /** the provider-call queues by name (kept open by the caller) */
   queue: (name: string) => Queue;
   /** the call pipeline of this process (llm: Conductors call through it) */
@@ -128,7 +128,7 @@ export type WorkflowEnv = {
 };
 
 function engineSteps(deps: EngineDeps): WorkflowEnv {
-  const client: ChatCallClientOptions = { db: deps.db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), origin: 'conductor' };
+  const client: ChatCallClientOptions = { db: deps.db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), shards: deps.config.providerQueueShards, origin: 'conductor' };
   return {
     write: (r, options, workers, pool, item) => writeWorkflow(deps, r, options, workers, pool, item),
     runSteps: (calls) => {
