@@ -47,6 +47,8 @@ export default [
             lib('serving', ['core', 'config', 'telemetry', 'db', 'queue', 'router-model']),
             // training: ES fitness tasks, coordinator and evaluators (routing data, features, the router model); never serving
             lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'es', 'telemetry', 'report']),
+            // batch: the OpenAI Batch API's files, batches and their driver (lines as chat-call jobs)
+            lib('batch', ['core', 'telemetry', 'db', 'queue', 'calls']),
             // ultra: the Conductor on the cluster (conduct jobs, writers, steps as chat calls, batches, reports' data); never serving
             lib('ultra', ['core', 'config', 'telemetry', 'db', 'queue', 'calls', 'datasets', 'providers', 'conductor', 'router-model', 'training', 'evaluation', 'report', 'grpo']),
           ],

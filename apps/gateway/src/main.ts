@@ -78,7 +78,10 @@ async function main(): Promise<void> {
     ...(itemOf && { itemOf }),
   };
   const ultra = (ctx: GatewayContext) => ultraModel(ctx, { name: process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || ULTRA_MODEL, db, poolId: stored.poolId, workers: stored.workers, deps: ultraDeps });
-  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry, rewards, extraModels: [ultra] });
+  // the Batch API: lines as chat-call jobs on the provider queues (replay workers answer from the LLMRouter data)
+  const replayPool = g.pool === 'llmrouter' || g.pool.startsWith('llmrouter:');
+  const batches = { queue, workers: stored.workers, ...(replayPool && { replayDataset: g.pool }) };
+  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry, rewards, batches, extraModels: [ultra] });
   await app.listen({ port: g.port, host: g.host });
   const port = (app.server.address() as { port: number }).port;
   log.info(

@@ -18,10 +18,12 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { RedisClient } from '@fugu/queue';
-import { createCallPipeline } from '@fugu/calls';
+import type { Queue } from 'bullmq';
+import { BatchDriver, FILE_LIMITS, type BatchDriverOptions } from '@fugu/batch';
+import { createCallPipeline, defaultChatCallJobOptions } from '@fugu/calls';
 import { InputError, type WorkerPool } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import type { Db } from '@fugu/db';
+import type { Db, StoredWorker } from '@fugu/db';
 import type { ChatModel, Env, ReplayStoreSource } from '@fugu/providers';
 import type { RouteClient } from '@fugu/serving';
 import { Registry, createLogger, scrub, type Logger } from '@fugu/telemetry';
@@ -35,6 +37,8 @@ import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
 import { recordsPlugin, requestIdOf } from './plugins/records.ts';
 import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
+import { batchesPlugin } from './plugins/batches.ts';
+import { gatewayBatchCodec } from './batch-codec.ts';
 import { createWorkerModels } from './workers.ts';
 import { journalKey, RecordWriter } from './record-writer.ts';
 
@@ -67,6 +71,15 @@ export type GatewayOptions = {
   registry?: Registry;
   /** POST /v1/rewards: the reward service (@fugu/ultra createRewardsService) and its body limit; absent: no such route */
   rewards?: Omit<RewardsPluginOptions, 'ctx'>;
+  /** the Batch API (needs the database): the chat-call queues and the stored pool; absent: no such routes */
+  batches?: {
+    queue: (name: string) => Queue;
+    workers: readonly StoredWorker[];
+    /** the LLMRouter data the replay workers answer from (gateway.pool llmrouter[:dir]) */
+    replayDataset?: string;
+    /** driver settings (tests) */
+    driver?: Pick<BatchDriverOptions, 'pollMs' | 'leaseMs' | 'stallMs'>;
+  };
 };
 
 export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstance> {
@@ -121,6 +134,25 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   app.addHook('onClose', async () => {
     await calls.close?.();
   });
+  // the Batch API's driver: this gateway's share of the open batches (gateway.batchDrivers; 0: none, the routes stay)
+  const batchDriver: BatchDriver | undefined | null =
+    !opts.batches || !opts.db
+      ? null
+      : g.batchDrivers === 0
+        ? undefined
+        : new BatchDriver({
+            db: opts.db,
+            calls: { db: opts.db, queue: opts.batches.queue, jobOptions: defaultChatCallJobOptions(opts.config.worker), shards: opts.config.providerQueueShards },
+            codec: gatewayBatchCodec({ ctx, models, db: opts.db, workers: opts.batches.workers, ...(opts.batches.replayDataset !== undefined && { replayDataset: opts.batches.replayDataset }) }),
+            log,
+            maxInFlight: g.batchMaxInFlight,
+            concurrency: g.batchDrivers,
+            ...opts.batches.driver,
+          });
+  if (batchDriver) {
+    app.addHook('onReady', async () => batchDriver.start());
+    app.addHook('onClose', async () => batchDriver.stop());
+  }
   await app.register(recordsPlugin, { ctx });
   // the API: every route in this scope authenticates first
   await app.register(async (api) => {
@@ -130,6 +162,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     await api.register(modelsPlugin, { ctx, models });
     await api.register(routePlugin, { ctx });
     if (opts.rewards) await api.register(rewardsPlugin, { ctx, ...opts.rewards });
+    if (batchDriver !== null) await api.register(batchesPlugin, { ctx, db: opts.db!, driver: batchDriver, limits: { ...FILE_LIMITS, maxBytes: g.filesMaxBytes, maxLines: g.batchMaxLines } });
   });
   await app.register(opsPlugin, { ctx });
   if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis as Redis, adminKey: opts.adminKey }); // a Cluster too: Bull Board's queues take either (adminPlugin's type says Redis)

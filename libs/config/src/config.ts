@@ -185,6 +185,14 @@ export const configSchema = z
          * sweeps of the live ones write it; they sweep every third of it
          */
         journalGraceMs: positiveInt.default(30_000),
+        /** the Batch API: bytes of one uploaded file */
+        filesMaxBytes: positiveInt.default(512 * 1024 * 1024),
+        /** the Batch API: lines of one batch input file */
+        batchMaxLines: positiveInt.default(1_000_000),
+        /** the Batch API: unanswered lines one batch may have on the queues (the next part of its file waits for room) */
+        batchMaxInFlight: positiveInt.default(20_000),
+        /** the Batch API: batches this gateway drives at once (0: it drives none; other gateways do) */
+        batchDrivers: nonNegInt.default(4),
       })
       .strict()
       .prefault({}),
@@ -242,6 +250,10 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
   FUGU_GATEWAY_KEY_CACHE_MS: 'gateway.keyCacheMs',
   FUGU_GATEWAY_JOURNAL_GRACE_MS: 'gateway.journalGraceMs',
+  FUGU_FILES_MAX_BYTES: 'gateway.filesMaxBytes',
+  FUGU_BATCH_MAX_LINES: 'gateway.batchMaxLines',
+  FUGU_BATCH_MAX_IN_FLIGHT: 'gateway.batchMaxInFlight',
+  FUGU_BATCH_DRIVERS: 'gateway.batchDrivers',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

@@ -19,6 +19,10 @@ describe('gateway configuration', () => {
       logMessages: false,
       keyCacheMs: 1_000,
       journalGraceMs: 30_000,
+      filesMaxBytes: 536_870_912,
+      batchMaxLines: 1_000_000,
+      batchMaxInFlight: 20_000,
+      batchDrivers: 4,
     });
   });
 

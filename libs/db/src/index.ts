@@ -13,3 +13,4 @@ export * from './workflows.ts';
 export * from './conductor-runs.ts';
 export * from './grpo.ts';
 export * from './ultra-serving.ts';
+export * from './batches.ts';

@@ -13,6 +13,7 @@ import * as m0009 from './0009_worker_descriptions.ts';
 import * as m0010 from './0010_grpo.ts';
 import * as m0011 from './0011_ultra_serving.ts';
 import * as m0012 from './0012_responses.ts';
+import * as m0013 from './0013_batches.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -27,4 +28,5 @@ export const migrations: Record<string, Migration> = {
   '0010_grpo': m0010,
   '0011_ultra_serving': m0011,
   '0012_responses': m0012,
+  '0013_batches': m0013,
 };

@@ -1,0 +1,393 @@
+// The batch driver: takes open batches (a lease in Postgres, so one driver at a time drives a
+// batch and another takes over when its process dies), reads the input a part at a time, runs
+// each runnable line as a chat-call job on its worker's provider queue (libs/calls: one
+// `chat_calls` row per line, keyed `<batch id>.<line>`), follows the answers, and writes the
+// output and error files when every line is answered, cancelled or expired.
+//
+// Flat memory: a driver holds at most `maxInFlight` unanswered lines' ids (it reads the next part
+// only when the answers leave room) and one part of a file at a time; nothing grows with the
+// batch. Crash safety: every step is written before the next is taken and is idempotent when
+// taken again (lines `on conflict do nothing`, chat calls by id, a part charged once), so a driver
+// that takes over a batch goes on where the dead one was, answers no custom_id twice and pays for
+// no line twice. Jobs Redis lost (a flushed or failed-over Redis) are put back when no answer has
+// come for `stallMs` (reconcileChatCalls).
+import { performance } from 'node:perf_hooks';
+import { hostname } from 'node:os';
+import { Job } from 'bullmq';
+import { parseUsd, type ChatRequest, type ProviderKind } from '@fugu/core';
+import {
+  addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatRequestWorkers,
+  insertBatchLines, lineOfCustomIds, releaseBatchLease, renewBatchLease, updateBatchRow,
+  type BatchLineRow, type BatchRow, type BatchStatus, type ChatCallRow, type Db, type NewBatchLine, type StoredWorker,
+} from '@fugu/db';
+import { reconcileChatCalls, submitChatCalls, type ChatCallClientOptions, type ChatCallSpec } from '@fugu/calls';
+import { providerCallQueueFor } from '@fugu/queue';
+import { scrub, type Logger } from '@fugu/telemetry';
+import { FileWriter, readParts } from './files.ts';
+import { customIdOf, parseLine, type LineError } from './lines.ts';
+
+/** A line the endpoint's codec has read: the worker and request it runs, or why it cannot. */
+export type ResolvedLine = { line: number; ok: true; model: string; worker: StoredWorker; request: ChatRequest } | { line: number; ok: false; error: LineError };
+
+/** What a batch's endpoint contributes (the gateway's: its wire checks, routing, response bodies). */
+export type BatchCodec = {
+  /**
+   * The requests of lines (their bodies), each as the endpoint would run it for the batch's key
+   * (`batch.allowed`): `fugu` routed, a worker by name. `worker` given: the line was routed before
+   * (a driver that took over), use that worker.
+   */
+  resolve(batch: BatchRow, lines: ReadonlyArray<{ line: number; body: Record<string, unknown>; worker?: string }>): Promise<ResolvedLine[]>;
+  /** The response of a line's call row: the endpoint's body and HTTP status. */
+  answer(line: BatchLineRow, call: ChatCallRow): { statusCode: number; body: Record<string, unknown> };
+};
+
+export type BatchDriverOptions = {
+  db: Db;
+  /** the chat-call queues (origin is set to `batch`) */
+  calls: Omit<ChatCallClientOptions, 'origin'>;
+  codec: BatchCodec;
+  log: Logger;
+  /** this driver's name in leases (default host + pid) */
+  owner?: string;
+  /** a lease lapses this long after its last renewal (default 30 s) */
+  leaseMs?: number;
+  /** how often answers are looked for and open batches claimed (default 500 ms) */
+  pollMs?: number;
+  /** unanswered lines a batch may have in flight; the next part waits for room (default 20,000) */
+  maxInFlight?: number;
+  /** batches this driver runs at once (default 4) */
+  concurrency?: number;
+  /** no answer for this long: jobs Redis lost are put back (default 15 s) */
+  stallMs?: number;
+};
+
+type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; completed: number; failed: number; cost: bigint };
+
+const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
+
+export class BatchDriver {
+  readonly owner: string;
+  readonly #o: Required<Omit<BatchDriverOptions, 'owner'>>;
+  readonly #active = new Set<string>();
+  #running = false;
+  #loops: Promise<void>[] = [];
+  #wake: (() => void) | undefined;
+
+  constructor(o: BatchDriverOptions) {
+    this.owner = o.owner ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
+    this.#o = { leaseMs: 30_000, pollMs: 500, maxInFlight: 20_000, concurrency: 4, stallMs: 15_000, ...o };
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    for (let i = 0; i < this.#o.concurrency; i++) this.#loops.push(this.#loop());
+  }
+
+  /** Looks for open batches now (a batch was just made). */
+  poke(): void {
+    this.#wake?.();
+  }
+
+  /** Stops taking batches and leaves the ones it drives (their leases lapse, or are released). */
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.poke();
+    await Promise.all(this.#loops);
+    this.#loops = [];
+  }
+
+  async #sleep(ms: number): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(done, ms);
+      const prev = this.#wake;
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.#wake = () => {
+        prev?.();
+        done();
+      };
+    });
+  }
+
+  async #loop(): Promise<void> {
+    while (this.#running) {
+      let b: BatchRow | undefined;
+      try {
+        b = await claimBatch(this.#o.db, this.owner, this.#o.leaseMs, [...this.#active]);
+      } catch (e) {
+        this.#o.log.warn({ err: scrub((e as Error).message) }, 'could not look for open batches');
+      }
+      if (!b) {
+        await this.#sleep(this.#o.pollMs * 4);
+        continue;
+      }
+      this.#active.add(b.id);
+      try {
+        await this.#drive(b);
+      } catch (e) {
+        this.#o.log.error({ batch: b.id, err: scrub((e as Error).message) }, 'batch driver failed (the batch is taken again)');
+        await this.#sleep(this.#o.pollMs);
+      } finally {
+        this.#active.delete(b.id);
+        await releaseBatchLease(this.#o.db, b.id, this.owner).catch(() => {});
+      }
+    }
+  }
+
+  async #drive(start: BatchRow): Promise<void> {
+    const { db, log } = this.#o;
+    const id = start.id;
+    if (start.status === 'validating') await updateBatchRow(db, id, this.owner, { status: 'in_progress', inProgressAt: 'now' }, ['validating']);
+    log.info({ batch: id, part: start.nextPart }, 'driving a batch');
+    const open = new Map<number, OpenPart>();
+    for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p));
+    let submitted = start.submitted;
+    // parts below it are submitted whole; the one at it may have been begun by a dead driver (read again)
+    let nextPart = start.nextPart;
+    const parts = readParts(db, start.inputFileId, start.nextPart);
+    let progressAt = performance.now();
+    let shown = { completed: start.completed, failed: start.failed };
+    while (this.#running) {
+      if (!(await renewBatchLease(db, id, this.owner, this.#o.leaseMs))) return;
+      const b = await getBatchRow(db, id);
+      if (!b) return;
+      if (b.status === 'finalizing') return this.#finalize(b, 'completed');
+      const ending = b.status === 'cancelling' ? 'cancelled' : Date.now() >= b.expiresAt.getTime() ? 'expired' : undefined;
+      if (ending) {
+        await this.#settle(b, open);
+        return this.#finalize(b, ending);
+      }
+      // the next parts, while the answers leave room
+      let inFlight = [...open.values()].reduce((n, p) => n + p.pending.size, 0);
+      while (!submitted && inFlight < this.#o.maxInFlight && this.#running) {
+        const n = await parts.next();
+        if (n.done) {
+          submitted = true;
+          await updateBatchRow(db, id, this.owner, { submitted: true });
+          break;
+        }
+        const p = await this.#submitPart(b, n.value);
+        open.set(p.part, p);
+        inFlight += p.pending.size;
+        nextPart = n.value.part + 1;
+        await updateBatchRow(db, id, this.owner, { nextPart });
+        progressAt = performance.now();
+      }
+      // the answers
+      if (await this.#collect(id, open, nextPart)) progressAt = performance.now();
+      const done = await batchPartTotals(db, id);
+      const now = { completed: done.completed + sum(open, (p) => p.completed), failed: done.failed + sum(open, (p) => p.failed) };
+      if (now.completed !== shown.completed || now.failed !== shown.failed) {
+        await updateBatchRow(db, id, this.owner, now);
+        shown = now;
+      }
+      if (submitted && open.size === 0) {
+        await updateBatchRow(db, id, this.owner, { status: 'finalizing', finalizingAt: 'now' }, ['in_progress']);
+        return this.#finalize(b, 'completed');
+      }
+      if (performance.now() - progressAt >= this.#o.stallMs) {
+        const ids = [...open.values()].flatMap((p) => [...p.pending]);
+        const back = await reconcileChatCalls(this.#client(), ids).catch(() => []);
+        if (back.length > 0) log.warn({ batch: id, n: back.length }, 'put back chat-call jobs that were lost');
+        progressAt = performance.now();
+      }
+      await this.#sleep(this.#o.pollMs);
+    }
+  }
+
+  #client(): ChatCallClientOptions {
+    return { ...this.#o.calls, origin: 'batch' };
+  }
+
+  /** An open part as the database has it: its lines' answers so far, the ones still pending. */
+  async #openPart(batchId: string, p: { part: number; firstLine: number; lines: number }): Promise<OpenPart> {
+    const rows = await getBatchLines(this.#o.db, batchId, p.firstLine, p.firstLine + p.lines - 1);
+    const o: OpenPart = { ...p, pending: new Set(), completed: 0, failed: 0, cost: 0n };
+    for (const r of rows) {
+      if (r.callId) o.pending.add(r.callId);
+      else o.failed++;
+    }
+    await this.#collect(batchId, new Map([[p.part, o]]), -1);
+    return o;
+  }
+
+  /**
+   * Looks up the pending lines' call rows; finishes the parts below `finishBelow` whose lines all
+   * have one (a part at or past it is being read again). Returns whether anything was answered.
+   */
+  async #collect(batchId: string, open: Map<number, OpenPart>, finishBelow: number): Promise<boolean> {
+    let any = false;
+    for (const p of [...open.values()]) {
+      if (p.pending.size > 0) {
+        for (const r of await getChatCalls(this.#o.db, [...p.pending])) {
+          p.pending.delete(r.key);
+          if (r.status === 'ok') p.completed++;
+          else p.failed++;
+          p.cost += parseUsd(r.cost);
+          any = true;
+        }
+      }
+      if (p.part < finishBelow && p.pending.size === 0) {
+        await finishBatchPart(this.#o.db, batchId, p.part, p);
+        open.delete(p.part);
+      }
+    }
+    return any;
+  }
+
+  /** Reads, checks and runs one input part; returns it open (its calls pending). */
+  async #submitPart(b: BatchRow, input: { part: number; firstLine: number; lines: string[] }): Promise<OpenPart> {
+    const { db, codec } = this.#o;
+    const first = input.firstLine;
+    const last = first + input.lines.length - 1;
+    const callId = (line: number) => `${b.id}.${line}`;
+    // the part is known before any of its calls exists: a cancel settles it, whatever happens next
+    await addBatchPart(db, b.id, { part: input.part, firstLine: first, lines: input.lines.length });
+    // lines a driver before this one wrote (it died in this part) stay as they are
+    const known = new Map((await getBatchLines(db, b.id, first, last)).map((r) => [r.line, r]));
+    const rows: NewBatchLine[] = [];
+    const envelopes: Array<{ line: number; customId: string; body: Record<string, unknown> }> = [];
+    input.lines.forEach((text, i) => {
+      const line = first + i;
+      if (known.has(line)) return;
+      const e = parseLine(text, line, b.endpoint);
+      if (e.ok) envelopes.push({ line, customId: e.customId, body: e.body });
+      else rows.push({ line, customId: e.customId, model: null, worker: null, callId: null, error: e.error });
+    });
+    const resolved = new Map((await codec.resolve(b, envelopes)).map((r) => [r.line, r]));
+    const specs = new Map<number, ChatCallSpec>();
+    for (const e of envelopes) {
+      const r = resolved.get(e.line);
+      if (!r) rows.push({ line: e.line, customId: e.customId, model: null, worker: null, callId: null, error: { code: 'internal_error', message: `line ${e.line}: not resolved` } });
+      else if (!r.ok) rows.push({ line: e.line, customId: e.customId, model: typeof e.body.model === 'string' ? e.body.model : null, worker: null, callId: null, error: r.error });
+      else {
+        rows.push({ line: e.line, customId: e.customId, model: r.model, worker: r.worker.name, callId: callId(e.line), error: null });
+        specs.set(e.line, { id: callId(e.line), worker: r.worker, request: r.request });
+      }
+    }
+    const inserted = await insertBatchLines(db, b.id, rows);
+    // a runnable line not inserted: its custom_id runs on another line already
+    const dup = rows.filter((r) => r.error === null && !inserted.has(r.line));
+    if (dup.length > 0) {
+      const firstOf = await lineOfCustomIds(db, b.id, dup.map((r) => r.customId!));
+      await insertBatchLines(db, b.id, dup.map((r) => ({
+        ...r, callId: null,
+        error: { code: 'duplicate_custom_id', message: `line ${r.line}: custom_id ${JSON.stringify(r.customId)} is used by line ${firstOf.get(r.customId!) ?? '?'} already (custom_ids are unique in a batch)`, param: 'custom_id' },
+      })));
+      for (const r of dup) specs.delete(r.line);
+    }
+    // lines of a dead driver that were to run: their requests again, on the worker chosen then
+    const again = [...known.values()].filter((r) => r.callId !== null);
+    if (again.length > 0) {
+      const bodies = again.map((r) => ({ line: r.line, body: (JSON.parse(input.lines[r.line - first]!) as { body: Record<string, unknown> }).body, worker: r.worker! }));
+      for (const r of await codec.resolve(b, bodies)) if (r.ok) specs.set(r.line, { id: callId(r.line), worker: r.worker, request: r.request });
+    }
+    if (specs.size > 0) await submitChatCalls(this.#client(), [...specs.values()]);
+    return this.#openPart(b.id, { part: input.part, firstLine: first, lines: input.lines.length });
+  }
+
+  /**
+   * Cancelling (or expiring): the waiting jobs of pending lines are removed, and running ones
+   * answer; then every open part is finished with what it has (a line without an answer failed,
+   * cancelled). No call starts after this.
+   */
+  async #settle(b: BatchRow, open: Map<number, OpenPart>): Promise<void> {
+    const { db } = this.#o;
+    const client = this.#client();
+    for (;;) {
+      await this.#collect(b.id, open, -1);
+      const pending = [...open.values()].flatMap((p) => [...p.pending]);
+      if (pending.length === 0) break;
+      let running = 0;
+      for (let i = 0; i < pending.length; i += 1000) {
+        for (const w of await getChatRequestWorkers(db, pending.slice(i, i + 1000))) {
+          const q = client.queue(providerCallQueueFor(w.provider as ProviderKind, w.id, client.shards));
+          const job = await Job.fromId(q, w.id);
+          const state = job ? await job.getState() : 'unknown';
+          if (state === 'active') running++;
+          else if (job && state !== 'completed' && state !== 'failed' && state !== 'unknown') {
+            // waiting, delayed, prioritized: removed before any worker takes it (a lock means it just started)
+            await job.remove().catch(() => running++);
+          }
+        }
+      }
+      if (running === 0) {
+        // nothing runs any more: what has no row now never will
+        await this.#collect(b.id, open, -1);
+        for (const p of open.values()) {
+          p.failed += p.pending.size;
+          p.pending.clear();
+        }
+        break;
+      }
+      if (!(await renewBatchLease(db, b.id, this.owner, this.#o.leaseMs))) throw new Error(`batch ${b.id}: lost its lease while cancelling`);
+      await this.#sleep(this.#o.pollMs);
+    }
+    for (const p of [...open.values()]) await finishBatchPart(db, b.id, p.part, p);
+    open.clear();
+  }
+
+  /** Writes the output and error files in input order, and ends the batch. */
+  async #finalize(b: BatchRow, ending: 'completed' | 'cancelled' | 'expired'): Promise<void> {
+    const { db, codec } = this.#o;
+    const outId = `file-${b.id.slice('batch_'.length)}o`;
+    const errId = `file-${b.id.slice('batch_'.length)}e`;
+    // a driver that died while writing them left incomplete files: written again from the start
+    await deleteFileRow(db, outId);
+    await deleteFileRow(db, errId);
+    const out = new FileWriter(db, { id: outId, apiKeyId: b.apiKeyId, purpose: 'batch_output', filename: `${b.id}_output.jsonl` });
+    const err = new FileWriter(db, { id: errId, apiKeyId: b.apiKeyId, purpose: 'batch_output', filename: `${b.id}_error.jsonl` });
+    let completed = 0;
+    let failed = 0;
+    const reqId = (line: number) => `batch_req_${b.id.slice('batch_'.length)}_${line}`;
+    for await (const part of readParts(db, b.inputFileId)) {
+      const last = part.firstLine + part.lines.length - 1;
+      const rows = new Map((await getBatchLines(db, b.id, part.firstLine, last)).map((r) => [r.line, r]));
+      const ids = [...rows.values()].flatMap((r) => (r.callId ? [r.callId] : []));
+      const calls = new Map((await getChatCalls(db, ids)).map((c) => [c.key, c]));
+      for (let i = 0; i < part.lines.length; i++) {
+        const line = part.firstLine + i;
+        const r = rows.get(line);
+        const customId = r ? r.customId : customIdOf(part.lines[i]!);
+        if (r?.error) {
+          failed++;
+          await err.line(JSON.stringify({ id: reqId(line), custom_id: customId, line, response: null, error: { ...r.error, line } }));
+          continue;
+        }
+        const call = r?.callId ? calls.get(r.callId) : undefined;
+        if (!r || !call) {
+          const code = ending === 'expired' ? 'batch_expired' : 'batch_cancelled';
+          const message = `line ${line}: not run: the batch was ${ending === 'expired' ? 'past its completion window' : 'cancelled'} before this request ran`;
+          await err.line(JSON.stringify({ id: reqId(line), custom_id: customId, line, response: null, error: { code, message, line } }));
+          continue;
+        }
+        const a = codec.answer(r, call);
+        const entry = JSON.stringify({ id: reqId(line), custom_id: customId, response: { status_code: a.statusCode, request_id: call.key, body: a.body }, error: null });
+        if (call.status === 'ok') {
+          completed++;
+          await out.line(entry);
+        } else {
+          failed++;
+          await err.line(entry);
+        }
+      }
+    }
+    const outputFileId = out.lines > 0 ? await out.finish() : (await out.discard(), undefined);
+    const errorFileId = err.lines > 0 ? await err.finish() : (await err.discard(), undefined);
+    const status: BatchStatus = ending;
+    const ok = await updateBatchRow(db, b.id, this.owner, {
+      status, completed, failed, [ENDINGS[ending]]: 'now', ...(outputFileId && { outputFileId }), ...(errorFileId && { errorFileId }),
+    }, ['in_progress', 'finalizing', 'cancelling', 'validating']);
+    if (ok) this.#o.log.info({ batch: b.id, status, completed, failed }, 'batch ended');
+  }
+}
+
+function sum(open: Map<number, OpenPart>, f: (p: OpenPart) => number): number {
+  let n = 0;
+  for (const p of open.values()) n += f(p);
+  return n;
+}
+

@@ -1,0 +1,4 @@
+export * from './files.ts';
+export * from './lines.ts';
+export * from './api.ts';
+export * from './driver.ts';
