@@ -126,7 +126,8 @@ run_cluster_tests() {
 }
 
 # test:images builds the image and runs the stack as containers on a Docker daemon (DOCKER picks
-# the client; FUGU_IMAGES_BUILDER=legacy|buildkit the builder, legacy by default).
+# the client; FUGU_IMAGES_BUILDER=legacy|buildkit the builder, by default BuildKit where the client
+# has it, else the legacy builder).
 run_images_tests() {
   local docker="${DOCKER:-docker}"
   if ! command -v "$docker" >/dev/null 2>&1; then

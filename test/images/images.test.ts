@@ -25,7 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { getCheckpoint, getRun, type Db } from '@fugu/db';
 import { waitFor } from '../support/eval-env.ts';
-import { APPS, BUILDER, buildImage, DOCKER, docker, dockerOk, dockerUnavailable, nodeImage, repoRoot, serviceImages, Stack, type App, type Run } from './stack.ts';
+import { APPS, buildImage, builder, DOCKER, docker, dockerOk, dockerUnavailable, nodeImage, repoRoot, serviceImages, Stack, type App, type Run } from './stack.ts';
 
 const IMAGE = process.env.FUGU_IMAGES_TAG ?? 'fugu:images-test';
 const SAMPLE = 500; // LLMRouter questions, x 9 replay workers = the batch's calls
@@ -83,7 +83,7 @@ beforeAll(async () => {
   if (why) throw new Error(why);
   const server = await dockerOk(['version', '--format', '{{.Server.Version}}']);
   const client = await dockerOk(['version', '--format', '{{.Client.Version}}']);
-  report['docker'] = `client ${client} (${DOCKER}), daemon ${server}, builder ${BUILDER}`;
+  report['docker'] = `client ${client} (${DOCKER}), daemon ${server}, builder ${await builder()}`;
   const node = await nodeImage(say);
   report['NODE_IMAGE'] = `${node.image} (${node.source})`;
   const t0 = Date.now();

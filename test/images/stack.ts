@@ -20,9 +20,24 @@ import { waitFor } from '../support/eval-env.ts';
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 /** The docker client: DOCKER, else `docker` on PATH. */
 export const DOCKER = process.env.DOCKER ?? 'docker';
-/** legacy (DOCKER_BUILDKIT=0, every client has it) or buildkit: FUGU_IMAGES_BUILDER */
-export const BUILDER = process.env.FUGU_IMAGES_BUILDER ?? 'legacy';
-const BUILDKIT_ENV = { DOCKER_BUILDKIT: BUILDER === 'buildkit' ? '1' : '0' };
+let builderChoice: Promise<'legacy' | 'buildkit'> | undefined;
+/**
+ * The builder: FUGU_IMAGES_BUILDER (legacy | buildkit); else BuildKit where this client has it
+ * (built in before Docker 23, the buildx plugin since), else the legacy builder (DOCKER_BUILDKIT=0,
+ * which every client still has). BuildKit builds the two stages at once.
+ */
+export function builder(): Promise<'legacy' | 'buildkit'> {
+  builderChoice ??= (async () => {
+    const set = process.env.FUGU_IMAGES_BUILDER;
+    if (set === 'legacy' || set === 'buildkit') return set;
+    if (set) throw new Error(`FUGU_IMAGES_BUILDER must be legacy or buildkit, got "${set}"`);
+    const client = Number((await docker(['version', '--format', '{{.Client.Version}}'])).stdout.trim().split('.')[0]);
+    if (client > 0 && client < 23) return 'buildkit';
+    return (await docker(['buildx', 'version'])).code === 0 ? 'buildkit' : 'legacy';
+  })();
+  return builderChoice;
+}
+const builderEnv = async () => ({ DOCKER_BUILDKIT: (await builder()) === 'buildkit' ? '1' : '0' });
 const OFFICIAL_NODE = 'node:24-bookworm-slim';
 const OFFICIAL_REDIS = 'redis:7-bookworm';
 const OFFICIAL_POSTGRES = 'postgres:17-bookworm';
@@ -85,7 +100,7 @@ export async function nodeImage(log: (s: string) => void): Promise<{ image: stri
 
 /** Builds the CPU image with infra/container/build-image.sh; its build log goes to logFile. */
 export async function buildImage(tag: string, node: string, logFile: string): Promise<void> {
-  const r = await run('bash', ['infra/container/build-image.sh', '-t', tag, '--builder', BUILDER], { env: { ...process.env, DOCKER, NODE_IMAGE: node } });
+  const r = await run('bash', ['infra/container/build-image.sh', '-t', tag, '--builder', await builder()], { env: { ...process.env, DOCKER, NODE_IMAGE: node } });
   await mkdir(path.dirname(logFile), { recursive: true });
   await writeFile(logFile, r.stderr);
   if (r.code !== 0) throw new Error(`building ${tag} failed (log: ${logFile}):\n${r.stderr.slice(-4000)}`);
@@ -127,7 +142,7 @@ export async function serviceImages(base: string, log: (s: string) => void): Pro
   if (!(await exists(tag))) {
     log(`${OFFICIAL_REDIS} / ${OFFICIAL_POSTGRES} cannot be pulled: building ${tag} from Debian's redis-server and postgresql on ${base}`);
     const network = process.env.FUGU_BUILD_NETWORK ?? 'host';
-    await dockerOk(['build', ...(network === 'default' ? [] : ['--network', network]), '-t', tag, '-'], { input: dockerfile, env: BUILDKIT_ENV, timeoutMs: 900_000 });
+    await dockerOk(['build', ...(network === 'default' ? [] : ['--network', network]), '-t', tag, '-'], { input: dockerfile, env: await builderEnv(), timeoutMs: 900_000 });
   }
   return {
     source: `Debian packages (${tag})`,
