@@ -44,6 +44,7 @@ COPY apps/gateway/package.json apps/gateway/
 COPY apps/provider-worker/package.json apps/provider-worker/
 COPY apps/router-worker/package.json apps/router-worker/
 COPY apps/trainer/package.json apps/trainer/
+COPY libs/batch/package.json libs/batch/
 COPY libs/calls/package.json libs/calls/
 COPY libs/conductor/package.json libs/conductor/
 COPY libs/config/package.json libs/config/
