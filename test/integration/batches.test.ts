@@ -5,52 +5,37 @@
 // chat_calls row per line, the key charged their cost; bad lines go to the error file with their
 // line numbers and custom_ids while the rest run; a cancel stops new calls and leaves a consistent
 // partial output; bad requests are clear OpenAI-format errors, and another key's file or batch is
-// a 404. BATCH_TEST_LINES sets the size of the first batch (default 1,000; 10,000 for the figure).
+// a 404. BATCH_TEST_LINES sets the size of the first batch (default 500; 10,000 for the figure).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fork } from 'node:child_process';
-import path from 'node:path';
 import OpenAI, { APIError, toFile } from 'openai';
 import { sql } from 'kysely';
 import { parseUsd } from '@fugu/core';
-import { createApiKey, listApiKeys, publishDeployment } from '@fugu/db';
-import { defaultLlmRouterDir, loadLlmRouter } from '@fugu/datasets';
-import { resolveWorkerPool } from '@fugu/evaluation';
-import { saveAnchorCheckpoint } from '@fugu/serving/testing';
-import { serviceEnv } from '@fugu/config';
-import { createEvalEnv, startWorkerProcess, waitFor, type EvalEnv } from '../support/eval-env.ts';
-import { watchApp, type AppProcess } from '../support/app-process.ts';
+import { listApiKeys } from '@fugu/db';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { waitFor } from '../support/eval-env.ts';
+import { runCli } from '../support/es-env.ts';
+import { batchEnded, batchLine as line, fileLines, jsonl, startBatchStack, uploadBatchFile, type BatchStack } from '../support/batch-stack.ts';
 
-const gatewayMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../apps/gateway/src/main.ts');
-const N = Number(process.env.BATCH_TEST_LINES ?? 1000);
+const N = Number(process.env.BATCH_TEST_LINES ?? 500);
 // the gateway's upload limit here (FUGU_FILES_MAX_BYTES)
 const LIMIT = Math.max(4_000_000, N * 1000);
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
 
-let env: EvalEnv;
-let gateway: AppProcess;
-const procs: AppProcess[] = [];
+let stack: BatchStack;
 let baseURL: string;
-let full: { key: string; id: string };
-let narrow: { key: string; id: string };
 let workers: string[];
 let prompts: string[];
+let full: BatchStack['full'];
+let narrow: BatchStack['narrow'];
 
 const client = (apiKey = full.key) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 60_000 });
-const jsonl = (lines: unknown[]): string => lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n';
-const line = (customId: string, body: Record<string, unknown>) => ({ custom_id: customId, method: 'POST', url: '/v1/chat/completions', body });
-const upload = async (text: string, apiKey = full.key) => client(apiKey).files.create({ file: await toFile(Buffer.from(text), 'batch.jsonl'), purpose: 'batch' });
-const finished = (id: string, apiKey = full.key, timeoutMs = 600_000) =>
-  waitFor(`batch ${id} to end`, async () => {
-    const b = await client(apiKey).batches.retrieve(id);
-    return ['completed', 'failed', 'cancelled', 'expired'].includes(b.status) && b;
-  }, timeoutMs, 250);
-const contentLines = async (fileId: string | null | undefined, apiKey = full.key): Promise<Json[]> => {
-  if (!fileId) return [];
-  const text = await (await client(apiKey).files.content(fileId)).text();
-  return text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l));
-};
-const spent = async (id: string) => (await listApiKeys(env.database.db)).find((k) => k.id === id)!.spent;
+const upload = (text: string, apiKey = full.key) => uploadBatchFile(client(apiKey), text);
+const finished = (id: string, apiKey = full.key) => batchEnded(client(apiKey), id);
+const contentLines = (fileId: string | null | undefined, apiKey = full.key) => fileLines(client(apiKey), fileId);
+const spent = async (id: string) => (await listApiKeys(stack.env.database.db)).find((k) => k.id === id)!.spent;
 async function refused(p: Promise<unknown>): Promise<APIError> {
   try {
     await p;
@@ -62,37 +47,15 @@ async function refused(p: Promise<unknown>): Promise<APIError> {
 }
 
 beforeAll(async () => {
-  env = await createEvalEnv();
-  const pool = await resolveWorkerPool('llmrouter', defaultLlmRouterDir());
-  workers = pool.workers.map((w) => w.name);
-  const ds = await loadLlmRouter(defaultLlmRouterDir());
-  prompts = ds.items.filter((i) => i.sourceSplit === 'test').map((i) => i.prompt);
-  // a router: one anchor per worker (its first test question), deterministic
-  const anchors = Object.fromEntries(workers.map((w, i) => [w, prompts[i * 7]!]));
-  const ckpt = await saveAnchorCheckpoint(env.database.db, { home: env.config.home, anchors, id: 'batch-anchors' });
-  await publishDeployment(env.database.db, env.config.router.deployment, ckpt.id);
-  const f = await createApiKey(env.database.db, { name: 'batch-full' });
-  full = { key: f.key, id: f.record.id };
-  const n = await createApiKey(env.database.db, { name: 'batch-narrow', allowedWorkers: workers.slice(0, 3) });
-  narrow = { key: n.key, id: n.record.id };
-  procs.push(await startWorkerProcess(env.config, { FUGU_WORKER_CONCURRENCY: '16' }));
-  const child = fork(gatewayMain, [], {
-    env: {
-      PATH: process.env.PATH, ...serviceEnv(env.config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_GATEWAY_POOL: 'llmrouter',
-      // small limits, so the tests reach them: the upload size, in-flight lines per batch
-      FUGU_FILES_MAX_BYTES: String(LIMIT), FUGU_BATCH_MAX_IN_FLIGHT: '400',
-    },
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
-  gateway = await watchApp(child, 'gateway');
-  procs.push(gateway);
-  baseURL = `http://127.0.0.1:${gateway.ready.port}/v1`;
+  stack = await startBatchStack();
+  ({ workers, prompts, full, narrow } = stack);
+  await stack.startWorker();
+  // small limits, so the tests reach them: the upload size, in-flight lines per batch
+  baseURL = (await stack.startGateway({ FUGU_FILES_MAX_BYTES: String(LIMIT), FUGU_BATCH_MAX_IN_FLIGHT: '400' })).url;
 }, 120_000);
 
 afterAll(async () => {
-  if (process.env.BATCH_TEST_STDERR) process.stderr.write(`gateway stderr:\n${gateway?.stderr().slice(-5000)}\n`);
-  for (const p of procs) await p.kill9().catch(() => {});
-  await env?.cleanup();
+  await stack?.close();
 });
 
 describe('the Batch API', () => {
@@ -122,9 +85,9 @@ describe('the Batch API', () => {
         .toEqual({ model: direct.model, content: direct.choices[0]!.message.content, usage: [direct.usage!.prompt_tokens, direct.usage!.completion_tokens] });
     }
     // one call row per line; the key paid for them (and for the direct requests above)
-    const calls = (await sql<{ n: string; cost: string }>`select count(*) as n, coalesce(sum(cost), 0)::text as cost from chat_calls where key like ${`${created.id}.%`}`.execute(env.database.db)).rows[0]!;
+    const calls = (await sql<{ n: string; cost: string }>`select count(*) as n, coalesce(sum(cost), 0)::text as cost from chat_calls where key like ${`${created.id}.%`}`.execute(stack.env.database.db)).rows[0]!;
     expect(Number(calls.n)).toBe(N);
-    const directCost = async () => parseUsd((await sql<{ cost: string }>`select coalesce(sum(cost), 0)::text as cost from requests where api_key_id = ${full.id}`.execute(env.database.db)).rows[0]!.cost);
+    const directCost = async () => parseUsd((await sql<{ cost: string }>`select coalesce(sum(cost), 0)::text as cost from requests where api_key_id = ${full.id}`.execute(stack.env.database.db)).rows[0]!.cost);
     // (the direct requests' rows are written behind their answers)
     await expect.poll(async () => (await spent(full.id)) - before - (await directCost()), { timeout: 10_000 }).toBe(parseUsd(calls.cost));
   });
@@ -172,7 +135,7 @@ describe('the Batch API', () => {
     expect(['cancelling', 'cancelled']).toContain(c.status);
     const end = await finished(b.id);
     expect(end.status).toBe('cancelled');
-    const rows = async () => Number((await sql<{ n: string }>`select count(*) as n from chat_calls where key like ${`${b.id}.%`}`.execute(env.database.db)).rows[0]!.n);
+    const rows = async () => Number((await sql<{ n: string }>`select count(*) as n from chat_calls where key like ${`${b.id}.%`}`.execute(stack.env.database.db)).rows[0]!.n);
     const atEnd = await rows();
     expect(atEnd).toBeLessThan(n);
     // no call after the end
@@ -188,6 +151,40 @@ describe('the Batch API', () => {
     // a finished batch cannot be cancelled
     const again = await refused(client().batches.cancel(b.id));
     expect([again.status, again.code]).toEqual([409, 'batch_not_cancellable']);
+  });
+
+  it('fugu batch submit --wait, results, fugu status and fugu report: the same batch from the command line', { timeout: 180_000 }, async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-batch-cli-'));
+    const file = path.join(dir, 'requests.jsonl');
+    const lines = Array.from({ length: 40 }, (_, i) => line(`cli-${i}`, { model: i % 2 ? 'fugu' : workers[i % workers.length]!, messages: [{ role: 'user', content: prompts[i + 100]! }] }));
+    await writeFile(file, jsonl([...lines, '{"custom_id": 1}']));
+    const conn = { FUGU_GATEWAY_URL: baseURL, FUGU_API_KEY: full.key };
+    const sub = await runCli(stack.env.config, ['batch', 'submit', file, '--wait', '--metadata', 'team=cli', '--json'], conn);
+    expect(sub.code, sub.stderr).toBe(0);
+    const b = JSON.parse(sub.stdout);
+    expect(b).toMatchObject({ status: 'completed', request_counts: { total: 41, completed: 40, failed: 1 }, metadata: { team: 'cli' } });
+    const res = await runCli(stack.env.config, ['batch', 'results', b.id, '--out', path.join(dir, 'out.jsonl'), '--errors', path.join(dir, 'err.jsonl')], conn);
+    expect(res.code, res.stderr).toBe(0);
+    const out = (await readFile(path.join(dir, 'out.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+    expect(out.map((o) => o.custom_id)).toEqual(lines.map((l) => l.custom_id));
+    expect(JSON.parse((await readFile(path.join(dir, 'err.jsonl'), 'utf8')).trim())).toMatchObject({ line: 41, error: { code: 'invalid_value', param: 'custom_id' } });
+    // the batch's row in fugu status (per worker) and fugu report
+    const st = await runCli(stack.env.config, ['status', b.id, '--json']);
+    expect(st.code, st.stderr).toBe(0);
+    const s = JSON.parse(st.stdout);
+    expect(s.batch).toMatchObject({ id: b.id, status: 'completed', completed: 40, failed: 1 });
+    expect(s.workers.reduce((t: number, w: Json) => t + w.completed, 0)).toBe(40);
+    expect(s.workers.find((w: Json) => w.worker === null)).toMatchObject({ lines: 1, failed: 1 });
+    const rep = await runCli(stack.env.config, ['report', b.id, '--out', path.join(dir, 'batch.html')]);
+    expect(rep.code, rep.stderr).toBe(0);
+    const html = await readFile(path.join(dir, 'batch.html'), 'utf8');
+    expect(html).toContain(b.id);
+    expect(html).toMatch(/replay workers/);
+    // a missing file and a refused batch: clear messages, exit 2
+    const missing = await runCli(stack.env.config, ['batch', 'submit', path.join(dir, 'nope.jsonl')], conn);
+    expect([missing.code, missing.stderr]).toEqual([2, expect.stringMatching(/no such file/)]);
+    const foreign = await runCli(stack.env.config, ['batch', 'status', b.id], { ...conn, FUGU_API_KEY: narrow.key });
+    expect([foreign.code, foreign.stderr]).toEqual([2, expect.stringMatching(/404 No such batch/)]);
   });
 
   it('refuses bad requests with OpenAI-format errors; another key\'s file or batch is a 404', { timeout: 120_000 }, async () => {

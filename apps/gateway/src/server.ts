@@ -147,6 +147,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
             log,
             maxInFlight: g.batchMaxInFlight,
             concurrency: g.batchDrivers,
+            leaseMs: g.batchLeaseMs,
             ...opts.batches.driver,
           });
   if (batchDriver) {

@@ -193,6 +193,8 @@ export const configSchema = z
         batchMaxInFlight: positiveInt.default(20_000),
         /** the Batch API: batches this gateway drives at once (0: it drives none; other gateways do) */
         batchDrivers: nonNegInt.default(4),
+        /** the Batch API: a batch whose driver (a gateway) stops renewing its lease for this long is taken over by another */
+        batchLeaseMs: positiveInt.default(30_000),
       })
       .strict()
       .prefault({}),
@@ -254,6 +256,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_BATCH_MAX_LINES: 'gateway.batchMaxLines',
   FUGU_BATCH_MAX_IN_FLIGHT: 'gateway.batchMaxInFlight',
   FUGU_BATCH_DRIVERS: 'gateway.batchDrivers',
+  FUGU_BATCH_LEASE_MS: 'gateway.batchLeaseMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

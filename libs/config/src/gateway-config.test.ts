@@ -23,6 +23,7 @@ describe('gateway configuration', () => {
       batchMaxLines: 1_000_000,
       batchMaxInFlight: 20_000,
       batchDrivers: 4,
+      batchLeaseMs: 30_000,
     });
   });
 

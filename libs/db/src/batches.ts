@@ -263,3 +263,16 @@ export async function batchPartTotals(db: Db, batchId: string): Promise<{ comple
   const r = await sql<{ completed: string | null; failed: string | null }>`select sum(completed) as completed, sum(failed) as failed from batch_parts where batch_id = ${batchId} and done`.execute(db);
   return { completed: Number(r.rows[0]?.completed ?? 0), failed: Number(r.rows[0]?.failed ?? 0) };
 }
+
+export type BatchWorkerStats = { worker: string | null; provider: string | null; lines: number; completed: number; failed: number; cost: bigint };
+
+/** Per worker (null: lines that did not run): lines, answered, failed and their cost (picodollars). */
+export async function batchWorkerStats(db: Db, batchId: string): Promise<BatchWorkerStats[]> {
+  const r = await sql<{ worker: string | null; provider: string | null; lines: string; completed: string; failed: string; cost: string }>`
+    select l.worker, min(c.provider) as provider, count(*) as lines, count(*) filter (where c.status = 'ok') as completed,
+           count(*) filter (where c.status = 'error' or l.error is not null) as failed,
+           (coalesce(sum(c.cost), 0) * 1000000000000)::bigint::text as cost
+    from batch_lines l left join chat_calls c on c.key = l.call_id
+    where l.batch_id = ${batchId} group by l.worker order by l.worker nulls last`.execute(db);
+  return r.rows.map((x) => ({ worker: x.worker, provider: x.provider, lines: Number(x.lines), completed: Number(x.completed), failed: Number(x.failed), cost: BigInt(x.cost) }));
+}

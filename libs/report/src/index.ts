@@ -12,3 +12,4 @@ export { exampleEvalReportData } from './example.ts';
 export { exampleRouterReportData } from './router-report-example.ts';
 export { exampleConductorReportData } from './conductor-report-example.ts';
 export * from './grpo-report.ts';
+export * from './batch-report.ts';

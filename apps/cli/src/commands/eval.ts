@@ -3,11 +3,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
-import { callErrors, conductorRunProgress, getConductorRun, getEsRun, listConductorRuns, listEsGenerations, listEsRuns, listGrpoRuns, listRuns, type EsRunRecord } from '@fugu/db';
+import { batchWorkerStats, callErrors, conductorRunProgress, getBatchRow, getConductorRun, getEsRun, listBatchRows, listConductorRuns, listEsGenerations, listEsRuns, listGrpoRuns, listRuns, type BatchRow, type Db, type EsRunRecord } from '@fugu/db';
 import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
 import { startLocalWorkers } from '@fugu/local-services';
 import { esEvalQueue, providerCallQueue, providerCallQueues } from '@fugu/queue';
-import { renderEsReport, renderEvalReport, renderGrpoReport, type GrpoReportData } from '@fugu/report';
+import { renderBatchReport, renderEsReport, renderEvalReport, renderGrpoReport, usdText, type BatchReportData, type GrpoReportData } from '@fugu/report';
 import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import {
   action, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
@@ -46,7 +46,7 @@ export const evalCommands: CommandGroup = (program, cli) => {
 
   program
     .command('status')
-    .description("a run's progress and errors (an evaluation, ES or conductor run; no RUN: the recent runs)")
+    .description("a run's progress and errors (an evaluation, ES, conductor or GRPO run, or a Batch API batch; no RUN: the recent ones)")
     .argument('[run]', 'the run id')
     .addOption(jsonOption())
     .action(action(async (run: string | undefined, f: { json?: boolean }) => cmdStatus(cli.config(), run, Boolean(f.json))));
@@ -61,7 +61,7 @@ export const evalCommands: CommandGroup = (program, cli) => {
 
   program
     .command('report')
-    .description('HTML report of a run: per-worker/per-task table, reference figures, plots (ES run: the fitness curve)')
+    .description('HTML report of a run: per-worker/per-task table, reference figures, plots (ES run: the fitness curve; a batch: its lines per worker)')
     .argument('<run>', 'the evaluation, ES or conductor run')
     .option('--out <file>', 'default: FUGU_HOME/reports/<run>.html')
     .addOption(numOption('--tau <t>', 'temperature of the soft labels shown', 0.1))
@@ -139,6 +139,8 @@ const countsText = (c: Record<string, number>): string => Object.entries(c).map(
 async function cmdStatus(config: FuguConfig, runId: string | undefined, json: boolean): Promise<void> {
   const ctx = await openContext({ redis: true, config });
   try {
+    const batch = runId ? await getBatchRow(ctx.db, runId) : undefined;
+    if (batch) return await batchStatus(ctx.db, batch, json);
     const es = runId ? await getEsRun(ctx.db, runId) : undefined;
     if (es) return await esStatus(ctx, es, json);
     const conductorRun = runId ? await getConductorRun(ctx.db, runId) : undefined;
@@ -154,7 +156,9 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined, json: bo
       const esRuns = await listEsRuns(ctx.db, 10);
       const runs = await listRuns(ctx.db, 20);
       const conductorRuns = await Promise.all((await listConductorRuns(ctx.db, 10)).map(async (r) => ({ run: r, progress: await conductorRunProgress(ctx.db, r.id) })));
-      if (json) return printJson({ grpoRuns: grpoRuns.map(({ adam: _a, ...r }) => r), esRuns, runs, conductorRuns });
+      const batches = await listBatchRows(ctx.db, undefined, { limit: 10 });
+      if (json) return printJson({ grpoRuns: grpoRuns.map(({ adam: _a, ...r }) => r), esRuns, runs, conductorRuns, batches: batches.map(batchJson) });
+      for (const b of batches) process.stdout.write(`${batchLine(b)}\n`);
       for (const c of conductorRuns) process.stdout.write(`${conductorRunLine(c.run, c.progress)}\n`);
       for (const r of esRuns) {
         process.stdout.write(`${r.id}  ES ${r.status.padEnd(9)}  generation ${r.generation}/${String(r.config.generations)}  from ${r.checkpointId}  ${r.createdAt.toISOString()}\n`);
@@ -182,6 +186,30 @@ async function cmdStatus(config: FuguConfig, runId: string | undefined, json: bo
   } finally {
     await ctx.close();
   }
+}
+
+const batchJson = (b: BatchRow) => ({ ...b, charged: usdText(b.charged) });
+const batchLine = (b: BatchRow): string =>
+  `${b.id}  batch ${b.status.padEnd(10)}  ${b.completed + b.failed}/${b.total} lines  failed ${b.failed}  spent ${usdText(b.charged)}  ${b.createdAt.toISOString()}`;
+
+/** A Batch API batch: its counts and cost, per worker. */
+async function batchStatus(db: Db, b: BatchRow, json: boolean): Promise<void> {
+  const workers = await batchWorkerStats(db, b.id);
+  if (json) return printJson({ batch: batchJson(b), workers: workers.map((w) => ({ ...w, cost: usdText(w.cost) })) });
+  process.stdout.write(`batch ${b.id}: ${b.status} (${b.endpoint})\n`);
+  process.stdout.write(`lines: ${b.completed} answered + ${b.failed} failed = ${b.completed + b.failed} of ${b.total} (${((100 * (b.completed + b.failed)) / Math.max(1, b.total)).toFixed(1)}%)\n`);
+  process.stdout.write(`spent: ${usdText(b.charged)}; output ${b.outputFileId ?? '-'}; errors ${b.errorFileId ?? '-'}\n`);
+  for (const w of workers) process.stdout.write(`  ${(w.worker ?? '(not run)').padEnd(28)} ${String(w.lines).padStart(8)} lines  ${String(w.completed).padStart(8)} answered  ${String(w.failed).padStart(6)} failed  ${usdText(w.cost)}\n`);
+}
+
+/** The report data of a batch (its rows and per-worker stats). */
+export async function batchReportData(db: Db, b: BatchRow): Promise<BatchReportData> {
+  const workers = await batchWorkerStats(db, b.id);
+  const ended = b.completedAt ?? b.cancelledAt ?? b.expiredAt ?? b.failedAt;
+  return {
+    id: b.id, status: b.status, endpoint: b.endpoint, createdAt: b.createdAt.toISOString(), endedAt: ended?.toISOString() ?? null, total: b.total, completed: b.completed, failed: b.failed,
+    inputFileId: b.inputFileId, outputFileId: b.outputFileId, errorFileId: b.errorFileId, workers, replay: workers.some((w) => w.provider === 'replay'),
+  };
 }
 
 function grpoStatus(d: GrpoReportData, json: boolean): void {
@@ -234,6 +262,14 @@ async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; ou
   const ctx = await openContext({ redis: false, config });
   try {
     const out = f.out ?? defaultOut(config, 'reports', `${runId}.html`);
+    const batch = await getBatchRow(ctx.db, runId);
+    if (batch) {
+      const data = await batchReportData(ctx.db, batch);
+      await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+      await writeFile(out, renderBatchReport(data, { generatedAt: new Date().toISOString() }));
+      process.stdout.write(`wrote the report of batch ${runId} to ${out}\n`);
+      return out;
+    }
     const es = await getEsRun(ctx.db, runId);
     const grpo = es ? undefined : await grpoReportData(ctx.db, runId);
     if (grpo) {

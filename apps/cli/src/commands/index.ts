@@ -1,6 +1,7 @@
 // The command groups of `fugu`, one module each, in the order `fugu --help` lists them. A new
 // group is a module exporting a CommandGroup, added here.
 import type { CommandGroup } from '../cli.ts';
+import { batchCommands } from './batch.ts';
 import { evalCommands } from './eval.ts';
 import { requestsCommands } from './requests.ts';
 import { routerCommands } from './router.ts';
@@ -9,4 +10,4 @@ import { servingCommands } from './serving.ts';
 import { trainCommands } from './train.ts';
 import { ultraCommands } from './ultra.ts';
 
-export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, ultraCommands];
+export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, batchCommands, ultraCommands];

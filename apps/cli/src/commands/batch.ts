@@ -1,0 +1,142 @@
+// `fugu batch submit FILE`, `fugu batch status [ID]`, `fugu batch cancel ID`, `fugu batch results ID`:
+// the Batch API from the command line, through a running gateway with the real `openai` client
+// (FUGU_GATEWAY_URL, default http://127.0.0.1:<gateway.port>/v1; FUGU_API_KEY), as any OpenAI
+// client would; the gateway drives the batch. `--wait` follows it with a progress bar.
+import { createReadStream } from 'node:fs';
+import { stat, writeFile } from 'node:fs/promises';
+import OpenAI, { APIError } from 'openai';
+import { ConfigError, InputError } from '@fugu/core';
+import type { FuguConfig } from '@fugu/config';
+import { action, EXIT, jsonOption, printJson, type CommandGroup } from '../cli.ts';
+import { createProgress } from '../progress.ts';
+
+type Conn = { url?: string; apiKey?: string };
+const ENDED = ['completed', 'failed', 'cancelled', 'expired'];
+
+export const batchCommands: CommandGroup = (program, cli) => {
+  const batch = program
+    .command('batch')
+    .description('the OpenAI Batch API through the gateway: submit a JSONL file of requests, follow it, cancel it, fetch its results');
+  const conn = (c: ReturnType<typeof batch.command>) =>
+    c.option('--url <url>', 'the gateway (default FUGU_GATEWAY_URL, else http://127.0.0.1:<FUGU_GATEWAY_PORT>/v1)').option('--api-key <key>', 'a fugu API key (default FUGU_API_KEY)');
+
+  conn(batch.command('submit'))
+    .description('uploads FILE (one request a line: {"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}) and starts a batch')
+    .argument('<file>', 'the JSONL file')
+    .option('--metadata <k=v...>', 'metadata pairs of the batch')
+    .option('--wait', 'follow the batch until it ends (a progress bar), then print its counts')
+    .addOption(jsonOption())
+    .action(action(async (file: string, f: Conn & { metadata?: string[]; wait?: boolean; json?: boolean }) => submit(cli.config(), file, f)));
+
+  conn(batch.command('status'))
+    .description('a batch (its counts, files, times), or the recent batches')
+    .argument('[id]', 'the batch id')
+    .option('--wait', 'follow the batch until it ends')
+    .addOption(jsonOption())
+    .action(action(async (id: string | undefined, f: Conn & { wait?: boolean; json?: boolean }) => status(cli.config(), id, f)));
+
+  conn(batch.command('cancel'))
+    .description('cancels a batch: no new calls; the lines answered stay in its output')
+    .argument('<id>', 'the batch id')
+    .addOption(jsonOption())
+    .action(action(async (id: string, f: Conn & { json?: boolean }) => {
+      const b = await api(() => client(cli.config(), f).batches.cancel(id));
+      if (f.json) printJson(b);
+      else process.stdout.write(`${line(b)}\n`);
+    }));
+
+  conn(batch.command('results'))
+    .description("writes a batch's output (and with --errors its error file) as JSONL")
+    .argument('<id>', 'the batch id')
+    .option('--out <file>', 'the output file (default: stdout)')
+    .option('--errors <file>', 'also write the error file here')
+    .action(action(async (id: string, f: Conn & { out?: string; errors?: string }) => results(cli.config(), id, f)));
+};
+
+function client(config: FuguConfig, c: Conn): OpenAI {
+  const baseURL = c.url ?? process.env.FUGU_GATEWAY_URL?.trim() ?? `http://127.0.0.1:${config.gateway.port}/v1`;
+  const apiKey = c.apiKey ?? process.env.FUGU_API_KEY?.trim();
+  if (!apiKey && config.gateway.auth === 'keys') throw new ConfigError('no API key: set FUGU_API_KEY or pass --api-key (create one with `fugu keys create --name NAME`)', 'FUGU_API_KEY');
+  return new OpenAI({ baseURL, apiKey: apiKey || 'none', maxRetries: 2, timeout: 600_000 });
+}
+
+/** The gateway's refusals as the CLI's: a 4xx is the user's input (exit 2), the message as the gateway wrote it. */
+async function api<T>(f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (e instanceof APIError && e.status !== undefined && e.status >= 400 && e.status < 500) {
+      throw new InputError(`${e.status} ${(e.error as { message?: string } | undefined)?.message ?? e.message}`, {});
+    }
+    throw e;
+  }
+}
+
+const line = (b: OpenAI.Batches.Batch): string => {
+  const c = b.request_counts ?? { total: 0, completed: 0, failed: 0 };
+  return `${b.id}  ${b.status.padEnd(10)}  ${c.completed + c.failed}/${c.total} lines (failed ${c.failed})  output ${b.output_file_id ?? '-'}  errors ${b.error_file_id ?? '-'}  ${new Date(b.created_at * 1000).toISOString()}`;
+};
+
+async function submit(config: FuguConfig, file: string, f: Conn & { metadata?: string[]; wait?: boolean; json?: boolean }): Promise<number> {
+  const s = await stat(file).catch(() => undefined);
+  if (!s?.isFile()) throw new InputError(`no such file: ${file}`, { field: 'file' });
+  const metadata: Record<string, string> = {};
+  for (const kv of f.metadata ?? []) {
+    const i = kv.indexOf('=');
+    if (i <= 0) throw new InputError(`--metadata: "${kv}" is not key=value`, { field: '--metadata' });
+    metadata[kv.slice(0, i)] = kv.slice(i + 1);
+  }
+  const c = client(config, f);
+  const uploaded = await api(() => c.files.create({ file: createReadStream(file), purpose: 'batch' }));
+  const b = await api(() => c.batches.create({ input_file_id: uploaded.id, endpoint: '/v1/chat/completions', completion_window: '24h', ...(Object.keys(metadata).length > 0 && { metadata }) }));
+  if (!f.json) process.stderr.write(`uploaded ${file} as ${uploaded.id} (${uploaded.bytes} bytes); batch ${b.id}: ${b.request_counts?.total ?? '?'} lines\n`);
+  if (!f.wait) {
+    if (f.json) printJson(b);
+    else process.stdout.write(`${b.id}\n`);
+    return EXIT.ok;
+  }
+  return follow(c, b.id, f.json === true);
+}
+
+async function follow(c: OpenAI, id: string, json: boolean): Promise<number> {
+  let b = await api(() => c.batches.retrieve(id));
+  const progress = createProgress({ total: b.request_counts?.total ?? 0, label: id, unit: 'lines' });
+  while (!ENDED.includes(b.status)) {
+    progress.update((b.request_counts?.completed ?? 0) + (b.request_counts?.failed ?? 0), b.request_counts?.failed ?? 0, b.status);
+    await new Promise((r) => setTimeout(r, 1000));
+    b = await api(() => c.batches.retrieve(id));
+  }
+  progress.update((b.request_counts?.completed ?? 0) + (b.request_counts?.failed ?? 0), b.request_counts?.failed ?? 0, b.status);
+  progress.stop();
+  if (json) printJson(b);
+  else process.stdout.write(`${line(b)}\n`);
+  return b.status === 'completed' ? EXIT.ok : EXIT.incomplete;
+}
+
+async function status(config: FuguConfig, id: string | undefined, f: Conn & { wait?: boolean; json?: boolean }): Promise<number> {
+  const c = client(config, f);
+  if (id && f.wait) return follow(c, id, f.json === true);
+  if (id) {
+    const b = await api(() => c.batches.retrieve(id));
+    if (f.json) printJson(b);
+    else process.stdout.write(`${line(b)}\n`);
+    return EXIT.ok;
+  }
+  const page = await api(() => c.batches.list({ limit: 20 }));
+  if (f.json) printJson(page.data);
+  else if (page.data.length === 0) process.stdout.write('no batches yet (fugu batch submit FILE starts one)\n');
+  else for (const b of page.data) process.stdout.write(`${line(b)}\n`);
+  return EXIT.ok;
+}
+
+async function results(config: FuguConfig, id: string, f: Conn & { out?: string; errors?: string }): Promise<number> {
+  const c = client(config, f);
+  const b = await api(() => c.batches.retrieve(id));
+  if (!ENDED.includes(b.status)) throw new InputError(`batch ${id} is ${b.status}: its results are written when it ends (fugu batch status ${id} --wait)`, { field: 'id' });
+  const text = b.output_file_id ? await (await api(() => c.files.content(b.output_file_id!))).text() : '';
+  if (f.out) await writeFile(f.out, text);
+  else process.stdout.write(text);
+  if (f.errors) await writeFile(f.errors, b.error_file_id ? await (await api(() => c.files.content(b.error_file_id!))).text() : '');
+  if (f.out || f.errors) process.stderr.write(`batch ${id}: ${b.request_counts?.completed ?? 0} answered${f.out ? ` -> ${f.out}` : ''}, ${b.request_counts?.failed ?? 0} failed${f.errors ? ` -> ${f.errors}` : ''}\n`);
+  return EXIT.ok;
+}
