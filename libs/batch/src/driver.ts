@@ -16,7 +16,7 @@ import { hostname } from 'node:os';
 import { Job } from 'bullmq';
 import { parseUsd, type ChatRequest, type ProviderKind } from '@fugu/core';
 import {
-  addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatRequestWorkers,
+  addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatCallStates, getChatRequestWorkers,
   insertBatchLines, lineOfCustomIds, releaseBatchLease, renewBatchLease, updateBatchRow,
   type BatchLineRow, type BatchRow, type BatchStatus, type ChatCallRow, type Db, type NewBatchLine, type StoredWorker,
 } from '@fugu/db';
@@ -71,7 +71,8 @@ export class BatchDriver {
   readonly #active = new Set<string>();
   #running = false;
   #loops: Promise<void>[] = [];
-  #wake: (() => void) | undefined;
+  /** sleeps that `poke` ends */
+  readonly #waiters = new Set<() => void>();
 
   constructor(o: BatchDriverOptions) {
     this.owner = o.owner ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
@@ -86,7 +87,7 @@ export class BatchDriver {
 
   /** Looks for open batches now (a batch was just made). */
   poke(): void {
-    this.#wake?.();
+    for (const w of [...this.#waiters]) w();
   }
 
   /** Stops taking batches and leaves the ones it drives (their leases lapse, or are released). */
@@ -99,16 +100,13 @@ export class BatchDriver {
 
   async #sleep(ms: number): Promise<void> {
     await new Promise<void>((resolve) => {
-      const t = setTimeout(done, ms);
-      const prev = this.#wake;
-      function done() {
+      const done = () => {
         clearTimeout(t);
+        this.#waiters.delete(done);
         resolve();
-      }
-      this.#wake = () => {
-        prev?.();
-        done();
       };
+      const t = setTimeout(done, ms);
+      this.#waiters.add(done);
     });
   }
 
@@ -160,21 +158,22 @@ export class BatchDriver {
         await this.#settle(b, open);
         return this.#finalize(b, ending);
       }
-      // the next parts, while the answers leave room
-      let inFlight = [...open.values()].reduce((n, p) => n + p.pending.size, 0);
-      while (!submitted && inFlight < this.#o.maxInFlight && this.#running) {
+      // the next part, while the answers leave room (one a turn: the answers are counted between parts)
+      const inFlight = [...open.values()].reduce((n, p) => n + p.pending.size, 0);
+      let more = false;
+      if (!submitted && inFlight < this.#o.maxInFlight) {
         const n = await parts.next();
         if (n.done) {
           submitted = true;
           await updateBatchRow(db, id, this.owner, { submitted: true });
-          break;
+        } else {
+          const p = await this.#submitPart(b, n.value);
+          open.set(p.part, p);
+          nextPart = n.value.part + 1;
+          await updateBatchRow(db, id, this.owner, { nextPart });
+          progressAt = performance.now();
+          more = inFlight + p.pending.size < this.#o.maxInFlight;
         }
-        const p = await this.#submitPart(b, n.value);
-        open.set(p.part, p);
-        inFlight += p.pending.size;
-        nextPart = n.value.part + 1;
-        await updateBatchRow(db, id, this.owner, { nextPart });
-        progressAt = performance.now();
       }
       // the answers
       if (await this.#collect(id, open, nextPart)) progressAt = performance.now();
@@ -194,7 +193,7 @@ export class BatchDriver {
         if (back.length > 0) log.warn({ batch: id, n: back.length }, 'put back chat-call jobs that were lost');
         progressAt = performance.now();
       }
-      await this.#sleep(this.#o.pollMs);
+      if (!more) await this.#sleep(this.#o.pollMs);
     }
   }
 
@@ -222,7 +221,7 @@ export class BatchDriver {
     let any = false;
     for (const p of [...open.values()]) {
       if (p.pending.size > 0) {
-        for (const r of await getChatCalls(this.#o.db, [...p.pending])) {
+        for (const r of await getChatCallStates(this.#o.db, [...p.pending])) {
           p.pending.delete(r.key);
           if (r.status === 'ok') p.completed++;
           else p.failed++;

@@ -57,6 +57,12 @@ export async function getChatCalls(db: Db, keys: readonly string[]): Promise<Cha
   }));
 }
 
+/** Which of these keys have a row, with its status and cost only (no response): for counting answers. */
+export async function getChatCallStates(db: Db, keys: readonly string[]): Promise<Array<{ key: string; status: CallStatus; cost: string }>> {
+  if (keys.length === 0) return [];
+  return db.selectFrom('chat_calls').select(['key', 'status', 'cost']).where('key', '=', sql<string>`any(${keys as string[]}::text[])`).execute();
+}
+
 export type ChatRequestRecord = { id: string; workerId: number; request: Record<string, unknown>; sample: number; origin: string };
 
 /** Stores chat-call requests (an id already stored keeps its first request); returns the ids newly stored. */
