@@ -4,10 +4,20 @@
 // cleanup. Call stop() in afterAll/afterEach; as a last resort, servers still running when
 // the test process exits are killed and their folders removed.
 import { rmSync } from 'node:fs';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import {
+  freeClusterPorts,
+  kill9RedisClusterNode,
+  redisClusterNodes,
+  redisClusterUrl,
+  startRedisCluster,
+  startRedisClusterNode,
+  stopRedisCluster,
+  waitForFailover,
+  type ClusterNodeInfo,
+  type RedisClusterSpec,
   freePort,
   kill9Postgres,
   kill9Redis,
@@ -154,6 +164,85 @@ export async function startPostgresInstance(): Promise<PostgresInstance> {
       if (stopped) return;
       stopped = true;
       await stopPostgres(spec).catch(() => kill9Postgres(spec));
+      await rm(dir, { recursive: true, force: true });
+      leftovers.delete(dir);
+    },
+  };
+}
+
+export interface RedisClusterInstance {
+  /** redis+cluster://127.0.0.1:p1,...: every node a seed */
+  url: string;
+  spec: RedisClusterSpec;
+  /** the nodes as the cluster sees them (roles, slots) */
+  nodes(): Promise<ClusterNodeInfo[]>;
+  /** SIGKILL to the node on `port` (a master: its replica takes over after the node timeout) */
+  kill9(port: number): Promise<void>;
+  /** after kill9 of a master: its replica serves its slots and every other node every slot */
+  waitForFailover(port: number): Promise<ClusterNodeInfo[]>;
+  /** starts a killed node again (it rejoins, a replaced master as a replica) */
+  restartNode(port: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster of `masters` x (1 + `replicas`) redis-server processes on free ports in a
+ * temporary folder: the code of `fugu up --redis-cluster` (startRedisCluster), on other ports.
+ */
+export async function startRedisClusterInstance(opts: { masters?: number; replicas?: number; nodeTimeoutMs?: number } = {}): Promise<RedisClusterInstance> {
+  const dir = await tempDir('redis-cluster');
+  const masters = opts.masters ?? 3;
+  const replicas = opts.replicas ?? 1;
+  const spec: RedisClusterSpec = {
+    dir, masters, replicas, ports: [], aof: true, nodeTimeoutMs: opts.nodeTimeoutMs ?? 2_000, log: quiet, install: false, readyTimeoutMs: READY_TIMEOUT_MS,
+  };
+  leftovers.set(dir, () => {
+    // every node of the folder (the exit hook kills one pid per entry: kill the rest here)
+    const pids = spec.ports.map((port) => runningRedisPid({ port, dir: path.join(dir, `node-${port}`) })).filter((p): p is number => p !== undefined);
+    for (const pid of pids.slice(1)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+    return pids[0];
+  });
+  let lastError: unknown;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    spec.ports = await freeClusterPorts(masters * (1 + replicas));
+    try {
+      await startRedisCluster(spec);
+      lastError = undefined;
+      break;
+    } catch (e) {
+      lastError = e;
+      await stopRedisCluster(spec).catch(() => undefined);
+      // afresh: no node's nodes.conf may remember the ports of the failed try
+      await rm(dir, { recursive: true, force: true });
+      await mkdir(dir, { mode: 0o755 });
+    }
+  }
+  if (lastError) {
+    leftovers.delete(dir);
+    await rm(dir, { recursive: true, force: true });
+    throw lastError;
+  }
+  let stopped = false;
+  return {
+    url: redisClusterUrl(spec),
+    spec,
+    nodes: async () => (await redisClusterNodes(spec)) ?? [],
+    async kill9(port) {
+      await kill9RedisClusterNode(spec, port);
+    },
+    waitForFailover: (port) => waitForFailover(spec, port),
+    restartNode: (port) => startRedisClusterNode(spec, port),
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await stopRedisCluster(spec).catch(() => undefined);
+      for (const port of spec.ports) await kill9RedisClusterNode(spec, port).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
       leftovers.delete(dir);
     },

@@ -5,7 +5,7 @@ import { Queue, Worker, type Job } from 'bullmq';
 import { PROVIDERS, toWireError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { finishWorkflow, type Db } from '@fugu/db';
-import { conductJobSchema, conductQueue, createRedis, parseJob, providerCallQueues, type ConductJob, type ConductJobResult } from '@fugu/queue';
+import { closeWorkers, conductJobSchema, conductQueue, createRedis, parseJob, providerCallQueues, type ConductJob, type ConductJobResult } from '@fugu/queue';
 import { ChatCallEvents, createCallPipeline, providerCallCounterKey } from '@fugu/calls';
 import { executeWorkflow, policyWriter, routerPicker, type PolicyConductorFactory } from '@fugu/ultra';
 import { Counter, type Logger, type Registry } from '@fugu/telemetry';
@@ -81,12 +81,9 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
   return {
     isRunning: () => w.isRunning(),
     close: async (deadline = Date.now() + config.worker.drainTimeoutMs) => {
-      const graceful = w.close();
-      const timedOut = await Promise.race([graceful.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), Math.max(0, deadline - Date.now())).unref())]);
-      if (timedOut) {
-        log.warn('drain timed out; force-closing the conductor worker');
-        await w.close(true);
-      }
+      // the workflows in hand finish until the deadline; past it the worker is disconnected and
+      // another conductor takes them when their locks expire (closeWorkers: also after a failover)
+      if (!(await closeWorkers([w], deadline))) log.warn('drain timed out; disconnected the conductor worker');
       await pipeline.flush();
       await router.release();
       if ('release' in policy) await (policy as { release(): Promise<void> }).release();

@@ -17,7 +17,7 @@ import { isProviderError, requestHash, type ChatRequest } from '@fugu/providers'
 import { verify } from '@fugu/datasets';
 import { answerReplayRequest } from '@fugu/conductor';
 import {
-  callJobId, CHAT_CALL_JOB, chatCallJobSchema, createRedis, parseJob, providerCallJobSchema, providerCallQueues,
+  callJobId, CHAT_CALL_JOB, chatCallJobSchema, closeWorkers, createRedis, parseJob, providerCallJobSchema, providerCallQueues,
   type ChatCallJob, type ChatCallJobResult, type ProviderCallJob, type ProviderCallResult,
   type RedisClient,
 } from '@fugu/queue';
@@ -258,15 +258,10 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     queues: [...queues.keys()],
     isRunning: () => bullWorkers.every((w) => w.isRunning()),
     close: async (deadline = Date.now() + config.worker.drainTimeoutMs) => {
-      const left = () => Math.max(0, deadline - Date.now());
-      // stop fetching and wait for the jobs in hand, bounded; past the bound, force-close: the
-      // unfinished jobs' locks expire and another worker takes them
-      const graceful = Promise.all(bullWorkers.map((w) => w.close()));
-      const timedOut = await Promise.race([graceful.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), left()).unref())]);
-      if (timedOut) {
-        log.warn('drain timed out; force-closing workers');
-        await Promise.all(bullWorkers.map((w) => w.close(true)));
-      }
+      // stop fetching and wait for the jobs in hand, bounded; past the bound, disconnect: the
+      // unfinished jobs' locks expire and another worker takes them (closeWorkers: also when a
+      // cluster master died under a worker's blocking command)
+      if (!(await closeWorkers(bullWorkers, deadline))) log.warn('drain timed out; disconnected the workers');
       await writer.flush();
       await Promise.all([...queues.values()].map((q) => q.close()));
       connection.disconnect();

@@ -8,6 +8,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
 import { down, freePort, isReachable, redisPaths, servicesStatus, up, type ServicesOptions } from './local-services.ts';
+import { freeClusterPorts } from './redis-cluster.ts';
 
 describe('local services', () => {
   let opts: ServicesOptions;
@@ -81,6 +82,26 @@ describe('local services', () => {
     expect(res.started).toEqual(['redis']);
     expect(await isReachable(res.redisUrl)).toBe(true);
     expect((await down({ ...opts, only: ['redis'] })).stopped).toEqual(['redis']);
+  });
+
+  it('--redis-cluster: starts a local cluster instead of the one Redis, shows its nodes, stops it; a bad shape is refused', async () => {
+    const [basePort] = await freeClusterPorts(3);
+    const cluster = { ...opts, only: ['redis' as const], redisCluster: { masters: 3, replicas: 0, basePort: basePort! } };
+    const r = await up(cluster);
+    expect(r.started).toEqual(['redis-cluster']);
+    expect(r.redisUrl).toBe(`redis+cluster://127.0.0.1:${basePort},127.0.0.1:${basePort! + 1},127.0.0.1:${basePort! + 2}`);
+    expect(await isReachable(r.redisUrl)).toBe(true);
+    expect((await up(cluster)).started).toEqual([]);
+    // `fugu services` and `fugu down` find it from FUGU_HOME alone
+    const status = (await servicesStatus({ ...opts, only: ['redis'] })).find((s) => s.name === 'redis-cluster')!;
+    expect(status).toMatchObject({ url: r.redisUrl, reachable: true });
+    expect(status.nodes!.map((n) => [n.port, n.role, n.slots.reduce((a, [x, y]) => a + y - x + 1, 0), typeof n.pid])).toEqual([
+      [basePort, 'master', 5461, 'number'], [basePort! + 1, 'master', 5462, 'number'], [basePort! + 2, 'master', 5461, 'number'],
+    ]);
+    await expect(up({ ...cluster, redisCluster: { masters: 4, replicas: 0, basePort: basePort! } })).rejects.toThrow(/holds a cluster of 3 masters x 0 replicas/);
+    await expect(up({ ...cluster, redisCluster: { masters: 2 } })).rejects.toThrow(/at least 3 masters/);
+    expect((await down({ ...opts, only: ['redis'] })).stopped).toEqual(['redis-cluster']);
+    expect(await isReachable(r.redisUrl, 500)).toBe(false);
   });
 
   it('isReachable says false for a closed port and rejects other schemes', async () => {

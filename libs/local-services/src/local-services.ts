@@ -20,7 +20,12 @@ import path from 'node:path';
 import tls from 'node:tls';
 import pg from 'pg';
 import { ConfigError, InputError, ServiceUnavailableError } from '@fugu/core';
-import { redactUrl } from '@fugu/config';
+import { isClusterUrl, parseRedisUrl, redactUrl } from '@fugu/config';
+import { clusterInfo } from './resp.ts';
+import {
+  checkClusterShape, clusterPorts, DEFAULT_REDIS_CLUSTER_PORT, readRedisClusterState, redisClusterNodes, redisClusterUrl, startRedisCluster, stopRedisCluster,
+  type ClusterNodeInfo, type RedisClusterSpec,
+} from './redis-cluster.ts';
 
 export const DEFAULT_REDIS_PORT = 6390;
 export const DEFAULT_PG_PORT = 5440;
@@ -33,7 +38,7 @@ const REPO_ROOT = path.resolve(import.meta.dirname, '../../..');
 const DEFAULT_READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 60_000;
 
-export type ServiceName = 'redis' | 'postgres';
+export type ServiceName = 'redis' | 'postgres' | 'redis-cluster';
 export type Log = (line: string) => void;
 
 const stderrLog: Log = (line) => process.stderr.write(`${line}\n`);
@@ -51,6 +56,11 @@ export interface ServicesOptions {
   readyTimeoutMs?: number;
   /** allow `apt-get install` of missing server packages when running as root; default true */
   install?: boolean;
+  /**
+   * a local Redis Cluster instead of the single Redis (`fugu up --redis-cluster N`): N masters,
+   * `replicas` each (default 1), nodes on ports from `basePort` (default 6391) in FUGU_HOME/redis-cluster
+   */
+  redisCluster?: { masters: number; replicas?: number; basePort?: number; nodeTimeoutMs?: number };
 }
 
 export interface UpResult {
@@ -67,6 +77,8 @@ export interface ServiceStatus {
   /** pid of the server started from this folder, if it is running */
   pid: number | undefined;
   reachable: boolean;
+  /** a Redis Cluster's nodes, as one of them sees them */
+  nodes?: ClusterNodeInfo[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -80,6 +92,7 @@ interface Resolved {
   only: ServiceName[];
   readyTimeoutMs: number;
   install: boolean;
+  redisCluster: ServicesOptions['redisCluster'];
 }
 
 function resolveOptions(opts: ServicesOptions = {}): Resolved {
@@ -97,6 +110,7 @@ function resolveOptions(opts: ServicesOptions = {}): Resolved {
     only: opts.only ?? ['redis', 'postgres'],
     readyTimeoutMs: opts.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS,
     install: opts.install ?? true,
+    redisCluster: opts.redisCluster,
   };
 }
 
@@ -118,9 +132,19 @@ export function localServiceUrls(opts: Pick<ServicesOptions, 'redisPort' | 'pgPo
 
 /**
  * True when a real server answers at `url`: for redis:// (or rediss://) a PING gets PONG
- * (after AUTH when the URL carries credentials); for postgres:// a connection runs `select 1`.
+ * (after AUTH when the URL carries credentials); for a Redis Cluster (redis+cluster://) a seed
+ * node says cluster_state:ok (every slot served); for postgres:// a connection runs `select 1`.
  */
 export async function isReachable(url: string, timeoutMs = 2_000): Promise<boolean> {
+  if (isClusterUrl(url)) {
+    const target = parseRedisUrl(url);
+    if (target.kind !== 'cluster') return false;
+    for (const n of target.nodes) {
+      const info = await clusterInfo({ ...n, tls: target.tls, ...(target.username !== undefined && { username: target.username }), ...(target.password !== undefined && { password: target.password }) }, timeoutMs);
+      if (info?.cluster_state === 'ok') return true;
+    }
+    return false;
+  }
   let u: URL;
   try {
     u = new URL(url);
@@ -229,7 +253,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<boolean> {
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number, intervalMs = 100): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await condition()) return true;
@@ -302,7 +326,7 @@ function signal(pid: number, sig: NodeJS.Signals): void {
   }
 }
 
-async function tail(file: string, lines = 15): Promise<string> {
+export async function tail(file: string, lines = 15): Promise<string> {
   try {
     const text = await fs.readFile(file, 'utf8');
     return text.trimEnd().split('\n').slice(-lines).join('\n');
@@ -311,14 +335,14 @@ async function tail(file: string, lines = 15): Promise<string> {
   }
 }
 
-interface RunResult {
+export interface RunResult {
   code: number | null;
   stdout: string;
   stderr: string;
 }
 
 /** Runs a command to completion, collecting its output (unless stdout/stderr are redirected in opts). */
-function run(cmd: string, args: string[], opts: SpawnOptions = {}): Promise<RunResult> {
+export function run(cmd: string, args: string[], opts: SpawnOptions = {}): Promise<RunResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts });
     let stdout = '';
@@ -331,7 +355,7 @@ function run(cmd: string, args: string[], opts: SpawnOptions = {}): Promise<RunR
   });
 }
 
-function findExecutable(name: string, extraDirs: string[] = []): string | undefined {
+export function findExecutable(name: string, extraDirs: string[] = []): string | undefined {
   const dirs = [...(process.env.PATH ?? '').split(path.delimiter).filter(Boolean), ...extraDirs];
   for (const dir of dirs) {
     const file = path.join(dir, name);
@@ -372,6 +396,8 @@ export interface RedisSpec {
   readyTimeoutMs?: number;
   log?: Log;
   install?: boolean;
+  /** further redis-server arguments (a cluster node's --cluster-enabled ...) */
+  extraArgs?: string[];
 }
 
 export function redisPaths(dir: string): { pidFile: string; logFile: string; dataDir: string } {
@@ -389,7 +415,7 @@ export function runningRedisPid(spec: Pick<RedisSpec, 'dir' | 'port'>): number |
   return pid;
 }
 
-async function findRedisServer(log: Log, install: boolean): Promise<string> {
+export async function findRedisServer(log: Log, install: boolean): Promise<string> {
   const extra = ['/usr/bin', '/usr/sbin', '/usr/local/bin', '/usr/local/sbin'];
   const found = findExecutable('redis-server', extra);
   if (found) return found;
@@ -437,6 +463,7 @@ export async function startRedis(spec: RedisSpec): Promise<boolean> {
       // BullMQ needs every key kept: a full Redis must refuse writes, never drop jobs.
       '--maxmemory-policy', 'noeviction',
       '--always-show-logo', 'no',
+      ...(spec.extraArgs ?? []),
     ];
     const res = await run(bin, args, { cwd: spec.dir });
     if (res.code !== 0) {
@@ -834,6 +861,19 @@ export function kill9Postgres(spec: Pick<PostgresSpec, 'dir'>): Promise<boolean>
 // up / down / status
 
 const redisSpec = (o: Resolved): RedisSpec => ({ port: o.redisPort, dir: path.join(o.home, 'redis'), log: o.log, readyTimeoutMs: o.readyTimeoutMs, install: o.install });
+/** The local cluster's spec: the saved one in FUGU_HOME/redis-cluster, else the one asked for. */
+function clusterSpec(o: Resolved): RedisClusterSpec | undefined {
+  const dir = path.join(o.home, 'redis-cluster');
+  const saved = readRedisClusterState(dir);
+  const asked = o.redisCluster;
+  if (!asked && !saved) return undefined;
+  const masters = asked?.masters ?? saved!.masters;
+  const replicas = asked?.replicas ?? saved?.replicas ?? 1;
+  checkClusterShape(masters, replicas);
+  const ports = asked?.basePort !== undefined || !saved ? clusterPorts(asked?.basePort ?? DEFAULT_REDIS_CLUSTER_PORT, masters, replicas) : saved.ports;
+  return { dir, masters, replicas, ports, log: o.log, readyTimeoutMs: o.readyTimeoutMs, install: o.install, ...(asked?.nodeTimeoutMs !== undefined && { nodeTimeoutMs: asked.nodeTimeoutMs }) };
+}
+
 const postgresSpec = (o: Resolved): PostgresSpec => ({ port: o.pgPort, dir: path.join(o.home, 'pg'), log: o.log, readyTimeoutMs: o.readyTimeoutMs, install: o.install });
 
 /**
@@ -844,7 +884,16 @@ export async function up(opts: ServicesOptions = {}): Promise<UpResult> {
   const o = resolveOptions(opts);
   const { redisUrl, databaseUrl } = localServiceUrls(o);
   const tasks: Promise<ServiceName | undefined>[] = [];
-  if (o.only.includes('redis')) {
+  const cluster = o.redisCluster ? clusterSpec(o) : undefined;
+  if (cluster && o.only.includes('redis')) {
+    tasks.push(
+      (async () => {
+        o.log(`fugu: starting a Redis Cluster of ${cluster.masters} masters x ${cluster.replicas} replicas on 127.0.0.1:${cluster.ports.join(',')} (files in ${cluster.dir})`);
+        const r = await startRedisCluster(cluster);
+        return r.started.length > 0 ? 'redis-cluster' : undefined;
+      })(),
+    );
+  } else if (o.only.includes('redis')) {
     tasks.push(
       (async () => {
         if (await isReachable(redisUrl)) return undefined;
@@ -868,7 +917,7 @@ export async function up(opts: ServicesOptions = {}): Promise<UpResult> {
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   const started = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
-  return { redisUrl, databaseUrl, started };
+  return { redisUrl: cluster ? redisClusterUrl(cluster) : redisUrl, databaseUrl, started };
 }
 
 /** Stops the services `up` started from this home (through their pid files). No-op when none runs. */
@@ -878,6 +927,14 @@ export async function down(opts: ServicesOptions = {}): Promise<{ stopped: Servi
   if (o.only.includes('redis') && (await stopRedis(redisSpec(o)))) {
     o.log(`fugu: stopped Redis on 127.0.0.1:${o.redisPort}`);
     stopped.push('redis');
+  }
+  const cluster = o.only.includes('redis') ? clusterSpec({ ...o, redisCluster: undefined }) : undefined;
+  if (cluster) {
+    const ports = await stopRedisCluster(cluster);
+    if (ports.length > 0) {
+      o.log(`fugu: stopped the Redis Cluster's nodes on 127.0.0.1:${ports.join(',')}`);
+      stopped.push('redis-cluster');
+    }
   }
   if (o.only.includes('postgres') && (await stopPostgres(postgresSpec(o)))) {
     o.log(`fugu: stopped Postgres on 127.0.0.1:${o.pgPort}`);
@@ -894,6 +951,12 @@ export async function servicesStatus(opts: ServicesOptions = {}): Promise<Servic
   if (o.only.includes('redis')) {
     const spec = redisSpec(o);
     out.push({ name: 'redis', url: redisUrl, dir: spec.dir, pid: runningRedisPid(spec), reachable: await isReachable(redisUrl) });
+    const cluster = clusterSpec({ ...o, redisCluster: undefined });
+    if (cluster) {
+      const url = redisClusterUrl(cluster);
+      const nodes = await redisClusterNodes(cluster);
+      out.push({ name: 'redis-cluster', url, dir: cluster.dir, pid: nodes?.find((n) => n.pid !== undefined)?.pid, reachable: await isReachable(url), ...(nodes && { nodes }) });
+    }
   }
   if (o.only.includes('postgres')) {
     const spec = postgresSpec(o);

@@ -42,11 +42,14 @@ export function createRedis(url: string, role: RedisRole, extra: RedisOptions = 
   if (target.kind === 'single') {
     redis = new Redis(url, { ...common, ...perRole });
   } else {
-    const { retryStrategy: _r, lazyConnect, enableOfflineQueue: _o, ...node } = { ...common, ...perRole };
+    const { retryStrategy: _r, lazyConnect: _l, enableOfflineQueue: _o, ...node } = { ...common, ...perRole };
     redis = new Cluster(
       target.nodes,
       clusterOptions(target, node, {
-        lazyConnect: lazyConnect ?? false,
+        // connected by its first command (BullMQ connects its own): a Cluster connected at once
+        // fails a command sent while it first learns the slots ("Connection is closed") now and
+        // then; one connected by a command holds it until the slots are known
+        lazyConnect: true,
         clusterRetryStrategy: retryStrategy,
         enableOfflineQueue: true,
         enableReadyCheck: true,

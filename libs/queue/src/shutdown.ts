@@ -33,3 +33,19 @@ export function installShutdown(closers: Closer[], opts: { timeoutMs: number; lo
   process.on('SIGINT', onInt);
   return () => run('manual');
 }
+
+/**
+ * Closes BullMQ workers: gracefully (the jobs in hand finish) until `deadline`, then by force.
+ * BullMQ's close() waits for its blocking command and for QUIT on every connection; on a Redis
+ * Cluster whose master died while a worker blocked on it (a failover), those never answer, and a
+ * close(true) after a close() in progress only returns that close. Past the deadline the
+ * workers' connections are disconnected instead (their unfinished jobs' locks expire and other
+ * workers take them). Resolves true when every worker closed gracefully.
+ */
+export async function closeWorkers(workers: ReadonlyArray<{ close(force?: boolean): Promise<void>; disconnect(): Promise<void> }>, deadline: number): Promise<boolean> {
+  const bounded = (p: Promise<unknown>, ms: number): Promise<boolean> =>
+    Promise.race([p.then(() => true, () => true), new Promise<boolean>((r) => setTimeout(() => r(false), Math.max(0, ms)).unref())]);
+  if (await bounded(Promise.all(workers.map((w) => w.close())), deadline - Date.now())) return true;
+  await Promise.all(workers.map((w) => bounded(w.disconnect(), 2_000)));
+  return false;
+}
