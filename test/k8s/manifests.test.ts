@@ -2,13 +2,14 @@
 // rendered object validates against the Kubernetes and KEDA schemas, the deployment policy holds
 // (test/k8s/policy.ts), the KEDA triggers name the real BullMQ keys of libs/queue, and the
 // generated ScaledObjects are what k8s/scripts/generate.ts writes now.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROVIDERS } from '@fugu/core';
 import { allQueueNames, conductQueue, esEvalQueue, grpoFaninQueue, providerCallQueues, queueKeys, routeQueue } from '@fugu/queue';
-import { generate, providerQueueShardsFromConfig, SCALED_OBJECTS_FILE, UNSCALED } from '../../k8s/scripts/generate.ts';
+import { CLUSTER_CONFIG_FILE, generate, providerQueueShardsFromConfig, SCALED_OBJECTS_FILE, UNSCALED } from '../../k8s/scripts/generate.ts';
 import {
   configMap,
   type Container,
@@ -276,6 +277,46 @@ describe('overlays', () => {
     expect(auth.secretTargetRef.map((r) => r.parameter).sort()).toEqual(['address', 'password']);
     expect(configMap(objects).FUGU_GATEWAY_MODE).toBe('pool');
     expect(find(objects, 'HorizontalPodAutoscaler', 'fugu-gateway')).toBeDefined();
+  });
+});
+
+describe('k8s/components/redis-cluster: the queues on a Redis Cluster you run', () => {
+  // base + the component, rendered from a kustomization beside (kustomize takes relative paths only)
+  let objects: K8sObject[];
+  beforeAll(() => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'fugu-k8s-cluster-'));
+    try {
+      const rel = path.relative(dir, k8s(''));
+      writeFileSync(path.join(dir, 'kustomization.yaml'), `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: fugu\nresources:\n  - ${rel}/base\ncomponents:\n  - ${rel}/components/redis-cluster\n`);
+      objects = render(dir);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('validates against the Kubernetes and KEDA schemas', async () => {
+    expect(await schemaViolations(objects)).toEqual([]);
+  });
+
+  it("splits the provider queues into the component's shards and scales on every shard's keys with KEDA's redis-cluster scaler", () => {
+    const shards = providerQueueShardsFromConfig(CLUSTER_CONFIG_FILE);
+    expect(shards).toBeGreaterThan(1);
+    expect(configMap(objects).FUGU_PROVIDER_QUEUE_SHARDS).toBe(String(shards));
+    const prefix = configMap(objects).FUGU_QUEUE_PREFIX!;
+    const expected: Record<string, string[]> = { ...EXPECTED_QUEUES, 'fugu-provider-worker': PROVIDERS.flatMap((p) => providerCallQueues(p, shards)) };
+    for (const so of objects.filter((o) => o.kind === 'ScaledObject')) {
+      const spec = so.spec as unknown as ScaledObjectSpec;
+      for (const t of spec.triggers) {
+        expect(t.type, `${id(so)} trigger ${t.name}`).toBe('redis-cluster');
+        expect(t.authenticationRef?.name).toBe('fugu-redis');
+      }
+      const lists = spec.triggers.map((t) => t.metadata.listName).sort();
+      expect(lists).toEqual(expected[so.metadata.name]!.flatMap((q) => [queueKeys(prefix, q).wait, queueKeys(prefix, q).prioritized]).sort());
+      // the formula names every trigger once
+      expect(spec.advanced!.scalingModifiers!.formula!.split(' + ').sort()).toEqual(spec.triggers.map((t) => t.name!).sort());
+    }
+    const auth = find(objects, 'TriggerAuthentication', 'fugu-redis').spec as { secretTargetRef: Array<{ parameter: string; key: string }> };
+    expect(auth.secretTargetRef).toEqual([{ parameter: 'addresses', name: 'fugu-redis', key: 'addresses' }]);
   });
 });
 
