@@ -32,7 +32,7 @@ import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { getCheckpoint, getConductorCheckpoint, getConductorRun, getEsRun, getEsState, getGrpoRun, getRun, listCheckpoints, listEsGenerations, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
-import { conductQueue, esEvalQueue } from '@fugu/queue';
+import { conductQueue, esEvalQueue, queueKeys, routeQueue } from '@fugu/queue';
 import { waitFor } from '../support/eval-env.ts';
 import { TestCluster, type FuguProcess } from './cluster.ts';
 import { netnsUnavailable } from './netns.ts';
@@ -457,7 +457,7 @@ describe('ES across hosts', () => {
       const c = await coordinator('c1', 'cut');
       // generation 2 dispatched and in both evaluators' hands: cut w1 off
       await committed('cut', 2);
-      await waitFor('generation 2 jobs in hand', async () => (await redis.llen('fugu:es-eval:active')) >= 6, 60_000, 5);
+      await waitFor('generation 2 jobs in hand', async () => (await redis.llen(queueKeys('fugu', esEvalQueue).active)) >= 6, 60_000, 5);
       const cutAt = Date.now();
       cluster.net.linkDown('w1');
       await committed('cut', 3);
@@ -517,11 +517,11 @@ describe('serving across hosts', () => {
         expect(r.status).toBe(503);
         expect(((await r.json()) as { error: { code: string } }).error.code).toBe('router_unavailable');
       }
-      await waitFor('the wake job', async () => (await redis.llen('fugu:route:wait')) === 1, 10_000, 20);
+      await waitFor('the wake job', async () => (await redis.llen(queueKeys('fugu', routeQueue).wait)) === 1, 10_000, 20);
       // what KEDA does on that depth: a router worker starts (on w2); it drops the wake job
       const t0 = Date.now();
       procs.push(await cluster.startApp('w2', 'router-worker', { FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu', FUGU_ROUTER_THREADS: '1' }));
-      await waitFor('the wake job taken', async () => (await redis.llen('fugu:route:wait')) === 0, 30_000, 20);
+      await waitFor('the wake job taken', async () => (await redis.llen(queueKeys('fugu', routeQueue).wait)) === 0, 30_000, 20);
       const r = await waitFor('a routed answer', async () => {
         const res = await ask();
         return res.status === 200 ? res : undefined;

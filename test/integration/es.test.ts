@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { esEvaluations, getCheckpoint, getEsRun, listEsGenerations } from '@fugu/db';
+import { esEvalQueue } from '@fugu/queue';
 import { createEsEnv, runCli, startTrainerProcess, type EsEnv, type TrainerProcess } from '../support/es-env.ts';
 
 let env: EsEnv;
@@ -60,7 +61,8 @@ describe('fugu train es', () => {
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/ES run e2e: completed/);
     expect(status.stdout).toMatch(/generation 3 of 3; lambda 6 x 2 replica\(s\)/);
-    expect(status.stdout).toMatch(/queue es-eval: .*evaluators connected 2/);
+    expect(status.stdout).toContain(`queue ${esEvalQueue}: `);
+    expect(status.stdout).toMatch(/evaluators connected 2/);
 
     const out = path.join(env.dir, 'e2e.html');
     const report = await runCli(env.config, ['report', 'e2e', '--out', out]);
