@@ -4,7 +4,7 @@
 // client would; the gateway drives the batch. `--wait` follows it with a progress bar.
 import { createReadStream } from 'node:fs';
 import { stat, writeFile } from 'node:fs/promises';
-import OpenAI, { APIError } from 'openai';
+import OpenAI, { APIConnectionError, APIError } from 'openai';
 import { ConfigError, InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { action, EXIT, jsonOption, printJson, type CommandGroup } from '../cli.ts';
@@ -55,9 +55,9 @@ export const batchCommands: CommandGroup = (program, cli) => {
 
 function client(config: FuguConfig, c: Conn): OpenAI {
   const baseURL = c.url ?? process.env.FUGU_GATEWAY_URL?.trim() ?? `http://127.0.0.1:${config.gateway.port}/v1`;
-  const apiKey = c.apiKey ?? process.env.FUGU_API_KEY?.trim();
-  if (!apiKey && config.gateway.auth === 'keys') throw new ConfigError('no API key: set FUGU_API_KEY or pass --api-key (create one with `fugu keys create --name NAME`)', 'FUGU_API_KEY');
-  return new OpenAI({ baseURL, apiKey: apiKey || 'none', maxRetries: 2, timeout: 600_000 });
+  // no key: a gateway with auth none takes it; one with keys answers 401 (said below)
+  const apiKey = c.apiKey ?? (process.env.FUGU_API_KEY?.trim() || 'none');
+  return new OpenAI({ baseURL, apiKey, maxRetries: 2, timeout: 600_000 });
 }
 
 /** The gateway's refusals as the CLI's: a 4xx is the user's input (exit 2), the message as the gateway wrote it. */
@@ -66,8 +66,10 @@ async function api<T>(f: () => Promise<T>): Promise<T> {
     return await f();
   } catch (e) {
     if (e instanceof APIError && e.status !== undefined && e.status >= 400 && e.status < 500) {
-      throw new InputError(`${e.status} ${(e.error as { message?: string } | undefined)?.message ?? e.message}`, {});
+      const hint = e.status === 401 ? ' (set FUGU_API_KEY or pass --api-key)' : '';
+      throw new InputError(`${e.status} ${(e.error as { message?: string } | undefined)?.message ?? e.message}${hint}`, {});
     }
+    if (e instanceof APIConnectionError) throw new ConfigError(`cannot reach the gateway: ${e.message} (start it with \`fugu gateway\`, or set FUGU_GATEWAY_URL or --url)`, 'FUGU_GATEWAY_URL');
     throw e;
   }
 }

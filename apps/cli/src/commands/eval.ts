@@ -352,8 +352,14 @@ async function cmdDemo(
   if (ultra !== EXIT.ok) return ultra;
   // fugu-ultra beside fugu: the demo's multi-agent Conductor (three proposers, the best aggregates), served by the gateway
   process.stderr.write(`demo: ${await cmdUltraPublish(config, { ...ULTRA_PUBLISH_DEFAULTS, conductor: 'fixed:moa:3', pool: 'llmrouter' })}\n`);
-  // the gateway on this machine only, without keys; the replay workers answer the dataset's questions
-  process.stderr.write('demo: starting the gateway (Ctrl-C stops it; `fugu gateway` starts it again)\n');
+  // the gateway on this machine only, without keys; the replay workers answer the dataset's questions,
+  // and a provider worker beside it answers the lines of batches (`fugu batch submit FILE --wait`)
+  process.stderr.write('demo: starting the gateway and a provider worker for batches (Ctrl-C stops them; `fugu gateway` starts the gateway again)\n');
   process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run
-  return startGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'llmrouter', mode: 'in-process' });
+  const batchWorker = await startLocalWorkers(config, { count: 1, providers: ['replay'] });
+  try {
+    return await startGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'llmrouter', mode: 'in-process' });
+  } finally {
+    await batchWorker.stop();
+  }
 }

@@ -119,7 +119,7 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
       const ultraBody = JSON.stringify({ model: m.ultra, messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
       process.stderr.write(`  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${ultraBody}'\n`);
     }
-    process.stderr.write('\n');
+    process.stderr.write('a batch of such requests (OpenAI Batch API JSONL): npx fugu batch submit FILE --wait\n\n');
   });
   // pass each signal on: the gateway drains and exits (a second one: at once); wait for it
   const onSignal = (signal: NodeJS.Signals) => {
