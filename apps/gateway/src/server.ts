@@ -16,7 +16,6 @@
 // the router's probabilities (streaming: only before the first byte went out); a provider's 400
 // is a 400 with its message. Errors use OpenAI's error format.
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
-import type { Redis } from 'ioredis';
 import type { RedisClient } from '@fugu/queue';
 import type { Queue } from 'bullmq';
 import { BatchDriver, FILE_LIMITS, type BatchDriverOptions } from '@fugu/batch';
@@ -166,7 +165,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     if (batchDriver !== null) await api.register(batchesPlugin, { ctx, db: opts.db!, driver: batchDriver, limits: { ...FILE_LIMITS, maxBytes: g.filesMaxBytes, maxLines: g.batchMaxLines } });
   });
   await app.register(opsPlugin, { ctx });
-  if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis as Redis, adminKey: opts.adminKey }); // a Cluster too: Bull Board's queues take either (adminPlugin's type says Redis)
+  if (opts.adminKey && opts.redis) await app.register(adminPlugin, { ctx, redis: opts.redis, adminKey: opts.adminKey });
   return app;
 }
 

@@ -3,7 +3,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@fugu/queue';
 import { createBullBoard } from '@bull-board/api';
 import { BullMQAdapter } from '@bull-board/api/bullMQAdapter';
 import { FastifyAdapter } from '@bull-board/fastify';
@@ -20,7 +20,7 @@ export async function opsPlugin(app: FastifyInstance, { ctx }: { ctx: GatewayCon
   app.get('/metrics', async (_req, reply) => reply.header('content-type', ctx.registry.contentType).send(await ctx.registry.metrics()));
 }
 
-export async function adminPlugin(app: FastifyInstance, { ctx, redis, adminKey }: { ctx: GatewayContext; redis: Redis; adminKey: string }): Promise<void> {
+export async function adminPlugin(app: FastifyInstance, { ctx, redis, adminKey }: { ctx: GatewayContext; redis: RedisClient; adminKey: string }): Promise<void> {
   const key = Buffer.from(adminKey);
   const queues = allQueueNames().map((n) => new Queue(n, { connection: redis, prefix: ctx.config.queuePrefix }));
   const serverAdapter = new FastifyAdapter();
