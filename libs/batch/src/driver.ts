@@ -123,19 +123,29 @@ export class BatchDriver {
         continue;
       }
       this.#active.add(b.id);
+      // the lease is kept while this process lives (a long part or the files of a large batch
+      // take longer than the lease); lost only when renewing fails past it (another took over)
+      const lease = { lost: false };
+      const keep = setInterval(() => {
+        void renewBatchLease(this.#o.db, b.id, this.owner, this.#o.leaseMs).then(
+          (ok) => (lease.lost ||= !ok),
+          () => {},
+        );
+      }, Math.max(100, Math.floor(this.#o.leaseMs / 3)));
       try {
-        await this.#drive(b);
+        await this.#drive(b, lease);
       } catch (e) {
         this.#o.log.error({ batch: b.id, err: scrub((e as Error).message) }, 'batch driver failed (the batch is taken again)');
         await this.#sleep(this.#o.pollMs);
       } finally {
+        clearInterval(keep);
         this.#active.delete(b.id);
         await releaseBatchLease(this.#o.db, b.id, this.owner).catch(() => {});
       }
     }
   }
 
-  async #drive(start: BatchRow): Promise<void> {
+  async #drive(start: BatchRow, lease: { lost: boolean }): Promise<void> {
     const { db, log } = this.#o;
     const id = start.id;
     if (start.status === 'validating') await updateBatchRow(db, id, this.owner, { status: 'in_progress', inProgressAt: 'now' }, ['validating']);
@@ -149,14 +159,14 @@ export class BatchDriver {
     let progressAt = performance.now();
     let shown = { completed: start.completed, failed: start.failed };
     while (this.#running) {
-      if (!(await renewBatchLease(db, id, this.owner, this.#o.leaseMs))) return;
+      if (lease.lost) return;
       const b = await getBatchRow(db, id);
       if (!b) return;
-      if (b.status === 'finalizing') return this.#finalize(b, 'completed');
+      if (b.status === 'finalizing') return this.#finalize(b, 'completed', lease);
       const ending = b.status === 'cancelling' ? 'cancelled' : Date.now() >= b.expiresAt.getTime() ? 'expired' : undefined;
       if (ending) {
-        await this.#settle(b, open);
-        return this.#finalize(b, ending);
+        await this.#settle(b, open, lease);
+        return this.#finalize(b, ending, lease);
       }
       // the next part, while the answers leave room (one a turn: the answers are counted between parts)
       const inFlight = [...open.values()].reduce((n, p) => n + p.pending.size, 0);
@@ -185,7 +195,7 @@ export class BatchDriver {
       }
       if (submitted && open.size === 0) {
         await updateBatchRow(db, id, this.owner, { status: 'finalizing', finalizingAt: 'now' }, ['in_progress']);
-        return this.#finalize(b, 'completed');
+        return this.#finalize(b, 'completed', lease);
       }
       if (performance.now() - progressAt >= this.#o.stallMs) {
         const ids = [...open.values()].flatMap((p) => [...p.pending]);
@@ -293,7 +303,7 @@ export class BatchDriver {
    * answer; then every open part is finished with what it has (a line without an answer failed,
    * cancelled). No call starts after this.
    */
-  async #settle(b: BatchRow, open: Map<number, OpenPart>): Promise<void> {
+  async #settle(b: BatchRow, open: Map<number, OpenPart>, lease: { lost: boolean }): Promise<void> {
     const { db } = this.#o;
     const client = this.#client();
     for (;;) {
@@ -322,7 +332,7 @@ export class BatchDriver {
         }
         break;
       }
-      if (!(await renewBatchLease(db, b.id, this.owner, this.#o.leaseMs))) throw new Error(`batch ${b.id}: lost its lease while cancelling`);
+      if (lease.lost) throw new Error(`batch ${b.id}: lost its lease while cancelling`);
       await this.#sleep(this.#o.pollMs);
     }
     for (const p of [...open.values()]) await finishBatchPart(db, b.id, p.part, p);
@@ -330,7 +340,7 @@ export class BatchDriver {
   }
 
   /** Writes the output and error files in input order, and ends the batch. */
-  async #finalize(b: BatchRow, ending: 'completed' | 'cancelled' | 'expired'): Promise<void> {
+  async #finalize(b: BatchRow, ending: 'completed' | 'cancelled' | 'expired', lease: { lost: boolean }): Promise<void> {
     const { db, codec } = this.#o;
     const outId = `file-${b.id.slice('batch_'.length)}o`;
     const errId = `file-${b.id.slice('batch_'.length)}e`;
@@ -343,6 +353,8 @@ export class BatchDriver {
     let failed = 0;
     const reqId = (line: number) => `batch_req_${b.id.slice('batch_'.length)}_${line}`;
     for await (const part of readParts(db, b.inputFileId)) {
+      // another driver took over (this one could not renew): it writes the files from the start
+      if (lease.lost) throw new Error(`batch ${b.id}: lost its lease while writing its files`);
       const last = part.firstLine + part.lines.length - 1;
       const rows = new Map((await getBatchLines(db, b.id, part.firstLine, last)).map((r) => [r.line, r]));
       const ids = [...rows.values()].flatMap((r) => (r.callId ? [r.callId] : []));
