@@ -194,32 +194,23 @@ export class PatternMatcher {
 
   /** The deprecated Matches (Docker 20.10's pkg/archive uses it): the file, or its parent directory cut to the pattern's depth. */
   matches(file: string): boolean {
+    return this.#scan(file, (pattern, dirs) => pattern.dirs.length <= dirs.length && pattern.match(dirs.slice(0, pattern.dirs.length).join('/')));
+  }
+
+  /** MatchesOrParentMatches: the file or any of its parent directories. */
+  matchesOrParentMatches(file: string): boolean {
+    return this.#scan(file, (pattern, dirs) => dirs.some((_, i) => pattern.match(dirs.slice(0, i + 1).join('/'))));
+  }
+
+  /** The patterns in order, the last that matches (the file, else `parentMatch` on its parent's parts) deciding. */
+  #scan(file: string, parentMatch: (pattern: Pattern, parentDirs: string[]) => boolean): boolean {
     let matched = false;
     const parentPath = goDir(file);
     const parentPathDirs = parentPath.split('/');
     for (const pattern of this.patterns) {
       // an inclusion that already matched, or an exclusion with nothing to re-include, cannot change the result
       if (pattern.exclusion !== matched) continue;
-      let match = pattern.match(file);
-      if (!match && parentPath !== '.' && pattern.dirs.length <= parentPathDirs.length) {
-        match = pattern.match(parentPathDirs.slice(0, pattern.dirs.length).join('/'));
-      }
-      if (match) matched = !pattern.exclusion;
-    }
-    return matched;
-  }
-
-  /** MatchesOrParentMatches: the file or any of its parent directories. */
-  matchesOrParentMatches(file: string): boolean {
-    let matched = false;
-    const parentPath = goDir(file);
-    const parentPathDirs = parentPath.split('/');
-    for (const pattern of this.patterns) {
-      if (pattern.exclusion !== matched) continue;
-      let match = pattern.match(file);
-      if (!match && parentPath !== '.') {
-        for (let i = 0; i < parentPathDirs.length && !match; i++) match = pattern.match(parentPathDirs.slice(0, i + 1).join('/'));
-      }
+      const match = pattern.match(file) || (parentPath !== '.' && parentMatch(pattern, parentPathDirs));
       if (match) matched = !pattern.exclusion;
     }
     return matched;

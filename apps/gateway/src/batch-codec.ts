@@ -3,14 +3,14 @@
 // key's workers, `fugu` routed by the deployed router, a worker by name), and a line's answer is
 // the body /v1/chat/completions returns. A replay worker's line carries its dataset item's id, as
 // the provider workers need to answer it from the recorded outcomes.
-import { parseUsd, type ChatRequest } from '@fugu/core';
+import { messageText, parseUsd, type ChatRequest } from '@fugu/core';
 import type { BatchCodec, ResolvedLine } from '@fugu/batch';
 import { getDatasetItems, saveDataset, type BatchLineRow, type BatchRow, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { resolveDataset } from '@fugu/evaluation';
 import type { ChatResult } from '@fugu/providers';
 import { newRecord, type GatewayContext } from './context.ts';
 import { GatewayError, unknownModel } from './errors.ts';
-import { eligibleWorkers, routingTextOf, ROUTER_MODEL, type ChatInput, type ModelRegistry } from './models.ts';
+import { eligibleWorkers, planWorker, routingTextOf, ROUTER_MODEL, type ChatInput, type ModelRegistry } from './models.ts';
 import { chatRequestSchema, checkChatFields, completionBody, parseBody, toChatRequest } from './wire.ts';
 
 export type BatchCodecOptions = {
@@ -57,17 +57,16 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
       const req: ChatRequest = toChatRequest(body);
       const caller = { key: null, allowed: b.allowed ?? ctx.poolNames };
       const handler = models.get(body.model);
-      if (!handler || !handler.visibleTo({ ...caller })) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
+      if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
       const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: newRecord(`batch-${b.id}-${l.line}`), signal: new AbortController().signal };
       let name: string;
       if (l.worker !== undefined) name = l.worker;
       else if (body.model === ROUTER_MODEL) {
         const r = await ctx.route(routingTextOf(req), eligibleWorkers(ctx, input), input.options.lambda);
         name = r.candidates[0]!;
-      } else if (byName.has(body.model) && ctx.specs.has(body.model)) {
-        if (!caller.allowed.includes(body.model)) throw new GatewayError(403, `the worker "${body.model}" is not among this key's workers (${caller.allowed.join(', ')})`, { param: 'model', code: 'model_not_allowed' });
-        if (input.options.lambda !== undefined) throw new GatewayError(400, `fugu.lambda: the cost preference applies to model "${ROUTER_MODEL}" only`, { param: 'fugu.lambda', code: 'invalid_value' });
-        name = body.model;
+      } else if (ctx.specs.has(body.model)) {
+        // visible: among the key's workers (the check above)
+        name = planWorker(ctx.specs.get(body.model)!, input).candidates[0]!;
       } else throw new GatewayError(400, `model "${body.model}" cannot run in a batch: a batch line runs "${ROUTER_MODEL}" or a worker by name`, { param: 'model', code: 'model_not_supported' });
       const worker = byName.get(name);
       if (!worker) throw new GatewayError(503, `worker "${name}" is not in this gateway's pool`, { code: 'worker_unavailable' });
@@ -106,9 +105,6 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
 }
 
 function lastUserText(req: ChatRequest): string {
-  for (let i = req.messages.length - 1; i >= 0; i--) {
-    const m = req.messages[i]!;
-    if (m.role === 'user') return typeof m.content === 'string' ? m.content : m.content.map((p) => (p.type === 'text' ? p.text : '')).join('');
-  }
-  return '';
+  const m = req.messages.findLast((x) => x.role === 'user');
+  return m ? messageText(m) : '';
 }

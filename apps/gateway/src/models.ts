@@ -158,14 +158,17 @@ export function eligibleWorkers(ctx: GatewayContext, input: ChatInput): string[]
 
 // ---- a worker called by name ------------------------------------------------------------------
 
+/** A request to a worker by name, checked (no cost preference, within fugu.workers, parameters it can honour): a 400 naming the field otherwise. */
+export function planWorker(spec: WorkerSpec, input: ChatInput): Routed {
+  if (input.options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "${ROUTER_MODEL}" only (this request calls the worker "${spec.name}")`);
+  if (input.options.workers && !input.options.workers.includes(spec.name)) throw badField('fugu.workers', `does not include the worker "${spec.name}" that this request calls`);
+  const missing = unsupportedParams(spec.provider, input.req);
+  if (missing.length > 0) throw badField(missing[0]!, `the worker "${spec.name}" (${spec.provider}) cannot honour it; leave it out or call a worker that can`);
+  return { candidates: [spec.name], routingMs: 0 };
+}
+
 export function workerModel(ctx: GatewayContext, spec: WorkerSpec): ModelHandler {
-  function plan(input: ChatInput): Routed {
-    if (input.options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "${ROUTER_MODEL}" only (this request calls the worker "${spec.name}")`);
-    if (input.options.workers && !input.options.workers.includes(spec.name)) throw badField('fugu.workers', `does not include the worker "${spec.name}" that this request calls`);
-    const missing = unsupportedParams(spec.provider, input.req);
-    if (missing.length > 0) throw badField(missing[0]!, `the worker "${spec.name}" (${spec.provider}) cannot honour it; leave it out or call a worker that can`);
-    return { candidates: [spec.name], routingMs: 0 };
-  }
+  const plan = (input: ChatInput): Routed => planWorker(spec, input);
   return {
     id: spec.name,
     ownedBy: spec.provider,

@@ -133,15 +133,19 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         if (o.cost > 0n) metrics.spend.inc({ provider }, Number(o.cost) / 1e12);
       }
 
-      async function evaluationJob(job: Job, token: string | undefined): Promise<ProviderCallResult> {
-        let data: ProviderCallJob;
+      /** The job's payload, checked; one that fails is counted, logged and rethrown. */
+      function validJob<S extends Parameters<typeof parseJob>[0]>(schema: S, job: Job): ReturnType<typeof parseJob<S>> {
         try {
-          data = parseJob(providerCallJobSchema, job.data, name, job.id);
+          return parseJob(schema, job.data, name, job.id);
         } catch (e) {
           metrics.invalid.inc({ provider });
           log.error({ queue: name, job: job.id, err: e }, 'rejected a job whose payload failed validation');
           throw e;
         }
+      }
+
+      async function evaluationJob(job: Job, token: string | undefined): Promise<ProviderCallResult> {
+        const data: ProviderCallJob = validJob(providerCallJobSchema, job);
         const status = await runs.get(data.runId);
         if (status === undefined) throw new UnrecoverableError(`run ${data.runId} does not exist`);
         if (status !== 'running') {
@@ -198,14 +202,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
       }
 
       async function chatCallJob(job: Job, token: string | undefined): Promise<ChatCallJobResult> {
-        let data: ChatCallJob;
-        try {
-          data = parseJob(chatCallJobSchema, job.data, name, job.id);
-        } catch (e) {
-          metrics.invalid.inc({ provider });
-          log.error({ queue: name, job: job.id, err: e }, 'rejected a job whose payload failed validation');
-          throw e;
-        }
+        const data: ChatCallJob = validJob(chatCallJobSchema, job);
         // the id's row and its stored request in one query; answered already (a re-run after a
         // crash, or the same id submitted again): no call
         const stored = await loadChatCallJob(db, data);

@@ -119,6 +119,11 @@ export async function listBatches(db: Db, keyId: string | null, q: { limit?: unk
   if (q.after !== undefined && typeof q.after !== 'string') throw new BatchApiError(400, 'after: a batch id', 'invalid_value', 'after');
   if (typeof q.after === 'string' && !(await getBatchRow(db, q.after, keyId))) throw notFound('batch', q.after);
   const rows = await listBatchRows(db, keyId, { limit: limit + 1, ...(typeof q.after === 'string' && { after: q.after }) });
+  return listPage(rows, limit, batchObject);
+}
+
+/** OpenAI's list object from up to limit + 1 rows (one more than the page: there are more). */
+export function listPage<T extends { id: string }>(rows: readonly T[], limit: number, toObject: (r: T) => Record<string, unknown>): Record<string, unknown> {
   const page = rows.slice(0, limit);
-  return { object: 'list', data: page.map(batchObject), first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit };
+  return { object: 'list', data: page.map(toObject), first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit };
 }

@@ -9,6 +9,7 @@ export type FilePart = { part: number; firstLine: number; lines: number; data: B
 
 export const OPEN_BATCH_STATUSES = ['validating', 'in_progress', 'finalizing', 'cancelling'] as const;
 export type BatchStatus = (typeof OPEN_BATCH_STATUSES)[number] | 'completed' | 'failed' | 'expired' | 'cancelled';
+const isOpen = sql`status = any(${[...OPEN_BATCH_STATUSES]}::text[])`;
 
 export type BatchRow = {
   id: string;
@@ -92,7 +93,7 @@ export async function deleteFileRow(db: Db, id: string): Promise<boolean> {
 
 /** The open batch that reads this file, if any. */
 export async function batchUsingFile(db: Db, fileId: string): Promise<string | undefined> {
-  const r = await sql<{ id: string }>`select id from batches where (input_file_id = ${fileId}) and status in ('validating', 'in_progress', 'finalizing', 'cancelling') limit 1`.execute(db);
+  const r = await sql<{ id: string }>`select id from batches where input_file_id = ${fileId} and ${isOpen} limit 1`.execute(db);
   return r.rows[0]?.id;
 }
 
@@ -153,7 +154,7 @@ export async function claimBatch(db: Db, owner: string, leaseMs: number, except:
   const r = await sql<RawBatch>`
     update batches set lease_owner = ${owner}, lease_until = now() + make_interval(secs => ${leaseMs / 1000})
     where id = (select id from batches
-                where status in ('validating', 'in_progress', 'finalizing', 'cancelling')
+                where ${isOpen}
                   and (lease_until is null or lease_until < now())
                   and not (id = any(${[...except]}::text[]))
                 order by created_at limit 1 for update skip locked)

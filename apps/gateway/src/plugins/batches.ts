@@ -9,7 +9,7 @@ import { Readable } from 'node:stream';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance } from 'fastify';
 import {
-  BatchApiError, batchObject, cancelBatch, createBatch, fileContent, FileLimitError, fileObject, getBatch, listBatches, storeUpload, type BatchDriver, type FileLimits,
+  BatchApiError, batchObject, cancelBatch, createBatch, fileContent, FileLimitError, fileObject, getBatch, listBatches, listPage, storeUpload, type BatchDriver, type FileLimits,
 } from '@fugu/batch';
 import { batchUsingFile, deleteFileRow, getFileRow, listFileRows, type Db, type FileRow } from '@fugu/db';
 import type { GatewayContext } from '../context.ts';
@@ -70,8 +70,7 @@ export async function batchesPlugin(app: FastifyInstance, { ctx, db, driver, lim
     const keyId = keyOf(request);
     if (q.after !== undefined) await ownFile(q.after, keyId);
     const rows = await listFileRows(db, keyId, { limit: limit + 1, ...(q.purpose !== undefined && { purpose: q.purpose }), ...(q.after !== undefined && { after: q.after }) });
-    const page = rows.slice(0, limit);
-    return { object: 'list', data: page.map(fileObject), first_id: page[0]?.id ?? null, last_id: page.at(-1)?.id ?? null, has_more: rows.length > limit };
+    return listPage(rows, limit, fileObject);
   });
 
   app.get<{ Params: { id: string } }>('/v1/files/:id', async (request) => fileObject(await ownFile(request.params.id, keyOf(request))));
