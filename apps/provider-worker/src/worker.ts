@@ -12,7 +12,7 @@
 import { DelayedError, Queue, RateLimitError as QueueRateLimitError, UnrecoverableError, Worker, type Job } from 'bullmq';
 import { ConfigError, formatUsd, InputError, parseUsd } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { setRunStatus, type Db, type RunProgress } from '@fugu/db';
+import { getChatCallJobStates, recordChatCalls, setRunStatus, type ChatCallRecord, type Db, type RunProgress } from '@fugu/db';
 import { isProviderError, requestHash, type ChatRequest } from '@fugu/providers';
 import { verify } from '@fugu/datasets';
 import { answerReplayRequest } from '@fugu/conductor';
@@ -22,7 +22,7 @@ import {
   type RedisClient,
 } from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
-import { CallWriter, createCallPipeline, LimitExceededError, loadChatCallJob, providerCallCounterKey, type CallOutcome } from '@fugu/calls';
+import { BatchLoader, CallWriter, createCallPipeline, LimitExceededError, loadChatCallJob, providerCallCounterKey, retryTransient, WriteBatcher, type CallOutcome } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';
 
@@ -52,8 +52,16 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
   const items = new ItemLoader(db);
   const workers = new WorkerCache(db);
   const runs = new RunStatusCache(db);
+  // chat-call jobs: the states they read and the rows they write, many jobs' to a statement
+  const chatRows = new WriteBatcher<ChatCallRecord>({
+    maxBatch: config.worker.writeBatchSize,
+    lingerMs: config.worker.writeLingerMs,
+    write: (rows) => retryTransient(() => recordChatCalls(db, rows)),
+  });
+  const chatStates = new BatchLoader((ids: string[]) => getChatCallJobStates(db, ids));
   const pipeline = createCallPipeline({
     db, redis: connection, config, log, env,
+    recordRow: (row) => chatRows.write(row),
     callCounterKey: providerCallCounterKey(config.queuePrefix),
     // a replay worker answers from the item's recorded outcomes (items are loaded before the call)
     // (a Conductor step carries `replayStep` in its metadata: answered by the replay step model)
@@ -68,6 +76,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
 
   const writer = new CallWriter(db, {
     maxBatch: config.worker.writeBatchSize,
+    lingerMs: config.worker.writeLingerMs,
     onProgress: async (progress: RunProgress[]) => {
       for (const r of progress) {
         if (r.status !== 'running') continue;
@@ -205,7 +214,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
         const data: ChatCallJob = validJob(chatCallJobSchema, job);
         // the id's row and its stored request in one query; answered already (a re-run after a
         // crash, or the same id submitted again): no call
-        const stored = await loadChatCallJob(db, data);
+        const stored = await loadChatCallJob(db, data, (id) => chatStates.get(id));
         if (stored?.existing) return { outcome: 'existing', status: stored.existing };
         if (!stored) throw new UnrecoverableError(`chat call ${data.id}: no stored request (chat_requests) under this id`);
         const itemId = stored.request.metadata?.itemId;
@@ -259,7 +268,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
       // unfinished jobs' locks expire and another worker takes them (closeWorkers: also when a
       // cluster master died under a worker's blocking command)
       if (!(await closeWorkers(bullWorkers, deadline))) log.warn('drain timed out; disconnected the workers');
-      await writer.flush();
+      await Promise.all([writer.flush(), chatRows.flush()]);
       await Promise.all([...queues.values()].map((q) => q.close()));
       connection.disconnect();
     },

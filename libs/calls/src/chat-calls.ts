@@ -9,7 +9,7 @@
 import { Job, Queue, QueueEvents, type JobsOptions } from 'bullmq';
 import { InputError, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import { canonicalJson } from '@fugu/providers';
-import { getChatCallJobState, getChatCalls, getChatRequests, getChatRequestWorkers, saveChatRequests, type CallStatus, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
+import { getChatCallJobState, type ChatCallJobState, getChatCalls, getChatRequests, getChatRequestWorkers, saveChatRequests, type CallStatus, type ChatCallRow, type Db, type StoredWorker } from '@fugu/db';
 import { CHAT_CALL_JOB, chatCallIdSchema, chatCallJobSchema, enqueueStream, parseJob, providerCallQueueFor, type ChatCallJob, type RedisClient } from '@fugu/queue';
 import type { WireError } from '@fugu/core';
 
@@ -198,8 +198,13 @@ export async function waitForChatCalls(db: Db, ids: readonly string[], opts: Wai
  * What a chat-call job needs before its call, in one query: the status of the id's row when it
  * has one (answered already: no call), else the stored request (undefined: none under the id).
  */
-export async function loadChatCallJob(db: Db, job: ChatCallJob): Promise<{ existing: CallStatus } | { existing?: undefined; request: ChatRequest; sample: number } | undefined> {
-  const row = await getChatCallJobState(db, job.id);
+export async function loadChatCallJob(
+  db: Db,
+  job: ChatCallJob,
+  /** the state's loader (default one query per job; a worker process batches them: BatchLoader over getChatCallJobStates) */
+  state: (id: string) => Promise<ChatCallJobState | undefined> = (id) => getChatCallJobState(db, id),
+): Promise<{ existing: CallStatus } | { existing?: undefined; request: ChatRequest; sample: number } | undefined> {
+  const row = (await state(job.id))!;
   if (row.status !== null) return { existing: row.status };
   if (row.workerId === null) return undefined;
   if (row.workerId !== job.workerId) throw new Error(`chat call ${job.id}: the job names worker ${job.workerId}, the stored request worker ${row.workerId}`);

@@ -4,6 +4,7 @@ export * from './pipeline.ts';
 export * from './limits.ts';
 export * from './wire-error.ts';
 export * from './call-writer.ts';
+export * from './batching.ts';
 export * from './chat-calls.ts';
 
 /** Redis hash counting every provider call started, per provider (the fault tests read re-executions from it). */

@@ -40,6 +40,11 @@ export type CallPipelineOptions = {
   callCounterKey?: string;
   /** default time limit of one call (default config.worker.callTimeoutMs) */
   timeoutMs?: number;
+  /**
+   * writes a `chat_calls` row of `call`/`stream` and resolves once it is committed (default: one
+   * insert each, recordChatCall; a worker process passes a WriteBatcher's, many rows a statement)
+   */
+  recordRow?: (row: ChatCallRecord) => Promise<unknown>;
 };
 
 export type ExecuteInput = {
@@ -215,14 +220,16 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     requestHash: hash, status: 'error', response: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs, attempts: input.attempt ?? 1, cached: false, error: toWireError(e),
   });
 
+  const recordRow = opts.recordRow ?? ((row: ChatCallRecord) => recordChatCall(db, row));
+
   async function writeOk(input: CallInput, o: CallOutcome): Promise<void> {
-    await recordChatCall(db, okRow(input, o));
+    await recordRow(okRow(input, o));
   }
 
   async function writeError(input: CallInput, hash: string, e: unknown, latencyMs: number): Promise<void> {
     if (input.recordError && !input.recordError(e)) return;
     try {
-      await recordChatCall(db, errorRow(input, hash, e, latencyMs));
+      await recordRow(errorRow(input, hash, e, latencyMs));
     } catch (we) {
       opts.log?.warn({ key: input.key, err: (we as Error).message }, 'could not record a failed call');
     }

@@ -46,6 +46,17 @@ export async function recordChatCall(db: Db, r: ChatCallRecord): Promise<boolean
   return res !== undefined;
 }
 
+/**
+ * Writes many call rows in one statement (a key that has a row, or comes twice, keeps the first),
+ * in key order, so that two writers' statements never wait on each other in opposite orders.
+ */
+export async function recordChatCalls(db: Db, rows: readonly ChatCallRecord[]): Promise<void> {
+  if (rows.length === 0) return;
+  const byKey = new Map<string, ChatCallRecord>();
+  for (const r of rows) if (!byKey.has(r.key)) byKey.set(r.key, r);
+  await insertChatCallsQuery(db, [...byKey.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))).execute();
+}
+
 /** The rows of these keys (absent keys have none yet). */
 export async function getChatCalls(db: Db, keys: readonly string[]): Promise<ChatCallRow[]> {
   if (keys.length === 0) return [];
@@ -105,16 +116,22 @@ export async function getChatRequests(db: Db, ids: readonly string[]): Promise<C
   return rows.map((r) => ({ id: r.id, workerId: r.worker_id, request: r.request, sample: r.sample, origin: r.origin }));
 }
 
+export type ChatCallJobState = { status: CallStatus | null; workerId: number | null; request: Record<string, unknown> | null; sample: number | null };
+
 /**
  * What a chat-call job reads before its call, in one query: the id's chat_calls status (null: no
  * row yet) and its stored request (null fields: none stored).
  */
-export async function getChatCallJobState(db: Db, id: string): Promise<{ status: CallStatus | null; workerId: number | null; request: Record<string, unknown> | null; sample: number | null }> {
-  const r = await sql<{ status: CallStatus | null; worker_id: number | null; request: Record<string, unknown> | null; sample: number | null }>`
-    select c.status, r.worker_id, r.request, r.sample
-      from (select ${id}::text as id) k
+export async function getChatCallJobState(db: Db, id: string): Promise<ChatCallJobState> {
+  return (await getChatCallJobStates(db, [id])).get(id)!;
+}
+
+/** getChatCallJobState of many ids in one query (every id is in the map). */
+export async function getChatCallJobStates(db: Db, ids: readonly string[]): Promise<Map<string, ChatCallJobState>> {
+  const r = await sql<{ id: string; status: CallStatus | null; worker_id: number | null; request: Record<string, unknown> | null; sample: number | null }>`
+    select k.id, c.status, r.worker_id, r.request, r.sample
+      from unnest(${ids as string[]}::text[]) as k(id)
       left join chat_calls c on c.key = k.id
       left join chat_requests r on r.id = k.id`.execute(db);
-  const row = r.rows[0]!;
-  return { status: row.status, workerId: row.worker_id, request: row.request, sample: row.sample };
+  return new Map(r.rows.map((row) => [row.id, { status: row.status, workerId: row.worker_id, request: row.request, sample: row.sample }]));
 }
