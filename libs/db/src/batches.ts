@@ -41,7 +41,20 @@ export type BatchRow = {
   cancelledAt: Date | null;
 };
 
-export type BatchLineRow = { line: number; customId: string | null; model: string | null; worker: string | null; callId: string | null; error: { code: string; message: string; param?: string | null } | null };
+/** A stored answer of a line the driver ran itself (`local`): the output line's status and body, its cost (picodollars). */
+export type BatchLineAnswer = { statusCode: number; body: Record<string, unknown>; cost: bigint };
+export type BatchLineRow = {
+  line: number;
+  customId: string | null;
+  model: string | null;
+  worker: string | null;
+  callId: string | null;
+  error: { code: string; message: string; param?: string | null } | null;
+  /** run by the driver itself (migration 0014), not as a chat-call job */
+  local: boolean;
+  /** a local line's answer, once it has one */
+  answer: BatchLineAnswer | null;
+};
 export type BatchPartRow = { part: number; firstLine: number; lines: number; done: boolean; completed: number; failed: number };
 
 /** Key scope: the rows of this key (null: made without a key, gateway.auth none). */
@@ -201,7 +214,7 @@ export async function updateBatchRow(db: Db, id: string, owner: string, u: Batch
 
 // ---- lines and parts --------------------------------------------------------------------------
 
-export type NewBatchLine = { line: number; customId: string | null; model: string | null; worker: string | null; callId: string | null; error: BatchLineRow['error'] };
+export type NewBatchLine = { line: number; customId: string | null; model: string | null; worker: string | null; callId: string | null; error: BatchLineRow['error']; local?: boolean };
 
 /**
  * Inserts lines; a line already there (a part read again after a driver died) is left, and a
@@ -213,8 +226,8 @@ export async function insertBatchLines(db: Db, batchId: string, lines: readonly 
   for (let i = 0; i < lines.length; i += 2000) {
     const chunk = lines.slice(i, i + 2000);
     const r = await sql<{ line: number }>`
-      insert into batch_lines (batch_id, line, custom_id, model, worker, call_id, error)
-      values ${sql.join(chunk.map((l) => sql`(${batchId}, ${l.line}, ${l.customId}, ${l.model}, ${l.worker}, ${l.callId}, ${l.error === null ? null : JSON.stringify(l.error)}::jsonb)`))}
+      insert into batch_lines (batch_id, line, custom_id, model, worker, call_id, error, local)
+      values ${sql.join(chunk.map((l) => sql`(${batchId}, ${l.line}, ${l.customId}, ${l.model}, ${l.worker}, ${l.callId}, ${l.error === null ? null : JSON.stringify(l.error)}::jsonb, ${l.local ?? false})`))}
       on conflict do nothing returning line`.execute(db);
     for (const x of r.rows) out.add(x.line);
   }
@@ -223,9 +236,33 @@ export async function insertBatchLines(db: Db, batchId: string, lines: readonly 
 
 /** The batch's lines from `first` to `last` (inclusive), in order. */
 export async function getBatchLines(db: Db, batchId: string, first: number, last: number): Promise<BatchLineRow[]> {
-  const r = await sql<{ line: number; custom_id: string | null; model: string | null; worker: string | null; call_id: string | null; error: BatchLineRow['error'] }>`
-    select line, custom_id, model, worker, call_id, error from batch_lines where batch_id = ${batchId} and line between ${first} and ${last} order by line`.execute(db);
-  return r.rows.map((x) => ({ line: x.line, customId: x.custom_id, model: x.model, worker: x.worker, callId: x.call_id, error: x.error }));
+  const r = await sql<{
+    line: number; custom_id: string | null; model: string | null; worker: string | null; call_id: string | null; error: BatchLineRow['error'];
+    local: boolean; answer_status: number | null; answer: Record<string, unknown> | null; answer_cost: string | null;
+  }>`
+    select line, custom_id, model, worker, call_id, error, local, answer_status, answer, answer_cost::text as answer_cost
+    from batch_lines where batch_id = ${batchId} and line between ${first} and ${last} order by line`.execute(db);
+  return r.rows.map((x) => ({
+    line: x.line, customId: x.custom_id, model: x.model, worker: x.worker, callId: x.call_id, error: x.error, local: x.local,
+    answer: x.answer_status === null ? null : { statusCode: x.answer_status, body: x.answer ?? {}, cost: BigInt(x.answer_cost ?? '0') },
+  }));
+}
+
+/** Stores a local line's answer; the first one stored stays (false: the line had one already). */
+export async function setBatchLineAnswer(db: Db, batchId: string, line: number, a: BatchLineAnswer): Promise<boolean> {
+  const r = await sql`
+    update batch_lines set answer_status = ${a.statusCode}, answer = ${JSON.stringify(a.body)}::jsonb, answer_cost = ${a.cost.toString()}::bigint
+    where batch_id = ${batchId} and line = ${line} and local and answer_status is null`.execute(db);
+  return Number(r.numAffectedRows ?? 0) > 0;
+}
+
+/** The status and cost of those of these local lines that have an answer (not the bodies). */
+export async function getBatchLineAnswers(db: Db, batchId: string, lines: readonly number[]): Promise<Array<{ line: number; statusCode: number; cost: bigint }>> {
+  if (lines.length === 0) return [];
+  const r = await sql<{ line: number; answer_status: number; answer_cost: string }>`
+    select line, answer_status, answer_cost::text as answer_cost from batch_lines
+    where batch_id = ${batchId} and line = any(${[...lines]}::int[]) and answer_status is not null`.execute(db);
+  return r.rows.map((x) => ({ line: x.line, statusCode: x.answer_status, cost: BigInt(x.answer_cost) }));
 }
 
 /** The line of this batch that runs under a custom_id (the first one given). */
@@ -267,12 +304,15 @@ export async function batchPartTotals(db: Db, batchId: string): Promise<{ comple
 
 export type BatchWorkerStats = { worker: string | null; provider: string | null; lines: number; completed: number; failed: number; cost: bigint };
 
-/** Per worker (null: lines that did not run): lines, answered, failed and their cost (picodollars). */
+/**
+ * Per worker (null: lines that did not run; a model the driver ran itself, e.g. fugu-ultra, under
+ * its name): lines, answered, failed and their cost (picodollars).
+ */
 export async function batchWorkerStats(db: Db, batchId: string): Promise<BatchWorkerStats[]> {
   const r = await sql<{ worker: string | null; provider: string | null; lines: string; completed: string; failed: string; cost: string }>`
-    select l.worker, min(c.provider) as provider, count(*) as lines, count(*) filter (where c.status = 'ok') as completed,
-           count(*) filter (where c.status = 'error' or l.error is not null) as failed,
-           (coalesce(sum(c.cost), 0) * 1000000000000)::bigint::text as cost
+    select l.worker, min(c.provider) as provider, count(*) as lines, count(*) filter (where c.status = 'ok' or l.answer_status = 200) as completed,
+           count(*) filter (where c.status = 'error' or l.error is not null or l.answer_status <> 200) as failed,
+           ((coalesce(sum(c.cost), 0) * 1000000000000)::bigint + coalesce(sum(l.answer_cost), 0))::bigint::text as cost
     from batch_lines l left join chat_calls c on c.key = l.call_id
     where l.batch_id = ${batchId} group by l.worker order by l.worker nulls last`.execute(db);
   return r.rows.map((x) => ({ worker: x.worker, provider: x.provider, lines: Number(x.lines), completed: Number(x.completed), failed: Number(x.failed), cost: BigInt(x.cost) }));

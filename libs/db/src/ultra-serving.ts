@@ -62,12 +62,16 @@ const toSession = (r: SessionRaw): UltraSession => ({
   workflowId: Number(r.workflow_id), conversationId: r.conversation_id, apiKeyId: r.api_key_id, status: r.status, version: r.version, state: r.state, deadlineAt: r.deadline_at,
 });
 
-/** A new interactive workflow's state, status running (version 0). */
-export async function insertUltraSession(db: Db, s: Omit<UltraSession, 'version'>): Promise<void> {
-  await db
-    .insertInto('ultra_sessions')
-    .values({ workflow_id: s.workflowId, conversation_id: s.conversationId, api_key_id: s.apiKeyId, status: s.status, state: JSON.stringify(s.state), deadline_at: s.deadlineAt })
-    .execute();
+/**
+ * A new interactive workflow's state, status running (version 0). `replace`: a workflow run again
+ * from its start (reopenWorkflow) replaces the state it had, back to version 0.
+ */
+export async function insertUltraSession(db: Db, s: Omit<UltraSession, 'version'>, opts: { replace?: boolean } = {}): Promise<void> {
+  const row = { workflow_id: s.workflowId, conversation_id: s.conversationId, api_key_id: s.apiKeyId, status: s.status, state: JSON.stringify(s.state), deadline_at: s.deadlineAt };
+  const q = db.insertInto('ultra_sessions').values(row);
+  if (!opts.replace) return void (await q.execute());
+  const { workflow_id: _id, ...rest } = row;
+  await q.onConflict((oc) => oc.column('workflow_id').doUpdateSet({ ...rest, version: 0, updated_at: new Date() })).execute();
 }
 
 export async function getUltraSession(db: Db, workflowId: number): Promise<UltraSession | undefined> {

@@ -175,6 +175,21 @@ export async function claimWorkflow(db: Db, id: number): Promise<WorkflowRow | u
   return r && toRow(r as unknown as Raw);
 }
 
+/**
+ * Takes a workflow to run again from its start, whatever its status (status running, attempts + 1):
+ * a caller that names its workflow by key (a batch line's fugu-ultra turn) runs it again after its
+ * process died, its finished steps and calls found under the same keys.
+ */
+export async function reopenWorkflow(db: Db, id: number): Promise<WorkflowRow | undefined> {
+  const r = await db
+    .updateTable('workflows')
+    .set({ status: 'running', attempts: sql<number>`attempts + 1`, started_at: sql<Date>`coalesce(started_at, now())` })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+  return r && toRow(r as unknown as Raw);
+}
+
 /** Writes one step row; the first final row of (workflow, idx) wins (returns false when one existed). */
 export async function saveWorkflowStep(db: Db, s: WorkflowStepRow): Promise<boolean> {
   const res = await db

@@ -14,6 +14,7 @@ import * as m0010 from './0010_grpo.ts';
 import * as m0011 from './0011_ultra_serving.ts';
 import * as m0012 from './0012_responses.ts';
 import * as m0013 from './0013_batches.ts';
+import * as m0014 from './0014_batch_local_lines.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -29,4 +30,5 @@ export const migrations: Record<string, Migration> = {
   '0011_ultra_serving': m0011,
   '0012_responses': m0012,
   '0013_batches': m0013,
+  '0014_batch_local_lines': m0014,
 };

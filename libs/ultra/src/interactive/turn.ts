@@ -22,7 +22,7 @@ import {
 import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Workflow } from '@fugu/conductor';
 import {
   appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getUltraSession, insertUltraSession, insertWorkflows, nextConversationTurn, readToolMemory,
-  saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
+  reopenWorkflow, saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
 } from '@fugu/db';
 import type { Logger } from '@fugu/telemetry';
 import { allowedWorkers, ConductorFailure, replayStepMetadata, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
@@ -89,6 +89,14 @@ export type TurnInput = {
   maxTokens?: number;
   /** an explicit conversation id (the Responses API's, or `fugu.conversation`) */
   conversation?: string;
+  /**
+   * the new workflow's key, when the caller names it (a batch line: `<batch id>.<line>`); default
+   * `ultra.<conversation>.<turn>`, a new workflow each turn. A turn run again under the same key
+   * (its process died) runs that workflow again from its start, whatever became of it: the same
+   * workflow id, so its agents' calls have the same keys (`wf<id>.s<step>.t<turn>.v0`), and a
+   * caller whose calls are idempotent by key (chat-call jobs) pays for none of them twice.
+   */
+  workflowKey?: string;
   /** false: this turn's agents are not shown the conversation's earlier tool traffic */
   sharedMemory?: boolean;
   seed?: number;
@@ -215,9 +223,9 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
   const seed = input.seed ?? 0;
-  const key = `ultra.${conversationId}.${turn}`;
+  const key = input.workflowKey ?? `ultra.${conversationId}.${turn}`;
   const [workflowId] = await insertWorkflows(db, [{ key, poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> }]);
-  const row = await claimWorkflow(db, workflowId!);
+  const row = input.workflowKey !== undefined ? await reopenWorkflow(db, workflowId!) : await claimWorkflow(db, workflowId!);
   if (!row) throw new UltraRequestError(409, `workflow ${key} is already running`, { code: 'workflow_busy' });
 
   // the conductor writes for the latest question
@@ -273,7 +281,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     base: { ...base, parseOk: true, parseError: null, steps: specs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath },
     startedAt: Date.now(),
   };
-  await insertUltraSession(db, { workflowId: workflowId!, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) });
+  await insertUltraSession(db, { workflowId: workflowId!, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) }, { replace: input.workflowKey !== undefined });
   emit({
     type: 'progress',
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
