@@ -8,6 +8,7 @@ import { isProviderError, unsupportedParams, type ChatRequest, type ChatResult, 
 import { routingText } from '@fugu/serving';
 import { InputError } from '@fugu/core';
 import { scrub } from '@fugu/telemetry';
+import type { BatchCall } from '@fugu/batch';
 import type { CallMeta, Caller, GatewayContext, RequestRecord, Routed } from './context.ts';
 import { GatewayError, badField } from './errors.ts';
 import type { FuguOptions } from './wire.ts';
@@ -29,6 +30,14 @@ export type ChatInput = {
   signal: AbortSignal;
   /** an explicit conversation identity (the Responses API's first response of the chain); fugu-ultra keys its state on it */
   conversation?: string;
+  /**
+   * a Batch API line run in the batch driver's process (a handler with `batchable`): its key
+   * (`<batch id>.<line>`, the same when the line is run again after a crash), and the seam its
+   * provider calls go through instead of the gateway's (chat-call jobs by id: a call made again
+   * under the same id is answered by the first one's row, never paid twice); on a replay pool, the
+   * dataset item a question is as the provider workers key it (its stored id)
+   */
+  batch?: { key: string; call: BatchCall; itemOf?: (question: string) => string | undefined };
 };
 
 /**
@@ -80,6 +89,13 @@ export interface ModelHandler {
   visibleTo(caller: Caller): boolean;
   complete(input: ChatInput): Promise<Completion>;
   stream(input: ChatInput): Promise<StreamAnswer>;
+  /**
+   * a Batch API line of this model runs in the batch driver's process through `complete`
+   * (ChatInput.batch), every provider call through the batch's seam under keys that are the same
+   * when the line runs again (fugu-ultra); absent: a batch line cannot name it. `fugu` and the
+   * workers run as one chat-call job each instead (libs/batch).
+   */
+  readonly batchable?: boolean;
 }
 
 export class ModelRegistry {

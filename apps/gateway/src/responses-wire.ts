@@ -10,7 +10,8 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import type { ChatRequest, ChatResult } from '@fugu/providers';
-import { badField, type OpenAIErrorBody } from './errors.ts';
+import { GatewayError, badField, type OpenAIErrorBody } from './errors.ts';
+import type { Completion } from './models.ts';
 import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, toolParametersSchema, usdNumber, type FuguOptions } from './wire.ts';
 
 // ---- the request ------------------------------------------------------------------------------
@@ -381,6 +382,19 @@ export function responsesParam(param: string | null, origins: readonly MessageOr
   return `input[${origin}]${field}`;
 }
 
+/** A model's refusal that names a chat message (`messages[i]...`) names the input item it came from instead (responsesParam); one of the conversation, the chain (previous_response_id). */
+export async function inResponsesTerms<T>(call: () => Promise<T>, origins: readonly MessageOrigin[]): Promise<T> {
+  try {
+    return await call();
+  } catch (e) {
+    if (!(e instanceof GatewayError) || !e.param?.startsWith('messages') && e.param !== 'fugu.conversation') throw e;
+    // the conversation a model keeps state under is the chain's (ChatInput.conversation), whatever the body's fugu object says
+    const param = e.param === 'fugu.conversation' ? 'previous_response_id' : responsesParam(e.param, origins);
+    const message = e.message.startsWith(`${e.param}: `) ? `${param}: ${e.message.slice(e.param.length + 2)}` : e.message;
+    throw new GatewayError(e.status, message, { type: e.type, param, code: e.errorCode, headers: e.headers });
+  }
+}
+
 /** The request's parameters on a ChatRequest of these messages (`store` and `metadata` are the gateway's, not the worker's). */
 export function toResponsesChatRequest(body: WireResponsesRequest, messages: ChatMessage[]): ChatRequest {
   const req: ChatRequest = { messages };
@@ -532,6 +546,14 @@ export class ResponseObject {
       ...(p.extension && { fugu: p.extension }),
     };
   }
+}
+
+/** What POST /v1/responses answers for a whole answer (`shell`: the request's response object), and its output items. */
+export function completedResponse(shell: ResponseObject, c: Completion): { response: Record<string, unknown>; output: ConversationItem[] } {
+  const output = outputItems(c.result);
+  const { status, incomplete } = statusOf(c.result.finishReason);
+  const response = shell.build({ status, model: c.model ?? c.worker, output, usage: responsesUsage(c.result.usage, c.cost, c.usageExtra), incomplete, ...(c.extension && { extension: c.extension }) });
+  return { response, output };
 }
 
 // ---- streaming --------------------------------------------------------------------------------

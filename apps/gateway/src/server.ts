@@ -27,7 +27,7 @@ import type { ChatModel, Env, ReplayStoreSource } from '@fugu/providers';
 import type { RouteClient } from '@fugu/serving';
 import { Registry, createLogger, scrub, type Logger } from '@fugu/telemetry';
 import { createContext, directCalls, pipelineCalls, type GatewayContext, type ProviderCalls } from './context.ts';
-import { GatewayError, invalidJson } from './errors.ts';
+import { GatewayError, toGatewayError } from './errors.ts';
 import { defaultRegistry, type ModelHandler, type ModelRegistry } from './models.ts';
 import { chatPlugin } from './plugins/chat.ts';
 import { responsesPlugin } from './plugins/responses.ts';
@@ -145,6 +145,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
             codec: gatewayBatchCodec({ ctx, models, db: opts.db, workers: opts.batches.workers, ...(opts.batches.replayDataset !== undefined && { replayDataset: opts.batches.replayDataset }) }),
             log,
             maxInFlight: g.batchMaxInFlight,
+            maxLocal: g.batchMaxLocal,
             concurrency: g.batchDrivers,
             leaseMs: g.batchLeaseMs,
             ...opts.batches.driver,
@@ -189,13 +190,3 @@ function defaultCalls(opts: GatewayOptions, writer: RecordWriter | undefined): P
   return pipelineCalls(pipeline, { maxWaitMs: g.limitWaitMs, cache: g.responseCache, ...(writer && { writer }) });
 }
 
-/** Fastify's own errors (JSON, size, media type) and ours, as OpenAI error bodies. */
-function toGatewayError(err: Error & { statusCode?: number; code?: string }): GatewayError {
-  if (err instanceof GatewayError) return err;
-  if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE' || err.statusCode === 413) return new GatewayError(413, `the request body is larger than the limit (${err.message})`, { code: 'request_too_large' });
-  if (err.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || err.code === 'FST_ERR_CTP_EMPTY_JSON_BODY' || (err instanceof SyntaxError && err.statusCode === 400)) return invalidJson(err.message);
-  if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || err.statusCode === 415) return new GatewayError(415, 'send the body as JSON (content-type: application/json)', { code: 'unsupported_media_type' });
-  if (err instanceof InputError) return new GatewayError(400, err.message, { param: err.field ?? null, code: 'invalid_value' });
-  if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) return new GatewayError(err.statusCode, err.message);
-  return new GatewayError(500, `internal error: ${scrub(err.message)}`, { type: 'server_error' });
-}

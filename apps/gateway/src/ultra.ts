@@ -8,6 +8,10 @@
 // workers) and counts the Conductor's and the workers' tokens apart (`usage.conductor`,
 // `usage.workers`, each with its cost). Streaming: the final step's tokens as they come, and the
 // workflow's progress as extension chunks (`choices: []`, a `fugu` object) that standard clients skip.
+// A Batch API line (ChatInput.batch) runs the same turn with its agents' calls through the batch's
+// seam (chat-call jobs), in its own conversation `conv_<batch id>.<line>` and under the workflow
+// key `<batch id>.<line>`: run again after its driver died, it runs the same workflow again and
+// every agent call it had made is answered by its row.
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -41,6 +45,9 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     call: (worker, req, key) => ctx.calls.generate(worker, req, { key, attempt: 1 }),
     stream: (worker, req, key) => ctx.calls.stream(worker, req, { key, attempt: 1 }),
   };
+  // a batch line's agents call through the batch's seam (it never streams), its replay items named as the provider workers know them
+  const depsOf = ({ batch }: ChatInput): InteractiveDeps =>
+    batch ? { ...deps, call: batch.call, stream: () => Promise.reject(new Error('a batch line does not stream')), ...(batch.itemOf && { itemOf: batch.itemOf }) } : deps;
 
   async function deployment(): Promise<UltraDeploymentRef> {
     const d = await getUltraDeployment(o.db, name);
@@ -82,7 +89,9 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ...(req.temperature !== undefined && { temperature: req.temperature }),
       ...(req.maxTokens !== undefined && { maxTokens: req.maxTokens }),
       ...(req.seed !== undefined && { seed: req.seed }),
-      ...((input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
+      ...(input.batch
+        ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key }
+        : (input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
       ...(options.shared_memory !== undefined && { sharedMemory: options.shared_memory }),
       stream,
     };
@@ -111,9 +120,10 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     id: name,
     ownedBy: 'fugu',
     visibleTo: (caller) => caller.allowed.some((w) => o.workers.some((x) => x.name === w)),
+    batchable: true,
 
     async complete(input): Promise<Completion> {
-      const t = await turn(deps, await turnInput(input, false));
+      const t = await turn(depsOf(input), await turnInput(input, false));
       input.record.workflowId = t.workflowId;
       const result: ChatResult = {
         text: t.text,

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import { formatUsd, type AssistantMessage, type ChatMessage, type FinishReason, type TextPart, type ToolCall, type ToolCallPart, type ToolChoice, type ToolDefinition, type Usage, type UserMessage } from '@fugu/core';
 import type { ChatRequest, ChatResult } from '@fugu/providers';
 import { badField } from './errors.ts';
+import type { Completion } from './models.ts';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() }).loose();
 const imagePart = z.object({ type: z.literal('image_url'), image_url: z.object({ url: z.string().min(1), detail: z.string().optional() }).loose() }).loose();
@@ -390,6 +391,14 @@ export function completionBody(r: ChatResult, model: string, cost?: bigint, id =
     ],
     usage: usageOut(r.usage, cost),
   };
+}
+
+/** What POST /v1/chat/completions answers for a whole answer: the completion, with a model's extra usage fields and its `fugu` object. */
+export function chatCompletionOf(c: Completion): Record<string, unknown> {
+  const out = completionBody(c.result, c.model ?? c.worker, c.cost);
+  if (c.usageExtra) Object.assign(out.usage as Record<string, unknown>, c.usageExtra);
+  if (c.extension) out.fugu = c.extension;
+  return out;
 }
 
 /** Writes `chat.completion.chunk` SSE lines for one completion. */

@@ -3,8 +3,8 @@
 import { getBatchRow, getFileRow, insertBatch, listBatchRows, requestBatchCancel, type BatchRow, type Db, type FileRow } from '@fugu/db';
 import { newId } from './files.ts';
 
-/** Endpoints a batch may run; /v1/responses is not yet. */
-export const BATCH_ENDPOINTS = ['/v1/chat/completions'] as const;
+/** Endpoints a batch may run (each line's `url` is the batch's). */
+export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/responses'] as const;
 export const COMPLETION_WINDOWS = { '24h': 24 * 3600 * 1000 } as const;
 
 /** A refusal of the Batch API: its HTTP status, OpenAI error code and the parameter it names. */

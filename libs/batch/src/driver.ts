@@ -4,41 +4,68 @@
 // `chat_calls` row per line, keyed `<batch id>.<line>`), follows the answers, and writes the
 // output and error files when every line is answered, cancelled or expired.
 //
+// Local lines: a line the codec resolves as `local` (a model kind that runs in the gateway's
+// process: fugu-ultra's workflows) is run here through the codec's `run`, at most `maxLocal` at a
+// time per batch, each of its worker calls a chat-call job under an id the codec makes the same
+// when the line is run again, and its answer is stored on its `batch_lines` row (the first write
+// wins) for the output file.
+//
 // Flat memory: a driver holds at most `maxInFlight` unanswered lines' ids (it reads the next part
-// only when the answers leave room) and one part of a file at a time; nothing grows with the
-// batch. Crash safety: every step is written before the next is taken and is idempotent when
-// taken again (lines `on conflict do nothing`, chat calls by id, a part charged once), so a driver
-// that takes over a batch goes on where the dead one was, answers no custom_id twice and pays for
-// no line twice. Jobs Redis lost (a flushed or failed-over Redis) are put back when no answer has
-// come for `stallMs` (reconcileChatCalls).
+// only when the answers leave room, and only while fewer than `maxLocal` local lines wait to
+// start) and one part of a file at a time; nothing grows with the batch. Crash safety: every step
+// is written before the next is taken and is idempotent when taken again (lines `on conflict do
+// nothing`, chat calls by id, a local line's answer once, a part charged once), so a driver that
+// takes over a batch goes on where the dead one was (the local lines it left unanswered run
+// again, their calls' rows reused), answers no custom_id twice and pays for no call twice. Jobs
+// Redis lost (a flushed or failed-over Redis) are put back when no answer has come for `stallMs`
+// (reconcileChatCalls).
 import { performance } from 'node:perf_hooks';
 import { hostname } from 'node:os';
 import { Job } from 'bullmq';
-import { parseUsd, type ChatRequest, type ProviderKind } from '@fugu/core';
+import { fromWireError, InputError, parseUsd, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import {
-  addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatCallStates, getChatRequestWorkers,
-  insertBatchLines, lineOfCustomIds, releaseBatchLease, renewBatchLease, updateBatchRow,
-  type BatchLineRow, type BatchRow, type BatchStatus, type ChatCallRow, type Db, type NewBatchLine, type StoredWorker,
+  addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLineAnswers, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatCallStates,
+  getChatRequestWorkers, insertBatchLines, lineOfCustomIds, releaseBatchLease, renewBatchLease, setBatchLineAnswer, updateBatchRow,
+  type BatchLineAnswer, type BatchLineRow, type BatchRow, type BatchStatus, type ChatCallRow, type Db, type NewBatchLine, type StoredWorker,
 } from '@fugu/db';
-import { reconcileChatCalls, submitChatCalls, type ChatCallClientOptions, type ChatCallSpec } from '@fugu/calls';
+import { reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions, type ChatCallSpec } from '@fugu/calls';
 import { providerCallQueueFor } from '@fugu/queue';
 import { scrub, type Logger } from '@fugu/telemetry';
 import { FileWriter, readParts } from './files.ts';
 import { customIdOf, parseLine, type LineError } from './lines.ts';
 
-/** A line the endpoint's codec has read: the worker and request it runs, or why it cannot. */
-export type ResolvedLine = { line: number; ok: true; model: string; worker: StoredWorker; request: ChatRequest } | { line: number; ok: false; error: LineError };
+/**
+ * A line the endpoint's codec has read: the worker and request of its one chat-call job, or
+ * `local` (the driver runs it through the codec's `run`), or why it cannot run.
+ */
+export type ResolvedLine =
+  | { line: number; ok: true; model: string; worker: StoredWorker; request: ChatRequest }
+  | { line: number; ok: true; model: string; local: true }
+  | { line: number; ok: false; error: LineError };
+
+/**
+ * A worker call of a local line: a chat-call job with this id on the worker's provider queue,
+ * awaited; called again with the same id (a run again after a crash), no second call is made and
+ * the first one's row answers. A failed call throws its error (as the row has it).
+ */
+export type BatchCall = (worker: StoredWorker, request: ChatRequest, id: string) => Promise<{ result: ChatResult; cost: bigint }>;
 
 /** What a batch's endpoint contributes (the gateway's: its wire checks, routing, response bodies). */
 export type BatchCodec = {
   /**
-   * The requests of lines (their bodies), each as the endpoint would run it for the batch's key
-   * (`batch.allowed`): `fugu` routed, a worker by name. `worker` given: the line was routed before
-   * (a driver that took over), use that worker.
+   * The requests of lines (their bodies), each as the batch's endpoint would run it for the
+   * batch's key (`batch.allowed`): `fugu` routed, a worker by name. `worker` given: the line was
+   * routed before (a driver that took over), use that worker.
    */
   resolve(batch: BatchRow, lines: ReadonlyArray<{ line: number; body: Record<string, unknown>; worker?: string }>): Promise<ResolvedLine[]>;
-  /** The response of a line's call row: the endpoint's body and HTTP status. */
-  answer(line: BatchLineRow, call: ChatCallRow): { statusCode: number; body: Record<string, unknown> };
+  /** The response of a line's call row (`body`: the line's request): the endpoint's body and HTTP status. */
+  answer(batch: BatchRow, line: BatchLineRow, call: ChatCallRow, body: Record<string, unknown>): { statusCode: number; body: Record<string, unknown> };
+  /**
+   * Runs a local line to the endpoint's answer (status, body) and its cost, every worker call
+   * through `call` under ids that are the same when the line is run again. An error of the
+   * request is its answer; a rejection means no answer (the line is run again later).
+   */
+  run?(batch: BatchRow, line: { line: number; body: Record<string, unknown> }, call: BatchCall, signal: AbortSignal): Promise<BatchLineAnswer>;
 };
 
 export type BatchDriverOptions = {
@@ -59,9 +86,15 @@ export type BatchDriverOptions = {
   concurrency?: number;
   /** no answer for this long: jobs Redis lost are put back (default 15 s) */
   stallMs?: number;
+  /** local lines (fugu-ultra) a batch runs at once (default 8) */
+  maxLocal?: number;
 };
 
-type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; completed: number; failed: number; cost: bigint };
+/** A part being answered: its lines' call ids without a row yet, its local lines without an answer yet. */
+type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; local: Set<number>; completed: number; failed: number; cost: bigint };
+
+/** A batch's local lines in this driver: waiting to start (with their bodies), running, their worker calls in flight, the stop. */
+type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; calls: Set<string>; stop: AbortController };
 
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
 
@@ -76,7 +109,7 @@ export class BatchDriver {
 
   constructor(o: BatchDriverOptions) {
     this.owner = o.owner ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
-    this.#o = { leaseMs: 30_000, pollMs: 500, maxInFlight: 20_000, concurrency: 4, stallMs: 15_000, ...o };
+    this.#o = { leaseMs: 30_000, pollMs: 500, maxInFlight: 20_000, concurrency: 4, stallMs: 15_000, maxLocal: 8, ...o };
   }
 
   start(): void {
@@ -146,12 +179,24 @@ export class BatchDriver {
   }
 
   async #drive(start: BatchRow, lease: { lost: boolean }): Promise<void> {
+    const local: Local = { waiting: [], running: new Map(), calls: new Set(), stop: new AbortController() };
+    try {
+      await this.#driveWith(start, lease, local);
+    } finally {
+      // local lines still running answer nothing now (another driver, or this one later, runs them again)
+      local.stop.abort();
+      await Promise.all(local.running.values());
+    }
+  }
+
+  async #driveWith(start: BatchRow, lease: { lost: boolean }, local: Local): Promise<void> {
     const { db, log } = this.#o;
     const id = start.id;
     if (start.status === 'validating') await updateBatchRow(db, id, this.owner, { status: 'in_progress', inProgressAt: 'now' }, ['validating']);
     log.info({ batch: id, part: start.nextPart }, 'driving a batch');
     const open = new Map<number, OpenPart>();
-    for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p));
+    // (the part at nextPart is read again below, its local lines with it)
+    for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p, local, p.part < start.nextPart ? start.inputFileId : undefined));
     let submitted = start.submitted;
     // parts below it are submitted whole; the one at it may have been begun by a dead driver (read again)
     let nextPart = start.nextPart;
@@ -165,26 +210,28 @@ export class BatchDriver {
       if (b.status === 'finalizing') return this.#finalize(b, 'completed', lease);
       const ending = b.status === 'cancelling' ? 'cancelled' : Date.now() >= b.expiresAt.getTime() ? 'expired' : undefined;
       if (ending) {
-        await this.#settle(b, open, lease);
+        await this.#settle(b, open, lease, local);
         return this.#finalize(b, ending, lease);
       }
-      // the next part, while the answers leave room (one a turn: the answers are counted between parts)
-      const inFlight = [...open.values()].reduce((n, p) => n + p.pending.size, 0);
+      // the next part, while the answers leave room (one a turn: the answers are counted between
+      // parts) and few local lines wait to start
+      const inFlight = sum(open, (p) => p.pending.size + p.local.size);
       let more = false;
-      if (!submitted && inFlight < this.#o.maxInFlight) {
+      if (!submitted && inFlight < this.#o.maxInFlight && local.waiting.length < this.#o.maxLocal) {
         const n = await parts.next();
         if (n.done) {
           submitted = true;
           await updateBatchRow(db, id, this.owner, { submitted: true });
         } else {
-          const p = await this.#submitPart(b, n.value);
+          const p = await this.#submitPart(b, n.value, local);
           open.set(p.part, p);
           nextPart = n.value.part + 1;
           await updateBatchRow(db, id, this.owner, { nextPart });
           progressAt = performance.now();
-          more = inFlight + p.pending.size < this.#o.maxInFlight;
+          more = inFlight + p.pending.size + p.local.size < this.#o.maxInFlight && local.waiting.length < this.#o.maxLocal;
         }
       }
+      this.#startLocal(b, local, lease);
       // the answers
       if (await this.#collect(id, open, nextPart)) progressAt = performance.now();
       const done = await batchPartTotals(db, id);
@@ -211,15 +258,25 @@ export class BatchDriver {
     return { ...this.#o.calls, origin: 'batch' };
   }
 
-  /** An open part as the database has it: its lines' answers so far, the ones still pending. */
-  async #openPart(batchId: string, p: { part: number; firstLine: number; lines: number }): Promise<OpenPart> {
+  /**
+   * An open part as the database has it: its lines' answers so far, the ones still pending. With
+   * `inputFileId` (a part a dead driver submitted whole), its local lines without an answer wait
+   * to run again, their bodies read from the input.
+   */
+  async #openPart(batchId: string, p: { part: number; firstLine: number; lines: number }, local: Local, inputFileId?: string): Promise<OpenPart> {
     const rows = await getBatchLines(this.#o.db, batchId, p.firstLine, p.firstLine + p.lines - 1);
-    const o: OpenPart = { ...p, pending: new Set(), completed: 0, failed: 0, cost: 0n };
+    const o: OpenPart = { ...p, pending: new Set(), local: new Set(), completed: 0, failed: 0, cost: 0n };
     for (const r of rows) {
       if (r.callId) o.pending.add(r.callId);
+      else if (r.local && !r.error) o.local.add(r.line);
       else o.failed++;
     }
     await this.#collect(batchId, new Map([[p.part, o]]), -1);
+    if (inputFileId !== undefined && o.local.size > 0) {
+      const n = await readParts(this.#o.db, inputFileId, p.part).next();
+      const lines = n.done ? [] : n.value.lines;
+      for (const line of o.local) local.waiting.push({ line, body: envelopeBody(lines[line - p.firstLine]!) });
+    }
     return o;
   }
 
@@ -239,7 +296,16 @@ export class BatchDriver {
           any = true;
         }
       }
-      if (p.part < finishBelow && p.pending.size === 0) {
+      if (p.local.size > 0) {
+        for (const a of await getBatchLineAnswers(this.#o.db, batchId, [...p.local])) {
+          p.local.delete(a.line);
+          if (a.statusCode === 200) p.completed++;
+          else p.failed++;
+          p.cost += a.cost;
+          any = true;
+        }
+      }
+      if (p.part < finishBelow && p.pending.size === 0 && p.local.size === 0) {
         await finishBatchPart(this.#o.db, batchId, p.part, p);
         open.delete(p.part);
       }
@@ -247,8 +313,8 @@ export class BatchDriver {
     return any;
   }
 
-  /** Reads, checks and runs one input part; returns it open (its calls pending). */
-  async #submitPart(b: BatchRow, input: { part: number; firstLine: number; lines: string[] }): Promise<OpenPart> {
+  /** Reads, checks and runs one input part; returns it open (its calls pending, its local lines waiting to run). */
+  async #submitPart(b: BatchRow, input: { part: number; firstLine: number; lines: string[] }, local: Local): Promise<OpenPart> {
     const { db, codec } = this.#o;
     const first = input.firstLine;
     const last = first + input.lines.length - 1;
@@ -272,6 +338,8 @@ export class BatchDriver {
       const r = resolved.get(e.line);
       if (!r) rows.push({ line: e.line, customId: e.customId, model: null, worker: null, callId: null, error: { code: 'internal_error', message: `line ${e.line}: not resolved` } });
       else if (!r.ok) rows.push({ line: e.line, customId: e.customId, model: typeof e.body.model === 'string' ? e.body.model : null, worker: null, callId: null, error: r.error });
+      // a local line: the model's name stands for its worker (fugu status counts its lines under it)
+      else if ('local' in r) rows.push({ line: e.line, customId: e.customId, model: r.model, worker: r.model, callId: null, error: null, local: true });
       else {
         rows.push({ line: e.line, customId: e.customId, model: r.model, worker: r.worker.name, callId: callId(e.line), error: null });
         specs.set(e.line, { id: callId(e.line), worker: r.worker, request: r.request });
@@ -283,7 +351,7 @@ export class BatchDriver {
     if (dup.length > 0) {
       const firstOf = await lineOfCustomIds(db, b.id, dup.map((r) => r.customId!));
       await insertBatchLines(db, b.id, dup.map((r) => ({
-        ...r, callId: null,
+        ...r, callId: null, local: false,
         error: { code: 'duplicate_custom_id', message: `line ${r.line}: custom_id ${JSON.stringify(r.customId)} is used by line ${firstOf.get(r.customId!) ?? '?'} already (custom_ids are unique in a batch)`, param: 'custom_id' },
       })));
       for (const r of dup) specs.delete(r.line);
@@ -291,11 +359,66 @@ export class BatchDriver {
     // lines of a dead driver that were to run: their requests again, on the worker chosen then
     const again = [...known.values()].filter((r) => r.callId !== null);
     if (again.length > 0) {
-      const bodies = again.map((r) => ({ line: r.line, body: (JSON.parse(input.lines[r.line - first]!) as { body: Record<string, unknown> }).body, worker: r.worker! }));
-      for (const r of await codec.resolve(b, bodies)) if (r.ok) specs.set(r.line, { id: callId(r.line), worker: r.worker, request: r.request });
+      const bodies = again.map((r) => ({ line: r.line, body: envelopeBody(input.lines[r.line - first]!), worker: r.worker! }));
+      for (const r of await codec.resolve(b, bodies)) if (r.ok && !('local' in r)) specs.set(r.line, { id: callId(r.line), worker: r.worker, request: r.request });
     }
     if (specs.size > 0) await submitChatCalls(this.#client(), [...specs.values()]);
-    return this.#openPart(b.id, { part: input.part, firstLine: first, lines: input.lines.length });
+    const p = await this.#openPart(b.id, { part: input.part, firstLine: first, lines: input.lines.length }, local);
+    // its local lines without an answer (a dead driver's too) wait to run
+    for (const line of p.local) local.waiting.push({ line, body: envelopeBody(input.lines[line - first]!) });
+    return p;
+  }
+
+  /** Starts waiting local lines while fewer than maxLocal run; each stores its answer when it has one. */
+  #startLocal(b: BatchRow, local: Local, lease: { lost: boolean }): void {
+    const { db, codec, log } = this.#o;
+    while (local.running.size < this.#o.maxLocal && local.waiting.length > 0 && !local.stop.signal.aborted) {
+      const l = local.waiting.shift()!;
+      if (!codec.run) throw new Error(`batch ${b.id}: line ${l.line} is local, but the codec runs no local lines`);
+      const seam = { failed: false };
+      const run = codec
+        .run(b, l, this.#localCall(local, seam), local.stop.signal)
+        .then(async (a) => {
+          // stopped (cancel, expiry, shutdown) or taken over: no answer from here (a run again gives the same)
+          if (local.stop.signal.aborted || lease.lost) return;
+          // a call that could not be made or followed (Redis, Postgres) is not the line's answer
+          if (seam.failed) throw new Error('a worker call of the line could not be made or followed');
+          await setBatchLineAnswer(db, b.id, l.line, a);
+          this.poke();
+        })
+        .catch((e: unknown) => {
+          log.warn({ batch: b.id, line: l.line, err: scrub((e as Error).message) }, 'a local batch line got no answer (it runs again)');
+          if (!local.stop.signal.aborted) local.waiting.push(l);
+        })
+        .finally(() => local.running.delete(l.line));
+      local.running.set(l.line, run);
+    }
+  }
+
+  /**
+   * A local line's worker calls: chat-call jobs by id, awaited (put back when Redis lost them),
+   * stopped with the batch. `seam.failed`: a call could not be made or followed.
+   */
+  #localCall(local: Local, seam: { failed: boolean }): BatchCall {
+    const client = this.#client();
+    const { signal } = local.stop;
+    return async (worker, request, id) => {
+      signal.throwIfAborted();
+      local.calls.add(id);
+      let r;
+      try {
+        await submitChatCalls(client, [{ id, worker, request }]);
+        r = (await waitForChatCalls(this.#o.db, [id], { pollMs: Math.min(this.#o.pollMs, 200), signal, reconcile: { client, stallMs: this.#o.stallMs } })).get(id)!;
+      } catch (e) {
+        // (a request that differs from the one first submitted under the id is the line's own failure)
+        seam.failed ||= !signal.aborted && !(e instanceof InputError);
+        throw e;
+      } finally {
+        local.calls.delete(id);
+      }
+      if (r.status === 'ok') return { result: r.result, cost: parseUsd(r.cost) };
+      throw fromWireError(r.error);
+    };
   }
 
   /**
@@ -303,12 +426,20 @@ export class BatchDriver {
    * answer; then every open part is finished with what it has (a line without an answer failed,
    * cancelled). No call starts after this.
    */
-  async #settle(b: BatchRow, open: Map<number, OpenPart>, lease: { lost: boolean }): Promise<void> {
+  async #settle(b: BatchRow, open: Map<number, OpenPart>, lease: { lost: boolean }, local: Local): Promise<void> {
     const { db } = this.#o;
     const client = this.#client();
+    // local lines: none starts, the running ones stop unanswered (cancelled); their calls' jobs are settled below
+    local.waiting.length = 0;
+    const calls = [...local.calls];
+    local.stop.abort();
+    await Promise.all(local.running.values());
     for (;;) {
       await this.#collect(b.id, open, -1);
       const pending = [...open.values()].flatMap((p) => [...p.pending]);
+      // the stopped local lines' calls still without a row (nothing reads their rows)
+      const answered = new Set((await getChatCallStates(db, calls)).map((r) => r.key));
+      pending.push(...calls.filter((c) => !answered.has(c)));
       if (pending.length === 0) break;
       let running = 0;
       for (let i = 0; i < pending.length; i += 1000) {
@@ -327,8 +458,9 @@ export class BatchDriver {
         // nothing runs any more: what has no row now never will
         await this.#collect(b.id, open, -1);
         for (const p of open.values()) {
-          p.failed += p.pending.size;
+          p.failed += p.pending.size + p.local.size;
           p.pending.clear();
+          p.local.clear();
         }
         break;
       }
@@ -369,15 +501,17 @@ export class BatchDriver {
           continue;
         }
         const call = r?.callId ? calls.get(r.callId) : undefined;
-        if (!r || !call) {
+        if (!r || (!call && !r.answer)) {
           const code = ending === 'expired' ? 'batch_expired' : 'batch_cancelled';
           const message = `line ${line}: not run: the batch was ${ending === 'expired' ? 'past its completion window' : 'cancelled'} before this request ran`;
           await err.line(JSON.stringify({ id: reqId(line), custom_id: customId, line, response: null, error: { code, message, line } }));
           continue;
         }
-        const a = codec.answer(r, call);
-        const entry = JSON.stringify({ id: reqId(line), custom_id: customId, response: { status_code: a.statusCode, request_id: call.key, body: a.body }, error: null });
-        if (call.status === 'ok') {
+        // a local line's stored answer, or the endpoint's answer of the line's call row
+        const a = r.answer ?? codec.answer(b, r, call!, envelopeBody(part.lines[i]!));
+        const requestId = call?.key ?? `${b.id}.${line}`;
+        const entry = JSON.stringify({ id: reqId(line), custom_id: customId, response: { status_code: a.statusCode, request_id: requestId, body: a.body }, error: null });
+        if (a.statusCode === 200) {
           completed++;
           await out.line(entry);
         } else {
@@ -394,6 +528,11 @@ export class BatchDriver {
     }, ['in_progress', 'finalizing', 'cancelling', 'validating']);
     if (ok) this.#o.log.info({ batch: b.id, status, completed, failed }, 'batch ended');
   }
+}
+
+/** The request of an input line whose envelope was read before (parseLine). */
+function envelopeBody(text: string): Record<string, unknown> {
+  return (JSON.parse(text) as { body: Record<string, unknown> }).body;
 }
 
 function sum(open: Map<number, OpenPart>, f: (p: OpenPart) => number): number {

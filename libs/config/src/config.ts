@@ -196,6 +196,8 @@ export const configSchema = z
         batchMaxLines: positiveInt.default(1_000_000),
         /** the Batch API: unanswered lines one batch may have on the queues (the next part of its file waits for room) */
         batchMaxInFlight: positiveInt.default(20_000),
+        /** the Batch API: lines of one batch that run in the gateway itself at once (fugu-ultra's workflows; their agents' calls are queued) */
+        batchMaxLocal: positiveInt.default(8),
         /** the Batch API: batches this gateway drives at once (0: it drives none; other gateways do) */
         batchDrivers: nonNegInt.default(4),
         /** the Batch API: a batch whose driver (a gateway) stops renewing its lease for this long is taken over by another */
@@ -261,6 +263,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_FILES_MAX_BYTES: 'gateway.filesMaxBytes',
   FUGU_BATCH_MAX_LINES: 'gateway.batchMaxLines',
   FUGU_BATCH_MAX_IN_FLIGHT: 'gateway.batchMaxInFlight',
+  FUGU_BATCH_MAX_LOCAL: 'gateway.batchMaxLocal',
   FUGU_BATCH_DRIVERS: 'gateway.batchDrivers',
   FUGU_BATCH_LEASE_MS: 'gateway.batchLeaseMs',
 };

@@ -22,6 +22,7 @@ describe('gateway configuration', () => {
       filesMaxBytes: 536_870_912,
       batchMaxLines: 1_000_000,
       batchMaxInFlight: 20_000,
+      batchMaxLocal: 8,
       batchDrivers: 4,
       batchLeaseMs: 30_000,
     });

@@ -7,7 +7,7 @@ import { scrub } from '@fugu/telemetry';
 import type { GatewayContext, RequestRecord } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
 import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
-import { ChunkWriter, chatRequestSchema, checkChatFields, completionBody, parseBody, toChatRequest } from '../wire.ts';
+import { ChunkWriter, chatCompletionOf, chatRequestSchema, checkChatFields, parseBody, toChatRequest } from '../wire.ts';
 import { clientSignal, openEventStream } from './shared.ts';
 
 export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: GatewayContext; models: ModelRegistry }): Promise<void> {
@@ -37,10 +37,7 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
     rec.tokensIn = c.result.usage.inputTokens;
     rec.tokensOut = c.result.usage.outputTokens;
     ctx.charge(caller, rec, c.cost);
-    const out = completionBody(c.result, c.model ?? c.worker, c.cost);
-    if (c.usageExtra) Object.assign(out.usage as Record<string, unknown>, c.usageExtra);
-    if (c.extension) out.fugu = c.extension;
-    return reply.headers(c.headers).send(out);
+    return reply.headers(c.headers).send(chatCompletionOf(c));
   });
 }
 

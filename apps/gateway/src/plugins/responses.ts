@@ -23,12 +23,12 @@ import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from 
 import {
   ResponseEventWriter,
   ResponseObject,
+  completedResponse,
   conversationMessages,
+  inResponsesTerms,
   normaliseInput,
-  outputItems,
   parseResponsesRequest,
   responseError,
-  responsesParam,
   responsesUsage,
   statusOf,
   toResponsesChatRequest,
@@ -95,9 +95,7 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     rec.tokensIn = c.result.usage.inputTokens;
     rec.tokensOut = c.result.usage.outputTokens;
     ctx.charge(caller, rec, c.cost);
-    const output = outputItems(c.result);
-    const { status, incomplete } = statusOf(c.result.finishReason);
-    const response = shell.build({ status, model: c.model ?? c.worker, output, usage: responsesUsage(c.result.usage, c.cost, c.usageExtra), incomplete, ...(c.extension && { extension: c.extension }) });
+    const { response, output } = completedResponse(shell, c);
     await save(response, output, c.worker);
     return reply.headers(c.headers).send(response);
   });
@@ -136,19 +134,6 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
 }
 
 const keyOf = (caller: Caller): string | null => caller.key?.id ?? null;
-
-/** A model's refusal that names a chat message (`messages[i]...`) names the input item it came from instead (responsesParam); one of the conversation, the chain (previous_response_id). */
-async function inResponsesTerms<T>(call: () => Promise<T>, origins: readonly MessageOrigin[]): Promise<T> {
-  try {
-    return await call();
-  } catch (e) {
-    if (!(e instanceof GatewayError) || !e.param?.startsWith('messages') && e.param !== 'fugu.conversation') throw e;
-    // the conversation a model keeps state under is the chain's (ChatInput.conversation), whatever the body's fugu object says
-    const param = e.param === 'fugu.conversation' ? 'previous_response_id' : responsesParam(e.param, origins);
-    const message = e.message.startsWith(`${e.param}: `) ? `${param}: ${e.message.slice(e.param.length + 2)}` : e.message;
-    throw new GatewayError(e.status, message, { type: e.type, param, code: e.errorCode, headers: e.headers });
-  }
-}
 
 type History = { items: ConversationItem[]; conversationId?: string };
 
