@@ -15,6 +15,10 @@ const WORKERS = Number(process.env.BENCH_BATCH_WORKERS ?? 2);
 // the share of lines asking for `fugu` (routed by the router in the gateway, on these CPU cores the
 // slowest part); the rest name a worker
 const FUGU_SHARE = Number(process.env.BENCH_BATCH_FUGU_SHARE ?? 0.1);
+// each worker's concurrency: the worker's own default (the tests' stack runs 16)
+const CONCURRENCY = process.env.FUGU_WORKER_CONCURRENCY ?? '256';
+// BENCH_PROFILE_DIR: every process writes a V8 CPU profile there (ended by SIGTERM at the end)
+const PROFILE: Record<string, string> = process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {};
 const log = (s: string) => process.stderr.write(`bench:batch: ${s}\n`);
 
 async function rssMiB(pid: number): Promise<number> {
@@ -25,8 +29,8 @@ async function rssMiB(pid: number): Promise<number> {
 
 const stack = await startBatchStack();
 const procs: Array<{ name: string; app: AppProcess }> = [];
-for (let i = 0; i < WORKERS; i++) procs.push({ name: `provider-worker ${i + 1}`, app: await stack.startWorker() });
-const g = await stack.startGateway({ FUGU_FILES_MAX_BYTES: String(2 * 1024 ** 3), FUGU_BATCH_MAX_LINES: String(Math.max(LINES, 1_000_000)) });
+for (let i = 0; i < WORKERS; i++) procs.push({ name: `provider-worker ${i + 1}`, app: await stack.startWorker({ FUGU_WORKER_CONCURRENCY: CONCURRENCY, ...PROFILE }) });
+const g = await stack.startGateway({ FUGU_FILES_MAX_BYTES: String(2 * 1024 ** 3), FUGU_BATCH_MAX_LINES: String(Math.max(LINES, 1_000_000)), ...PROFILE });
 procs.unshift({ name: 'gateway', app: g.app });
 const client = new OpenAI({ apiKey: stack.full.key, baseURL: g.url, maxRetries: 2, timeout: 600_000 });
 
@@ -79,7 +83,7 @@ async function run(n: number): Promise<Result> {
 const small = await run(Math.max(1, Math.round(LINES / 10)));
 const large = await run(LINES);
 const fmt = (x: number) => `${x.toFixed(0)} MiB`.padStart(9);
-let out = `\nBatch API over the LLMRouter replay pool (simulated answers from recorded outcomes); gateway + ${WORKERS} provider worker(s); ${(FUGU_SHARE * 100).toFixed(0)}% of lines model fugu\n`;
+let out = `\nBatch API over the LLMRouter replay pool (simulated answers from recorded outcomes); gateway + ${WORKERS} provider worker(s) (concurrency ${CONCURRENCY}); ${(FUGU_SHARE * 100).toFixed(0)}% of lines model fugu\n`;
 out += `lines      wall s   lines/s\n`;
 for (const r of [small, large]) out += `${String(r.lines).padEnd(9)} ${r.secs.toFixed(1).padStart(7)} ${(r.lines / r.secs).toFixed(0).padStart(9)}\n`;
 out += `\npeak RSS   process              at 10%     at 50%    at 100%\n`;
@@ -92,5 +96,6 @@ for (const [i, p] of large.peaks.entries()) {
 }
 out += `\nlargest peak-RSS ratio, ${large.lines} lines against ${small.lines}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
 process.stdout.write(out);
+if (process.env.BENCH_PROFILE_DIR) for (const p of procs) await p.app.term();
 await stack.close();
 process.exit(worst <= 1.1 ? 0 : 1);

@@ -13,14 +13,20 @@
 // BENCH_SHARDS shards (default: one per master); the no-op baseline then spreads its jobs over as
 // many queues in the same slots. `both` runs one Redis first, then the cluster, on the same
 // sample. The cluster's queues are printed with their slots and the master serving each.
+//
+// Growth (issue 18, figure 2): BENCH_GROWTH=K runs `fugu eval` at BENCH_REPETITIONS and at K
+// times as many (BENCH_REPETITIONS=4 BENCH_GROWTH=10: 219,888 and 2,198,880 calls), no baseline,
+// and prints each process's peak RSS while the run was at 10%, 50% and 100% of its calls (progress
+// read from the run's row); memory is flat when the large run's peaks are within 10% of the small.
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Cluster } from 'ioredis';
+import pg from 'pg';
 import { createTestDatabase } from '@fugu/db/testing';
 import { createRedis, deleteKeys, keySlot, providerCallQueues } from '@fugu/queue';
 import { freeClusterPorts, providerWorkerMain, startRedisCluster, stopRedisCluster, redisClusterUrl, type RedisClusterSpec } from '@fugu/local-services';
@@ -46,12 +52,43 @@ function peakMiB(pid: number | undefined): number {
   }
 }
 
-type Proc = { child: ChildProcess; peak: number; exited: Promise<number | null> };
+const TICK_S = 0.01; // USER_HZ 100 on Linux
+/** CPU seconds of a live process (user + system; with `children`, its reaped children's too). */
+function cpuS(pid: number | undefined, children = false): number {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    // fields 14-17 of stat (utime stime cutime cstime) are 12-15 after the comm field
+    const t = Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0);
+    return t * TICK_S;
+  } catch {
+    return 0;
+  }
+}
+
+/** CPU seconds of the machine's redis-server and postgres processes so far (Postgres: the postmaster's reaped backends too). */
+function serviceCpu(): { redis: number; postgres: number } {
+  let redis = 0;
+  let postgres = 0;
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    let comm: string;
+    try {
+      comm = readFileSync(`/proc/${d}/comm`, 'utf8').trim();
+    } catch {
+      continue;
+    }
+    if (comm === 'redis-server') redis += cpuS(Number(d));
+    else if (comm === 'postgres') postgres += cpuS(Number(d), readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === '1');
+  }
+  return { redis, postgres };
+}
+
+type Proc = { child: ChildProcess; peak: number; cpu: number; exited: Promise<number | null> };
 
 function start(script: string, env: Record<string, string>, stdio: 'inherit' | 'ignore' = 'ignore'): Proc {
   const child = fork(script, [], { env: { ...process.env, ...env }, stdio: ['ignore', stdio, stdio === 'inherit' ? 'inherit' : 'ignore', 'ipc'] });
-  const p: Proc = { child, peak: 0, exited: new Promise((r) => child.once('exit', (code) => r(code))) };
-  const timer = setInterval(() => { p.peak = Math.max(p.peak, peakMiB(child.pid) || 0); }, 100);
+  const p: Proc = { child, peak: 0, cpu: 0, exited: new Promise((r) => child.once('exit', (code) => r(code))) };
+  const timer = setInterval(() => { p.peak = Math.max(p.peak, peakMiB(child.pid) || 0); p.cpu = Math.max(p.cpu, cpuS(child.pid)); }, 100);
   void p.exited.then(() => clearInterval(timer));
   return p;
 }
@@ -63,6 +100,7 @@ const ready = (p: Proc) => new Promise<void>((resolve, reject) => {
 
 async function stopAll(ps: Proc[]): Promise<void> {
   for (const p of ps) p.peak = Math.max(p.peak, peakMiB(p.child.pid) || 0);
+  for (const p of ps) p.cpu = Math.max(p.cpu, cpuS(p.child.pid));
   for (const p of ps) p.child.kill('SIGTERM');
   await Promise.all(ps.map((p) => p.exited));
 }
@@ -73,7 +111,9 @@ const MASTERS = Number(process.env.BENCH_CLUSTER_MASTERS ?? 3);
 const REPLICAS = Number(process.env.BENCH_CLUSTER_REPLICAS ?? 0);
 const SHARDS = Number(process.env.BENCH_SHARDS ?? MASTERS);
 
-type Result = { label: string; calls: number; evalS: number; noopS: number; producerPeak: number; workerPeaks: number[]; noopProducerPeak: number; noopPeaks: number[]; summary: string };
+/** CPU seconds a phase spent, by process kind. */
+type Cpu = { workers: number; producer: number; redis: number; postgres: number };
+type Result = { label: string; calls: number; evalS: number; noopS: number; producerPeak: number; workerPeaks: number[]; noopProducerPeak: number; noopPeaks: number[]; summary: string; evalCpu: Cpu; noopCpu: Cpu };
 
 /** The cluster's master serving each of these queues' slots, as a table. */
 async function slotTable(url: string, queues: string[]): Promise<string> {
@@ -101,17 +141,20 @@ async function runOnce(db: { url: string }, label: string, redisUrl: string, sha
   await Promise.all(workers.map(ready));
   log(`${label}: ${WORKERS} provider worker(s) ready (concurrency ${CONCURRENCY}, ${shards} shard(s) per provider queue); running fugu eval`);
   const args = ['eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--repetitions', REPS, '--local-workers', '0', '--run-id', `bench-${label}`, ...(SAMPLE ? ['--sample', SAMPLE] : [])];
+  const s0 = serviceCpu();
   const t0 = performance.now();
   const cli = fork(cliMain, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
-  const cliProc: Proc = { child: cli, peak: 0, exited: new Promise((r) => cli.once('exit', (c) => r(c))) };
-  const timer = setInterval(() => { cliProc.peak = Math.max(cliProc.peak, peakMiB(cli.pid) || 0); }, 100);
+  const cliProc: Proc = { child: cli, peak: 0, cpu: 0, exited: new Promise((r) => cli.once('exit', (c) => r(c))) };
+  const timer = setInterval(() => { cliProc.peak = Math.max(cliProc.peak, peakMiB(cli.pid) || 0); cliProc.cpu = Math.max(cliProc.cpu, cpuS(cli.pid)); }, 100);
   let out = '';
   cli.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
   const code = await cliProc.exited;
   clearInterval(timer);
   const evalS = (performance.now() - t0) / 1000;
   if (code !== 0) throw new Error(`fugu eval exited with ${code}`);
+  const s1 = serviceCpu();
   await stopAll(workers);
+  const evalCpu: Cpu = { workers: workers.reduce((n, w) => n + w.cpu, 0), producer: cliProc.cpu, redis: s1.redis - s0.redis, postgres: s1.postgres - s0.postgres };
   const calls = Number(/of (\d+); spend/.exec(out)?.[1] ?? NaN);
 
   // 2. the baseline: as many no-op jobs, same processes and concurrency, over as many queues
@@ -121,16 +164,115 @@ async function runOnce(db: { url: string }, label: string, redisUrl: string, sha
   const noop = Array.from({ length: WORKERS }, () => start(here('./noop-worker.ts'), noopEnv));
   await Promise.all(noop.map(ready));
   log(`${label}: baseline: ${calls} no-op jobs on ${WORKERS} worker(s), ${queues.length} queue(s)`);
+  const s2 = serviceCpu();
   const t1 = performance.now();
   const producer = start(here('./noop-enqueue.ts'), { ...noopEnv, BENCH_JOBS: String(calls) }, 'inherit');
   if ((await producer.exited) !== 0) throw new Error('the baseline producer failed');
   const noopS = (performance.now() - t1) / 1000;
+  const s3 = serviceCpu();
   await stopAll(noop);
+  const noopCpu: Cpu = { workers: noop.reduce((n, w) => n + w.cpu, 0), producer: producer.cpu, redis: s3.redis - s2.redis, postgres: s3.postgres - s2.postgres };
   const summary = out.split('\n').filter((l) => /^(split|all|train|test) /.test(l)).join('\n');
-  return { label, calls, evalS, noopS, producerPeak: cliProc.peak, workerPeaks: workers.map((w) => w.peak), noopProducerPeak: producer.peak, noopPeaks: noop.map((w) => w.peak), summary };
+  return { label, calls, evalS, noopS, producerPeak: cliProc.peak, workerPeaks: workers.map((w) => w.peak), noopProducerPeak: producer.peak, noopPeaks: noop.map((w) => w.peak), summary, evalCpu, noopCpu };
 }
 
+/** Current resident memory (VmRSS) of a live process, in MiB. */
+function rssMiB(pid: number | undefined): number {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+type Growth = { calls: number; secs: number; peaks: Array<{ name: string; at10: number; at50: number; at100: number }> };
+
+/** `fugu eval` at `reps` repetitions on one Redis, sampling each process's RSS against the run's progress. */
+async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
+  const runId = `bench-growth-${reps}`;
+  const env = {
+    FUGU_REDIS_URL: redisUrl, FUGU_DATABASE_URL: db.url, FUGU_QUEUE_PREFIX: prefix, FUGU_WORKER_CONCURRENCY: CONCURRENCY,
+    FUGU_WORKER_PORT: '0', FUGU_LOG_LEVEL: 'warn', FUGU_HOME: `/tmp/${prefix}`,
+  };
+  const workers = Array.from({ length: WORKERS }, () => start(providerWorkerMain, env));
+  await Promise.all(workers.map(ready));
+  const args = ['eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--repetitions', String(reps), '--local-workers', '0', '--run-id', runId, ...(SAMPLE ? ['--sample', SAMPLE] : [])];
+  const t0 = performance.now();
+  const cli = fork(cliMain, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const exited = new Promise<number | null>((r) => cli.once('exit', (c) => r(c)));
+  const procs = [{ name: 'fugu eval', pid: () => cli.pid }, ...workers.map((w, i) => ({ name: `provider-worker ${i + 1}`, pid: () => w.child.pid }))];
+  const peaks = procs.map((p) => ({ name: p.name, at10: 0, at50: 0, at100: 0 }));
+  const client = new pg.Client({ connectionString: db.url });
+  await client.connect();
+  let frac = 0;
+  let calls = 0;
+  let shown = 0;
+  let running = true;
+  const sampler = (async () => {
+    while (running) {
+      const r = await client.query<{ d: number; t: number }>('select done_calls + failed_calls as d, total_calls as t from eval_runs where id = $1', [runId]).catch(() => undefined);
+      const row = r?.rows[0];
+      if (row && row.t > 0) {
+        frac = row.d / row.t;
+        calls = row.t;
+      }
+      for (const [i, p] of procs.entries()) {
+        const mib = rssMiB(p.pid());
+        const k = peaks[i]!;
+        if (frac <= 0.1) k.at10 = Math.max(k.at10, mib);
+        if (frac <= 0.5) k.at50 = Math.max(k.at50, mib);
+        k.at100 = Math.max(k.at100, mib);
+      }
+      if (performance.now() - shown > 15_000) {
+        shown = performance.now();
+        log(`growth: ${reps} repetitions: ${(frac * 100).toFixed(0)}% of ${calls} calls, ${((frac * calls) / ((performance.now() - t0) / 1000)).toFixed(0)} calls/s`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  })();
+  const code = await exited;
+  const secs = (performance.now() - t0) / 1000;
+  running = false;
+  await sampler;
+  await client.end();
+  await stopAll(workers);
+  if (code !== 0) throw new Error(`fugu eval exited with ${code}`);
+  return { calls, secs, peaks };
+}
+
+const GROWTH = process.env.BENCH_GROWTH ? Number(process.env.BENCH_GROWTH) : undefined;
+if (GROWTH !== undefined && !(Number.isInteger(GROWTH) && GROWTH >= 2)) throw new Error(`BENCH_GROWTH must be an integer of at least 2, not ${JSON.stringify(process.env.BENCH_GROWTH)}`);
+
 const db = await createTestDatabase('fugu_bench');
+if (GROWTH !== undefined) {
+  try {
+    const small = await growthRun(db, Number(REPS));
+    const large = await growthRun(db, Number(REPS) * GROWTH);
+    const fmt = (x: number) => `${x.toFixed(0)} MiB`.padStart(9);
+    let out = `\nfugu eval over the LLMRouter replay pool (simulated answers from recorded outcomes), ${WORKERS} provider worker(s) at concurrency ${CONCURRENCY}, one Redis\n`;
+    out += `calls        wall s   calls/s\n`;
+    for (const r of [small, large]) out += `${String(r.calls).padEnd(10)} ${r.secs.toFixed(1).padStart(8)} ${(r.calls / r.secs).toFixed(0).padStart(9)}\n`;
+    out += `\npeak RSS   process              at 10%     at 50%    at 100%\n`;
+    let worst = 0;
+    for (const [i, p] of large.peaks.entries()) {
+      const q = small.peaks[i]!;
+      out += `${String(small.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(q.at10)} ${fmt(q.at50)} ${fmt(q.at100)}\n`;
+      out += `${String(large.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(p.at10)} ${fmt(p.at50)} ${fmt(p.at100)}\n`;
+      worst = Math.max(worst, p.at100 / Math.max(1, q.at100));
+    }
+    out += `\nlargest peak-RSS ratio, ${large.calls} calls against ${small.calls}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
+    out += `load average: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}\n`;
+    process.stdout.write(out);
+    process.exitCode = worst <= 1.1 ? 0 : 1;
+  } finally {
+    const redis = createRedis(redisUrl, 'producer');
+    await deleteKeys(redis, `${prefix}:*`).catch(() => {});
+    redis.disconnect();
+    await db.drop();
+  }
+  process.exit();
+}
 let clusterSpec: RedisClusterSpec | undefined;
 const results: Result[] = [];
 let slots = '';
@@ -158,6 +300,17 @@ try {
   process.stdout.write(`\n${results[0]!.summary}\n\n`);
   if (slots) process.stdout.write(`the cluster's queues (prefix ${prefix}):\n${slots}\n\n`);
   for (const r of rows) process.stdout.write(`${r.map((c, j) => (j === 0 ? c.padEnd(widths[j]!) : c.padStart(widths[j]!))).join('  ')}\n`);
+  // where the CPU went (2 shared cores: the rate is the machine's CPU divided by the CPU a call costs)
+  process.stdout.write(`\nCPU ms per 1,000 calls (this machine's Redis and Postgres included; the workers' and producer's own):\n`);
+  const cpuRows = [['', 'workers', 'producer', 'redis', 'postgres', 'total']];
+  for (const r of results) {
+    for (const [what, c] of [['fugu eval', r.evalCpu], ['no-op', r.noopCpu]] as const) {
+      const per = (x: number) => ((x * 1e6) / r.calls).toFixed(0);
+      cpuRows.push([`${what}, ${r.label}`, per(c.workers), per(c.producer), per(c.redis), per(c.postgres), per(c.workers + c.producer + c.redis + c.postgres)]);
+    }
+  }
+  const cw = cpuRows[0]!.map((_, j) => Math.max(...cpuRows.map((r) => r[j]!.length)));
+  for (const r of cpuRows) process.stdout.write(`${r.map((c, j) => (j === 0 ? c.padEnd(cw[j]!) : c.padStart(cw[j]!))).join('  ')}\n`);
   const ratios = results.map((r) => r.noopS / r.evalS);
   const worst = Math.min(...ratios);
   process.stdout.write(`\nratio eval / no-op: ${ratios.map((x, i) => `${results[i]!.label} ${x.toFixed(2)}`).join(', ')} (target >= 0.40): ${worst >= 0.4 ? 'PASS' : 'FAIL'}\n`);
