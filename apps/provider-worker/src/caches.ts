@@ -1,56 +1,32 @@
 // Read-through caches of what every job needs: items (batched loads), workers, run status.
 import { getItems, getRun, getWorkersByIds, type Db, type StoredItem, type StoredWorker } from '@fugu/db';
 import type { RunStatus } from '@fugu/db';
+import { BatchLoader } from '@fugu/calls';
 
 /** Loads items by id, coalescing the ids asked for in one turn of the event loop into one query. */
 export class ItemLoader {
-  readonly #db: Db;
   readonly #max: number;
   readonly #cache = new Map<number, StoredItem>();
-  #waiting = new Map<number, Array<{ resolve: (i: StoredItem) => void; reject: (e: unknown) => void }>>();
-  #scheduled = false;
+  readonly #loader: BatchLoader<number, StoredItem>;
 
   constructor(db: Db, max = 50_000) {
-    this.#db = db;
     this.#max = max;
+    this.#loader = new BatchLoader(async (ids: number[]) => {
+      const items = await getItems(db, ids);
+      if (this.#cache.size + items.length > this.#max) this.#cache.clear();
+      for (const it of items) this.#cache.set(it.dbId, it);
+      return new Map(items.map((it) => [it.dbId, it]));
+    });
   }
 
   peek(id: number): StoredItem | undefined {
     return this.#cache.get(id);
   }
 
-  get(id: number): Promise<StoredItem> {
-    const hit = this.#cache.get(id);
-    if (hit) return Promise.resolve(hit);
-    return new Promise((resolve, reject) => {
-      const list = this.#waiting.get(id);
-      if (list) list.push({ resolve, reject });
-      else this.#waiting.set(id, [{ resolve, reject }]);
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => void this.#load());
-      }
-    });
-  }
-
-  async #load(): Promise<void> {
-    this.#scheduled = false;
-    const waiting = this.#waiting;
-    this.#waiting = new Map();
-    try {
-      const items = await getItems(this.#db, [...waiting.keys()]);
-      if (this.#cache.size + items.length > this.#max) this.#cache.clear();
-      for (const it of items) this.#cache.set(it.dbId, it);
-      for (const [id, list] of waiting) {
-        const it = this.#cache.get(id);
-        for (const w of list) {
-          if (it) w.resolve(it);
-          else w.reject(new Error(`item ${id} does not exist`));
-        }
-      }
-    } catch (e) {
-      for (const list of waiting.values()) for (const w of list) w.reject(e);
-    }
+  async get(id: number): Promise<StoredItem> {
+    const it = this.#cache.get(id) ?? (await this.#loader.get(id));
+    if (!it) throw new Error(`item ${id} does not exist`);
+    return it;
   }
 }
 

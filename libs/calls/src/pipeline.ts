@@ -156,10 +156,26 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     }
   }
 
-  function countCall(provider: string): void {
-    // counted before the call, without waiting for the answer: the command is on the wire before
-    // the call starts, so even a process killed mid-call has counted it
-    if (opts.callCounterKey && opts.redis) void opts.redis.hincrby(opts.callCounterKey, provider, 1).catch(() => {});
+  // the calls started in one turn of the event loop are counted with one command: written to
+  // Redis before any of them starts (each call waits for it), so even a process killed mid-call
+  // has counted it
+  let counts: Map<string, number> | undefined;
+  let counted: Promise<void> | undefined;
+  function countCall(provider: string): Promise<void> | undefined {
+    const { callCounterKey: key, redis } = opts;
+    if (!key || !redis) return undefined;
+    if (!counts) {
+      const batch = (counts = new Map());
+      counted = new Promise<void>((resolve) =>
+        process.nextTick(() => {
+          counts = undefined;
+          for (const [k, n] of batch) void redis.hincrby(key, k, n).catch(() => {});
+          resolve();
+        }),
+      );
+    }
+    counts.set(provider, (counts.get(provider) ?? 0) + 1);
+    return counted;
   }
 
   async function cachedOutcome(input: ExecuteInput, hash: string, paidBy: string, started: number): Promise<CallOutcome | undefined> {
@@ -199,7 +215,7 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     const hit = await cachedOutcome(input, hash, paidBy, started);
     if (hit) return { outcome: hit };
     await admit(input);
-    countCall(input.worker.provider);
+    await countCall(input.worker.provider);
     const t0 = performance.now();
     const result = await modelFor(input.worker).generate(requestOf(input));
     const latencyMs = Math.round(performance.now() - t0);
@@ -318,7 +334,7 @@ export function createCallPipeline(opts: CallPipelineOptions) {
       return Object.assign(events(), { outcome, requestHash: hash });
     }
 
-    countCall(input.worker.provider);
+    await countCall(input.worker.provider);
     const model = modelFor(input.worker);
     const events = async function* (): AsyncGenerator<StreamEvent> {
       const t0 = performance.now();
