@@ -9,7 +9,7 @@ import { Worker, type Job } from 'bullmq';
 import type { FuguConfig } from '@fugu/config';
 import { InputError, toWireError, WireFailure } from '@fugu/core';
 import type { Db } from '@fugu/db';
-import { createRedis, parseJob, routeJobSchema, routeQueue, type RouteJob } from '@fugu/queue';
+import { closeWorkers, createRedis, parseJob, routeJobSchema, routeQueue, type RouteJob } from '@fugu/queue';
 import { DeploymentWatcher, HEARTBEAT_MS, RouterUnavailableError, RouterThreadPool, routerHeartbeatKey, type RouteJobResult } from '@fugu/serving';
 import { Counter, Histogram, type Logger, type Registry } from '@fugu/telemetry';
 
@@ -140,8 +140,8 @@ export async function startRouterWorker(opts: RouterWorkerOptions): Promise<Rout
       await heartbeat.zrem(hbKey, id).catch(() => {});
       await watcher.close();
       // stops taking jobs and waits for the active ones (their batches finish in the pool)
-      if (running) await Promise.race([bull.close(), new Promise((res) => setTimeout(res, Math.max(0, deadline - Date.now())).unref())]);
-      else await bull.close(true);
+      // (bounded: past the deadline its connections are dropped, as after a Redis Cluster failover)
+      await closeWorkers([bull], running ? deadline : Date.now() + 2_000);
       await pool.close(deadline);
       heartbeat.disconnect();
       connection.disconnect();

@@ -23,7 +23,7 @@
 import { randomBytes } from 'node:crypto';
 import { FlowProducer, Worker, type FlowJob, type Job } from 'bullmq';
 import { decodeWireError, type WireError } from '@fugu/core';
-import type { RedisClient } from '@fugu/queue';
+import { closeWorkers, type RedisClient } from '@fugu/queue';
 
 /** Where the loop's own time went in an iteration (ms; waiting for the jobs excluded). */
 export type LoopTimings = { load: number; dispatch: number; poll: number; fanin: number; commit: number };
@@ -234,8 +234,8 @@ export async function runStagedLoop<It extends LoopIteration, R, C>(driver: Stag
       crash('commit', it.index);
     }
   } finally {
-    await fanin.close().catch(() => {});
-    await flow.close().catch(() => {});
+    // bounded: after a Redis Cluster failover a close can wait forever on the dead master
+    await closeWorkers([fanin, flow], Date.now() + 10_000);
   }
 }
 
