@@ -58,6 +58,9 @@ export function run(cmd: string, args: string[], opts: { input?: string; env?: N
       if (timer) clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    // a command that exits without reading its input (docker failing at once) closes the pipe:
+    // its exit code tells what happened, the write's EPIPE adds nothing
+    child.stdin.on('error', () => {});
     child.stdin.end(opts.input ?? '');
   });
 }
