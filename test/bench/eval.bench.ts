@@ -85,8 +85,8 @@ function serviceCpu(): { redis: number; postgres: number } {
 
 type Proc = { child: ChildProcess; peak: number; cpu: number; exited: Promise<number | null> };
 
-function start(script: string, env: Record<string, string>, stdio: 'inherit' | 'ignore' = 'ignore'): Proc {
-  const child = fork(script, [], { env: { ...process.env, ...env }, stdio: ['ignore', stdio, stdio === 'inherit' ? 'inherit' : 'ignore', 'ipc'] });
+function start(script: string, env: Record<string, string>, stdio: 'inherit' | 'ignore' | 'pipe' = 'ignore', execArgv: string[] = []): Proc {
+  const child = fork(script, [], { env: { ...process.env, ...env }, execArgv: [...process.execArgv, ...execArgv], stdio: ['ignore', stdio, stdio === 'inherit' ? 'inherit' : 'ignore', 'ipc'] });
   const p: Proc = { child, peak: 0, cpu: 0, exited: new Promise((r) => child.once('exit', (code) => r(code))) };
   const timer = setInterval(() => { p.peak = Math.max(p.peak, peakMiB(child.pid) || 0); p.cpu = Math.max(p.cpu, cpuS(child.pid)); }, 100);
   void p.exited.then(() => clearInterval(timer));
@@ -186,7 +186,13 @@ function rssMiB(pid: number | undefined): number {
   }
 }
 
-type Growth = { calls: number; secs: number; peaks: Array<{ name: string; at10: number; at50: number; at100: number }> };
+type Windows = { name: string; at10: number; at50: number; at100: number };
+type Growth = { calls: number; secs: number; peaks: Windows[]; live?: Windows[] };
+
+// BENCH_TRACE_GC=1 (growth only): the workers run with --trace-gc, and the bench reports their live
+// heap after each full (mark-compact) collection beside their RSS: RSS keeps what V8 once grew
+// its heap to, the heap after a full collection is what the process still holds
+const TRACE_GC = process.env.BENCH_TRACE_GC === '1';
 
 /** `fugu eval` at `reps` repetitions on one Redis, sampling each process's RSS against the run's progress. */
 async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
@@ -195,7 +201,26 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
     FUGU_REDIS_URL: redisUrl, FUGU_DATABASE_URL: db.url, FUGU_QUEUE_PREFIX: prefix, FUGU_WORKER_CONCURRENCY: CONCURRENCY,
     FUGU_WORKER_PORT: '0', FUGU_LOG_LEVEL: 'warn', FUGU_HOME: `/tmp/${prefix}`,
   };
-  const workers = Array.from({ length: WORKERS }, () => start(providerWorkerMain, env));
+  let frac = 0;
+  const workers = Array.from({ length: WORKERS }, () => start(providerWorkerMain, env, TRACE_GC ? 'pipe' : 'ignore', TRACE_GC ? ['--trace-gc'] : []));
+  const live = workers.map((_, i) => ({ name: `provider-worker ${i + 1}`, at10: 0, at50: 0, at100: 0 }));
+  workers.forEach((w, i) => {
+    let rest = '';
+    w.child.stdout?.on('data', (d: Buffer) => {
+      const lines = (rest + d.toString()).split('\n');
+      rest = lines.pop()!;
+      for (const l of lines) {
+        // "Mark-Compact 251.3 (280.1) -> 190.2 (281.0) MB, ..." (heap before -> after, MB)
+        const m = /Mark-Compact.*?[\d.]+ \([\d.]+\) -> ([\d.]+) \(/.exec(l);
+        if (!m) continue;
+        const mb = Number(m[1]);
+        const k = live[i]!;
+        if (frac <= 0.1) k.at10 = Math.max(k.at10, mb);
+        if (frac <= 0.5) k.at50 = Math.max(k.at50, mb);
+        k.at100 = Math.max(k.at100, mb);
+      }
+    });
+  });
   await Promise.all(workers.map(ready));
   const args = ['eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--repetitions', String(reps), '--local-workers', '0', '--run-id', runId, ...(SAMPLE ? ['--sample', SAMPLE] : [])];
   const t0 = performance.now();
@@ -205,7 +230,6 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
   const peaks = procs.map((p) => ({ name: p.name, at10: 0, at50: 0, at100: 0 }));
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
-  let frac = 0;
   let calls = 0;
   let shown = 0;
   let running = true;
@@ -238,7 +262,7 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
   await client.end();
   await stopAll(workers);
   if (code !== 0) throw new Error(`fugu eval exited with ${code}`);
-  return { calls, secs, peaks };
+  return { calls, secs, peaks, ...(TRACE_GC && { live }) };
 }
 
 const GROWTH = process.env.BENCH_GROWTH ? Number(process.env.BENCH_GROWTH) : undefined;
@@ -262,6 +286,17 @@ if (GROWTH !== undefined) {
       worst = Math.max(worst, p.at100 / Math.max(1, q.at100));
     }
     out += `\nlargest peak-RSS ratio, ${large.calls} calls against ${small.calls}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
+    if (small.live && large.live) {
+      out += `\nlive heap after a full GC (largest)   at 10%     at 50%    at 100%\n`;
+      let liveWorst = 0;
+      for (const [i, p] of large.live.entries()) {
+        const q = small.live[i]!;
+        out += `${String(small.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(q.at10)} ${fmt(q.at50)} ${fmt(q.at100)}\n`;
+        out += `${String(large.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(p.at10)} ${fmt(p.at50)} ${fmt(p.at100)}\n`;
+        liveWorst = Math.max(liveWorst, p.at100 / Math.max(1, q.at100));
+      }
+      out += `largest live-heap ratio: ${liveWorst.toFixed(3)}\n`;
+    }
     out += `load average: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}\n`;
     process.stdout.write(out);
     process.exitCode = worst <= 1.1 ? 0 : 1;
