@@ -9,6 +9,7 @@ import { readFile } from 'node:fs/promises';
 import OpenAI from 'openai';
 import { batchEnded, batchLine, jsonl, startBatchStack, uploadBatchFile } from '../support/batch-stack.ts';
 import type { AppProcess } from '../support/app-process.ts';
+import { growthTable, type Windows } from './growth-table.ts';
 
 const LINES = Number(process.env.BENCH_BATCH_LINES ?? 100_000);
 const WORKERS = Number(process.env.BENCH_BATCH_WORKERS ?? 2);
@@ -34,7 +35,7 @@ const g = await stack.startGateway({ FUGU_FILES_MAX_BYTES: String(2 * 1024 ** 3)
 procs.unshift({ name: 'gateway', app: g.app });
 const client = new OpenAI({ apiKey: stack.full.key, baseURL: g.url, maxRetries: 2, timeout: 600_000 });
 
-type Result = { lines: number; secs: number; peaks: Array<{ name: string; at10: number; at50: number; at100: number }> };
+type Result = { lines: number; secs: number; peaks: Windows[] };
 
 async function run(n: number): Promise<Result> {
   const { workers, prompts } = stack;
@@ -82,19 +83,11 @@ async function run(n: number): Promise<Result> {
 
 const small = await run(Math.max(1, Math.round(LINES / 10)));
 const large = await run(LINES);
-const fmt = (x: number) => `${x.toFixed(0)} MiB`.padStart(9);
 let out = `\nBatch API over the LLMRouter replay pool (simulated answers from recorded outcomes); gateway + ${WORKERS} provider worker(s) (concurrency ${CONCURRENCY}); ${(FUGU_SHARE * 100).toFixed(0)}% of lines model fugu\n`;
 out += `lines      wall s   lines/s\n`;
 for (const r of [small, large]) out += `${String(r.lines).padEnd(9)} ${r.secs.toFixed(1).padStart(7)} ${(r.lines / r.secs).toFixed(0).padStart(9)}\n`;
-out += `\npeak RSS   process              at 10%     at 50%    at 100%\n`;
-let worst = 0;
-for (const [i, p] of large.peaks.entries()) {
-  const s = small.peaks[i]!;
-  out += `${String(small.lines).padEnd(10)} ${p.name.padEnd(18)} ${fmt(s.at10)} ${fmt(s.at50)} ${fmt(s.at100)}\n`;
-  out += `${String(large.lines).padEnd(10)} ${p.name.padEnd(18)} ${fmt(p.at10)} ${fmt(p.at50)} ${fmt(p.at100)}\n`;
-  worst = Math.max(worst, p.at100 / Math.max(1, s.at100));
-}
-out += `\nlargest peak-RSS ratio, ${large.lines} lines against ${small.lines}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
+const { text, worst } = growthTable('peak RSS   process', { n: small.lines, windows: small.peaks }, { n: large.lines, windows: large.peaks });
+out += `\n${text}\nlargest peak-RSS ratio, ${large.lines} lines against ${small.lines}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
 process.stdout.write(out);
 if (process.env.BENCH_PROFILE_DIR) for (const p of procs) await p.app.term();
 await stack.close();

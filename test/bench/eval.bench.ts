@@ -27,6 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Cluster } from 'ioredis';
 import pg from 'pg';
+import { growthTable, type Windows } from './growth-table.ts';
 import { createTestDatabase } from '@fugu/db/testing';
 import { createRedis, deleteKeys, keySlot, providerCallQueues } from '@fugu/queue';
 import { freeClusterPorts, providerWorkerMain, startRedisCluster, stopRedisCluster, redisClusterUrl, type RedisClusterSpec } from '@fugu/local-services';
@@ -186,7 +187,6 @@ function rssMiB(pid: number | undefined): number {
   }
 }
 
-type Windows = { name: string; at10: number; at50: number; at100: number };
 type Growth = { calls: number; secs: number; peaks: Windows[]; live?: Windows[] };
 
 // BENCH_TRACE_GC=1 (growth only): the workers run with --trace-gc, and the bench reports their live
@@ -273,29 +273,15 @@ if (GROWTH !== undefined) {
   try {
     const small = await growthRun(db, Number(REPS));
     const large = await growthRun(db, Number(REPS) * GROWTH);
-    const fmt = (x: number) => `${x.toFixed(0)} MiB`.padStart(9);
     let out = `\nfugu eval over the LLMRouter replay pool (simulated answers from recorded outcomes), ${WORKERS} provider worker(s) at concurrency ${CONCURRENCY}, one Redis\n`;
     out += `calls        wall s   calls/s\n`;
     for (const r of [small, large]) out += `${String(r.calls).padEnd(10)} ${r.secs.toFixed(1).padStart(8)} ${(r.calls / r.secs).toFixed(0).padStart(9)}\n`;
-    out += `\npeak RSS   process              at 10%     at 50%    at 100%\n`;
-    let worst = 0;
-    for (const [i, p] of large.peaks.entries()) {
-      const q = small.peaks[i]!;
-      out += `${String(small.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(q.at10)} ${fmt(q.at50)} ${fmt(q.at100)}\n`;
-      out += `${String(large.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(p.at10)} ${fmt(p.at50)} ${fmt(p.at100)}\n`;
-      worst = Math.max(worst, p.at100 / Math.max(1, q.at100));
-    }
-    out += `\nlargest peak-RSS ratio, ${large.calls} calls against ${small.calls}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
+    const rss = growthTable('peak RSS   process', { n: small.calls, windows: small.peaks }, { n: large.calls, windows: large.peaks });
+    const worst = rss.worst;
+    out += `\n${rss.text}\nlargest peak-RSS ratio, ${large.calls} calls against ${small.calls}: ${worst.toFixed(3)} (flat: at most 1.10) -> ${worst <= 1.1 ? 'flat' : 'GROWS'}\n`;
     if (small.live && large.live) {
-      out += `\nlive heap after a full GC (largest)   at 10%     at 50%    at 100%\n`;
-      let liveWorst = 0;
-      for (const [i, p] of large.live.entries()) {
-        const q = small.live[i]!;
-        out += `${String(small.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(q.at10)} ${fmt(q.at50)} ${fmt(q.at100)}\n`;
-        out += `${String(large.calls).padEnd(10)} ${p.name.padEnd(18)} ${fmt(p.at10)} ${fmt(p.at50)} ${fmt(p.at100)}\n`;
-        liveWorst = Math.max(liveWorst, p.at100 / Math.max(1, q.at100));
-      }
-      out += `largest live-heap ratio: ${liveWorst.toFixed(3)}\n`;
+      const live = growthTable('live heap after a full GC (largest)', { n: small.calls, windows: small.live }, { n: large.calls, windows: large.live });
+      out += `\n${live.text}largest live-heap ratio: ${live.worst.toFixed(3)}\n`;
     }
     out += `load average: ${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')}\n`;
     process.stdout.write(out);
