@@ -5,11 +5,10 @@
 // times smaller as the baseline. For each: wall time, lines/s, and each process's peak RSS
 // (sampled from /proc every 250 ms) while the batch was at 10%, 50% and 100% of its lines. Memory
 // must not grow with the batch: the large batch's peaks within 10% of the small one's.
-import { readFile } from 'node:fs/promises';
 import OpenAI from 'openai';
 import { batchEnded, batchLine, jsonl, startBatchStack, uploadBatchFile } from '../support/batch-stack.ts';
 import type { AppProcess } from '../support/app-process.ts';
-import { growthTable, type Windows } from './growth-table.ts';
+import { growthTable, note, rssMiB, windows, type Windows } from './growth.ts';
 
 const LINES = Number(process.env.BENCH_BATCH_LINES ?? 100_000);
 const WORKERS = Number(process.env.BENCH_BATCH_WORKERS ?? 2);
@@ -21,12 +20,6 @@ const CONCURRENCY = process.env.FUGU_WORKER_CONCURRENCY ?? '256';
 // BENCH_PROFILE_DIR: every process writes a V8 CPU profile there (ended by SIGTERM at the end)
 const PROFILE: Record<string, string> = process.env.BENCH_PROFILE_DIR ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}` } : {};
 const log = (s: string) => process.stderr.write(`bench:batch: ${s}\n`);
-
-async function rssMiB(pid: number): Promise<number> {
-  const s = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-  const m = /VmRSS:\s+(\d+) kB/.exec(s);
-  return m ? Number(m[1]) / 1024 : 0;
-}
 
 const stack = await startBatchStack();
 const procs: Array<{ name: string; app: AppProcess }> = [];
@@ -44,19 +37,13 @@ async function run(n: number): Promise<Result> {
   log(`${n} lines uploaded (${(file.bytes / 1024 / 1024).toFixed(1)} MiB)`);
   const t0 = performance.now();
   const b = await client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
-  const peaks = procs.map((p) => ({ name: p.name, at10: 0, at50: 0, at100: 0 }));
+  const peaks = procs.map((p) => windows(p.name));
   let done = 0;
   let sampling = true;
   const sampler = (async () => {
     while (sampling) {
       const frac = done / n;
-      for (const [i, p] of procs.entries()) {
-        const mib = await rssMiB(p.app.child.pid!);
-        const k = peaks[i]!;
-        if (frac <= 0.1) k.at10 = Math.max(k.at10, mib);
-        if (frac <= 0.5) k.at50 = Math.max(k.at50, mib);
-        k.at100 = Math.max(k.at100, mib);
-      }
+      for (const [i, p] of procs.entries()) note(peaks[i]!, frac, rssMiB(p.app.child.pid));
       await new Promise((r) => setTimeout(r, 250));
     }
   })();

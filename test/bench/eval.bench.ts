@@ -27,7 +27,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Cluster } from 'ioredis';
 import pg from 'pg';
-import { growthTable, type Windows } from './growth-table.ts';
+import { growthTable, note, rssMiB, windows, type Windows } from './growth.ts';
 import { createTestDatabase } from '@fugu/db/testing';
 import { createRedis, deleteKeys, keySlot, providerCallQueues } from '@fugu/queue';
 import { freeClusterPorts, providerWorkerMain, startRedisCluster, stopRedisCluster, redisClusterUrl, type RedisClusterSpec } from '@fugu/local-services';
@@ -78,8 +78,9 @@ function serviceCpu(): { redis: number; postgres: number } {
     } catch {
       continue;
     }
+    // with its reaped children: the backends that ended, in the postmaster's count
     if (comm === 'redis-server') redis += cpuS(Number(d));
-    else if (comm === 'postgres') postgres += cpuS(Number(d), readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1] === '1');
+    else if (comm === 'postgres') postgres += cpuS(Number(d), true);
   }
   return { redis, postgres };
 }
@@ -177,16 +178,6 @@ async function runOnce(db: { url: string }, label: string, redisUrl: string, sha
   return { label, calls, evalS, noopS, producerPeak: cliProc.peak, workerPeaks: workers.map((w) => w.peak), noopProducerPeak: producer.peak, noopPeaks: noop.map((w) => w.peak), summary, evalCpu, noopCpu };
 }
 
-/** Current resident memory (VmRSS) of a live process, in MiB. */
-function rssMiB(pid: number | undefined): number {
-  try {
-    const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) / 1024 : 0;
-  } catch {
-    return 0;
-  }
-}
-
 type Growth = { calls: number; secs: number; peaks: Windows[]; live?: Windows[] };
 
 // BENCH_TRACE_GC=1 (growth only): the workers run with --trace-gc, and the bench reports their live
@@ -203,7 +194,7 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
   };
   let frac = 0;
   const workers = Array.from({ length: WORKERS }, () => start(providerWorkerMain, env, TRACE_GC ? 'pipe' : 'ignore', TRACE_GC ? ['--trace-gc'] : []));
-  const live = workers.map((_, i) => ({ name: `provider-worker ${i + 1}`, at10: 0, at50: 0, at100: 0 }));
+  const live = workers.map((_, i) => windows(`provider-worker ${i + 1}`));
   workers.forEach((w, i) => {
     let rest = '';
     w.child.stdout?.on('data', (d: Buffer) => {
@@ -212,12 +203,7 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
       for (const l of lines) {
         // "Mark-Compact 251.3 (280.1) -> 190.2 (281.0) MB, ..." (heap before -> after, MB)
         const m = /Mark-Compact.*?[\d.]+ \([\d.]+\) -> ([\d.]+) \(/.exec(l);
-        if (!m) continue;
-        const mb = Number(m[1]);
-        const k = live[i]!;
-        if (frac <= 0.1) k.at10 = Math.max(k.at10, mb);
-        if (frac <= 0.5) k.at50 = Math.max(k.at50, mb);
-        k.at100 = Math.max(k.at100, mb);
+        if (m) note(live[i]!, frac, Number(m[1]));
       }
     });
   });
@@ -227,7 +213,7 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
   const cli = fork(cliMain, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
   const exited = new Promise<number | null>((r) => cli.once('exit', (c) => r(c)));
   const procs = [{ name: 'fugu eval', pid: () => cli.pid }, ...workers.map((w, i) => ({ name: `provider-worker ${i + 1}`, pid: () => w.child.pid }))];
-  const peaks = procs.map((p) => ({ name: p.name, at10: 0, at50: 0, at100: 0 }));
+  const peaks = procs.map((p) => windows(p.name));
   const client = new pg.Client({ connectionString: db.url });
   await client.connect();
   let calls = 0;
@@ -241,13 +227,7 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
         frac = row.d / row.t;
         calls = row.t;
       }
-      for (const [i, p] of procs.entries()) {
-        const mib = rssMiB(p.pid());
-        const k = peaks[i]!;
-        if (frac <= 0.1) k.at10 = Math.max(k.at10, mib);
-        if (frac <= 0.5) k.at50 = Math.max(k.at50, mib);
-        k.at100 = Math.max(k.at100, mib);
-      }
+      for (const [i, p] of procs.entries()) note(peaks[i]!, frac, rssMiB(p.pid()));
       if (performance.now() - shown > 15_000) {
         shown = performance.now();
         log(`growth: ${reps} repetitions: ${(frac * 100).toFixed(0)}% of ${calls} calls, ${((frac * calls) / ((performance.now() - t0) / 1000)).toFixed(0)} calls/s`);
