@@ -22,7 +22,7 @@ import {
   type RedisClient,
 } from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
-import { BatchLoader, CallWriter, createCallPipeline, LimitExceededError, loadChatCallJob, providerCallCounterKey, retryTransient, WriteBatcher, type CallOutcome } from '@fugu/calls';
+import { BatchLoader, CallWriter, createCallPipeline, isTransientDbError, LimitExceededError, loadChatCallJob, providerCallCounterKey, retryTransient, WriteBatcher, type CallOutcome } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';
 
@@ -57,6 +57,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
     maxBatch: config.worker.writeBatchSize,
     lingerMs: config.worker.writeLingerMs,
     write: (rows) => retryTransient(() => recordChatCalls(db, rows)),
+    splitOn: (e) => !isTransientDbError(e),
   });
   const chatStates = new BatchLoader((ids: string[]) => getChatCallJobStates(db, ids));
   const pipeline = createCallPipeline({

@@ -34,6 +34,37 @@ describe('WriteBatcher', () => {
     expect(order.sort()).toEqual(['after c', 'failed a: down', 'failed b: down', 'ok c']);
     expect(b.pending).toBe(0);
   });
+
+  it('with splitOn, writes a failed batch again one item at a time, so only the item that cannot be written fails', async () => {
+    const batches: string[][] = [];
+    const b = new WriteBatcher<string>({
+      maxBatch: 10,
+      write: async (xs) => {
+        batches.push(xs);
+        if (xs.includes('bad')) throw new Error(xs.length > 1 ? 'constraint' : `constraint: ${xs[0]}`);
+        return () => void batches.push([`after ${xs.join(',')}`]);
+      },
+      splitOn: (e) => (e as Error).message.startsWith('constraint'),
+    });
+    const got = await Promise.all(['a', 'bad', 'c'].map((x) => b.write(x).then(() => `ok ${x}`, (e: Error) => `failed ${x}: ${e.message}`)));
+    expect(got).toEqual(['ok a', 'failed bad: constraint: bad', 'ok c']);
+    expect(batches).toEqual([['a', 'bad', 'c'], ['a'], ['after a'], ['bad'], ['c'], ['after c']]);
+  });
+
+  it('without a match of splitOn (the database away), fails the batch whole without writing each item', async () => {
+    let writes = 0;
+    const b = new WriteBatcher<number>({
+      maxBatch: 10,
+      write: async () => {
+        writes++;
+        throw new Error('ECONNREFUSED');
+      },
+      splitOn: (e) => !/ECONNREFUSED/.test((e as Error).message),
+    });
+    const got = await Promise.allSettled([1, 2, 3].map((x) => b.write(x)));
+    expect(got.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    expect(writes).toBe(1);
+  });
 });
 
 describe('BatchLoader', () => {

@@ -18,6 +18,12 @@ export type WriteBatcherOptions<T> = {
    * writers have been told (e.g. act on what the statement returned)
    */
   write: (items: T[]) => Promise<(() => Promise<void> | void) | void>;
+  /**
+   * a batch of several items failed with this error: write them again one at a time, so an item
+   * that cannot be written (a constraint it breaks) fails alone and its batch-mates are written
+   * (default: never; give it for errors that belong to one item, not to the database being away)
+   */
+  splitOn?: (e: unknown) => boolean;
 };
 
 type Pending<T> = { item: T; resolve: () => void; reject: (e: unknown) => void };
@@ -30,7 +36,7 @@ export class WriteBatcher<T> {
   #scheduled = false;
 
   constructor(o: WriteBatcherOptions<T>) {
-    this.#o = { lingerMs: 0, ...o };
+    this.#o = { lingerMs: 0, splitOn: () => false, ...o };
   }
 
   write(item: T): Promise<void> {
@@ -66,10 +72,26 @@ export class WriteBatcher<T> {
       try {
         after = await this.#o.write(batch.map((p) => p.item));
       } catch (e) {
-        for (const p of batch) p.reject(e);
+        if (batch.length > 1 && this.#o.splitOn(e)) await this.#oneByOne(batch);
+        else for (const p of batch) p.reject(e);
         continue;
       }
       for (const p of batch) p.resolve();
+      await after?.();
+    }
+  }
+
+  /** A failed batch's items again, each in a statement of its own. */
+  async #oneByOne(batch: Array<Pending<T>>): Promise<void> {
+    for (const p of batch) {
+      let after: (() => Promise<void> | void) | void;
+      try {
+        after = await this.#o.write([p.item]);
+      } catch (e) {
+        p.reject(e);
+        continue;
+      }
+      p.resolve();
       await after?.();
     }
   }

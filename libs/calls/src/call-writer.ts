@@ -1,6 +1,7 @@
 // Batches call rows into one Postgres statement per flush. A job completes only after its row is
 // committed (its promise resolves then), so a crash loses nothing: an unflushed job is re-run
-// and the unique key makes the second write a no-op.
+// and the unique key makes the second write a no-op. A statement that fails for one row's sake
+// (a constraint) is written again a row at a time, so only that row's job fails.
 import { recordCalls, type CallRecord, type Db, type RunProgress } from '@fugu/db';
 import { WriteBatcher } from './batching.ts';
 
@@ -17,6 +18,7 @@ export class CallWriter {
         const { runs } = await retryTransient(() => recordCalls(this.#db, records));
         return () => opts.onProgress(runs);
       },
+      splitOn: (e) => !isTransientDbError(e),
     });
   }
 
@@ -34,15 +36,19 @@ export class CallWriter {
   }
 }
 
+/** Connection trouble (Postgres restarting, away, out of resources): not the statement's own fault. */
+export function isTransientDbError(e: unknown): boolean {
+  const code = (e as { code?: string }).code ?? '';
+  return /^(08|57P|53)/.test(code) || /ECONNREFUSED|ECONNRESET|terminat|timeout/i.test((e as Error).message);
+}
+
 /** Runs a write, retrying connection trouble (Postgres restarting) briefly; a constraint error is not retried. */
 export async function retryTransient<T>(f: () => Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await f();
     } catch (e) {
-      const code = (e as { code?: string }).code ?? '';
-      const transient = /^(08|57P|53)/.test(code) || /ECONNREFUSED|ECONNRESET|terminat|timeout/i.test((e as Error).message);
-      if (!transient || attempt >= 5) throw e;
+      if (!isTransientDbError(e) || attempt >= 5) throw e;
       await new Promise((r) => setTimeout(r, 200 * 2 ** attempt));
     }
   }
