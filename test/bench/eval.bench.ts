@@ -20,7 +20,7 @@
 // read from the run's row); memory is flat when the large run's peaks are within 10% of the small.
 // BENCH_GROWTH=1 runs the same batch twice: the ratio is then the measure's own run-to-run spread.
 import { fork, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,6 +29,7 @@ import { fileURLToPath } from 'node:url';
 import type { Cluster } from 'ioredis';
 import pg from 'pg';
 import { growthTable, note, rssMiB, windows, type Windows } from './growth.ts';
+import { cpuS, serviceCpu } from './proc.ts';
 import { createTestDatabase } from '@fugu/db/testing';
 import { createRedis, deleteKeys, keySlot, providerCallQueues } from '@fugu/queue';
 import { freeClusterPorts, providerWorkerMain, startRedisCluster, stopRedisCluster, redisClusterUrl, type RedisClusterSpec } from '@fugu/local-services';
@@ -52,38 +53,6 @@ function peakMiB(pid: number | undefined): number {
   } catch {
     return NaN;
   }
-}
-
-const TICK_S = 0.01; // USER_HZ 100 on Linux
-/** CPU seconds of a live process (user + system; with `children`, its reaped children's too). */
-function cpuS(pid: number | undefined, children = false): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    // fields 14-17 of stat (utime stime cutime cstime) are 12-15 after the comm field
-    const t = Number(f[11]) + Number(f[12]) + (children ? Number(f[13]) + Number(f[14]) : 0);
-    return t * TICK_S;
-  } catch {
-    return 0;
-  }
-}
-
-/** CPU seconds of the machine's redis-server and postgres processes so far (Postgres: the postmaster's reaped backends too). */
-function serviceCpu(): { redis: number; postgres: number } {
-  let redis = 0;
-  let postgres = 0;
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    let comm: string;
-    try {
-      comm = readFileSync(`/proc/${d}/comm`, 'utf8').trim();
-    } catch {
-      continue;
-    }
-    // with its reaped children: the backends that ended, in the postmaster's count
-    if (comm === 'redis-server') redis += cpuS(Number(d));
-    else if (comm === 'postgres') postgres += cpuS(Number(d), true);
-  }
-  return { redis, postgres };
 }
 
 type Proc = { child: ChildProcess; peak: number; cpu: number; exited: Promise<number | null> };
