@@ -7,7 +7,8 @@
 // worker for `fugu`, text, token counts, cost), a fugu-ultra line the workflow's answer (its
 // steps' workers, final text, the Conductor's and the workers' tokens). A fugu-ultra line's
 // workflow is keyed by the line, its agents' calls are chat-call jobs (one row each), and its
-// cost is charged. What a batch line cannot do on an endpoint is that line's error; the rest run.
+// cost is charged, the agent calls of a line a cancel stopped mid-workflow too. What a batch line
+// cannot do on an endpoint is that line's error; the rest run.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { sql } from 'kysely';
@@ -16,6 +17,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runCli } from '../support/es-env.ts';
+import { waitFor } from '../support/eval-env.ts';
+import type { AppProcess } from '../support/app-process.ts';
 import { batchEnded, batchLine, fileLines, jsonl, startBatchStack, uploadBatchFile, type BatchStack } from '../support/batch-stack.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -24,6 +27,7 @@ type Json = any;
 let stack: BatchStack;
 let client: OpenAI;
 let baseURL: string;
+let worker: AppProcess;
 let workers: string[];
 let prompts: string[];
 
@@ -56,7 +60,7 @@ beforeAll(async () => {
   stack = await startBatchStack();
   ({ workers, prompts } = stack);
   await publishUltraDeployment(stack.env.database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
-  await stack.startWorker();
+  worker = await stack.startWorker();
   baseURL = (await stack.startGateway()).url;
   client = new OpenAI({ apiKey: stack.full.key, baseURL, maxRetries: 0, timeout: 60_000 });
 }, 120_000);
@@ -184,6 +188,48 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     expect(errors[0].response.body).toEqual({ error: { message: direct.error.message, type: direct.error.type, param: 'fugu.lambda', code: 'invalid_value' } });
     expect(errors[1].error).toMatchObject({ param: 'body.messages', message: expect.stringMatching(/^line 3: messages: a batch line cannot send tool results/) });
     expect(errors[2].error.param).toBe('body.stream');
+  });
+
+  it("a fugu-ultra batch cancelled with lines mid-workflow: the stopped lines' agent calls are charged, every row's cost once", { timeout: 180_000 }, async () => {
+    const db = stack.env.database.db;
+    const spent = async () => BigInt((await sql<{ s: string }>`select spent::text as s from api_keys where id = ${stack.full.id}`.execute(db)).rows[0]!.s);
+    const spentBefore = await spent();
+    const lines = Array.from({ length: 40 }, (_, i) => batchLine(`c-${i}`, { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[90 + i]! }] }));
+    const b = await client.batches.create({ input_file_id: (await uploadBatchFile(client, jsonl(lines))).id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    const workflows = async () => (await sql<{ id: string; status: string; rows: number }>`
+      select w.id, w.status, (select count(*)::int from chat_calls c where c.key like 'wf' || w.id || '.%') as rows
+        from workflows w where w.key like ${`${b.id}.%`}`.execute(db)).rows;
+    // the worker stopped, a workflow with some but not all of its three agent calls answered cannot
+    // finish (the worker writes the answers): caught mid-workflow, its line is stopped by the cancel
+    let stuck: string[] = [];
+    const pid = worker.child.pid!;
+    try {
+      for (let tries = 0; stuck.length === 0; tries++) {
+        if (tries === 60) throw new Error('no fugu-ultra line was caught mid-workflow');
+        await new Promise((r) => setTimeout(r, 100));
+        process.kill(pid, 'SIGSTOP');
+        // (a statement the worker sent before it stopped commits)
+        await new Promise((r) => setTimeout(r, 500));
+        stuck = (await workflows()).filter((w) => w.status === 'running' && w.rows > 0 && w.rows < 3).map((w) => w.id);
+        if (stuck.length === 0) process.kill(pid, 'SIGCONT');
+      }
+      await client.batches.cancel(b.id);
+      // the driver stops its running lines: their workflows end without an answer
+      await waitFor('the running workflows stopped', async () => (await workflows()).every((w) => w.status !== 'running'), 60_000, 50);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const end = await batchEnded(client, b.id, 120_000);
+    expect(end.status).toBe('cancelled');
+    const wfs = await workflows();
+    const answered = new Set((await fileLines(client, end.output_file_id)).map((o) => String(o.response.body.fugu.workflow)));
+    for (const id of stuck) expect([answered.has(id), wfs.find((w) => w.id === id)!.status]).toEqual([false, 'failed']);
+    // every agent call the batch's workflows made was paid (fixed:moa:2 makes no Conductor call), the stopped lines' too
+    const paid = BigInt((await sql<{ pico: string }>`
+      select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${wfs.map((w) => `wf${w.id}.%`)}::text[])`.execute(db)).rows[0]!.pico);
+    const charged = BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${b.id}`.execute(db)).rows[0]!.c);
+    expect(charged).toBe(paid);
+    expect((await spent()) - spentBefore).toBe(paid);
   });
 
   it('fugu batch submit --endpoint /v1/responses', { timeout: 120_000 }, async () => {

@@ -93,8 +93,11 @@ export type BatchDriverOptions = {
 /** A part being answered: its lines' call ids without a row yet, its local lines without an answer yet. */
 type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; local: Set<number>; completed: number; failed: number; cost: bigint };
 
-/** A batch's local lines in this driver: waiting to start (with their bodies), running, their worker calls in flight, the stop. */
-type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; calls: Set<string>; stop: AbortController };
+/**
+ * A batch's local lines in this driver: waiting to start (with their bodies), running, their
+ * worker calls in flight, the worker calls made by each line without an answer yet, the stop.
+ */
+type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; calls: Set<string>; made: Map<number, Set<string>>; stop: AbortController };
 
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
 
@@ -179,7 +182,7 @@ export class BatchDriver {
   }
 
   async #drive(start: BatchRow, lease: { lost: boolean }): Promise<void> {
-    const local: Local = { waiting: [], running: new Map(), calls: new Set(), stop: new AbortController() };
+    const local: Local = { waiting: [], running: new Map(), calls: new Set(), made: new Map(), stop: new AbortController() };
     try {
       await this.#driveWith(start, lease, local);
     } finally {
@@ -377,13 +380,15 @@ export class BatchDriver {
       if (!codec.run) throw new Error(`batch ${b.id}: line ${l.line} is local, but the codec runs no local lines`);
       const seam = { failed: false };
       const run = codec
-        .run(b, l, this.#localCall(local, seam), local.stop.signal)
+        .run(b, l, this.#localCall(local, seam, l.line), local.stop.signal)
         .then(async (a) => {
           // stopped (cancel, expiry, shutdown) or taken over: no answer from here (a run again gives the same)
           if (local.stop.signal.aborted || lease.lost) return;
           // a call that could not be made or followed (Redis, Postgres) is not the line's answer
           if (seam.failed) throw new Error('a worker call of the line could not be made or followed');
           await setBatchLineAnswer(db, b.id, l.line, a);
+          // the answer carries the line's cost
+          local.made.delete(l.line);
           this.poke();
         })
         .catch((e: unknown) => {
@@ -399,12 +404,15 @@ export class BatchDriver {
    * A local line's worker calls: chat-call jobs by id, awaited (put back when Redis lost them),
    * stopped with the batch. `seam.failed`: a call could not be made or followed.
    */
-  #localCall(local: Local, seam: { failed: boolean }): BatchCall {
+  #localCall(local: Local, seam: { failed: boolean }, line: number): BatchCall {
     const client = this.#client();
     const { signal } = local.stop;
     return async (worker, request, id) => {
       signal.throwIfAborted();
       local.calls.add(id);
+      let made = local.made.get(line);
+      if (!made) local.made.set(line, (made = new Set()));
+      made.add(id);
       let r;
       try {
         await submitChatCalls(client, [{ id, worker, request }]);
@@ -466,6 +474,14 @@ export class BatchDriver {
       }
       if (lease.lost) throw new Error(`batch ${b.id}: lost its lease while cancelling`);
       await this.#sleep(this.#o.pollMs);
+    }
+    // the stopped lines' worker calls that were made were paid for: charged with their lines' parts
+    const made = [...local.made];
+    local.made.clear();
+    const costs = new Map((await getChatCallStates(db, made.flatMap(([, ids]) => [...ids]))).map((r) => [r.key, parseUsd(r.cost)]));
+    for (const [line, ids] of made) {
+      const p = [...open.values()].find((q) => line >= q.firstLine && line < q.firstLine + q.lines);
+      if (p) for (const id of ids) p.cost += costs.get(id) ?? 0n;
     }
     for (const p of [...open.values()]) await finishBatchPart(db, b.id, p.part, p);
     open.clear();
