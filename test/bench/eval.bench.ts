@@ -28,7 +28,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import type { Cluster } from 'ioredis';
 import pg from 'pg';
-import { growthTable, note, rssMiB, windows, type Windows } from './growth.ts';
+import { growthTable, note, onLiveHeap, rssMiB, windows, type Windows } from './growth.ts';
 import { cpuS, serviceCpu } from './proc.ts';
 import { createTestDatabase } from '@fugu/db/testing';
 import { createRedis, deleteKeys, keySlot, providerCallQueues } from '@fugu/queue';
@@ -166,18 +166,7 @@ async function growthRun(db: { url: string }, reps: number): Promise<Growth> {
   let frac = 0;
   const workers = Array.from({ length: WORKERS }, () => start(providerWorkerMain, env, TRACE_GC ? 'pipe' : 'ignore', TRACE_GC ? ['--trace-gc'] : []));
   const live = workers.map((_, i) => windows(`provider-worker ${i + 1}`));
-  workers.forEach((w, i) => {
-    let rest = '';
-    w.child.stdout?.on('data', (d: Buffer) => {
-      const lines = (rest + d.toString()).split('\n');
-      rest = lines.pop()!;
-      for (const l of lines) {
-        // "Mark-Compact 251.3 (280.1) -> 190.2 (281.0) MB, ..." (heap before -> after, MB)
-        const m = /Mark-Compact.*?[\d.]+ \([\d.]+\) -> ([\d.]+) \(/.exec(l);
-        if (m) note(live[i]!, frac, Number(m[1]));
-      }
-    });
-  });
+  workers.forEach((w, i) => onLiveHeap(w.child.stdout, (mib) => note(live[i]!, frac, mib)));
   await Promise.all(workers.map(ready));
   const args = ['eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--repetitions', String(reps), '--local-workers', '0', '--run-id', runId, ...(SAMPLE ? ['--sample', SAMPLE] : [])];
   const t0 = performance.now();

@@ -21,7 +21,8 @@ export type BatchStack = {
   full: { key: string; id: string };
   narrow: { key: string; id: string };
   startGateway(extra?: Record<string, string>): Promise<{ url: string; app: AppProcess }>;
-  startWorker(extra?: Record<string, string>): Promise<AppProcess>;
+  /** a provider worker process (`node`: flags for its Node, its stdout piped) */
+  startWorker(extra?: Record<string, string>, node?: { execArgv?: string[]; stdout?: 'pipe' | 'ignore' }): Promise<AppProcess>;
   close(): Promise<void>;
 };
 
@@ -53,8 +54,8 @@ export async function startBatchStack(): Promise<BatchStack> {
       procs.push(app);
       return { url: `http://127.0.0.1:${app.ready.port}/v1`, app };
     },
-    async startWorker(extra = {}) {
-      const w = await startWorkerProcess(env.config, { FUGU_WORKER_CONCURRENCY: '16', ...extra });
+    async startWorker(extra = {}, node = {}) {
+      const w = await startWorkerProcess(env.config, { FUGU_WORKER_CONCURRENCY: '16', ...extra }, node);
       procs.push(w);
       return w;
     },

@@ -82,7 +82,7 @@ export async function writeFixtures(dir: string, items: DatasetItem[], pool: Wor
 export type WorkerProcess = AppProcess & { port: number };
 
 /** Starts `node apps/provider-worker/src/main.ts` (the container's command) against the env's config. */
-export async function startWorkerProcess(config: FuguConfig, env: Record<string, string> = {}): Promise<WorkerProcess> {
+export async function startWorkerProcess(config: FuguConfig, env: Record<string, string> = {}, node: { execArgv?: string[]; stdout?: 'pipe' | 'ignore' } = {}): Promise<WorkerProcess> {
   const child = fork(providerWorkerMain, [], {
     env: {
       PATH: process.env.PATH,
@@ -91,7 +91,8 @@ export async function startWorkerProcess(config: FuguConfig, env: Record<string,
       FUGU_LOG_LEVEL: 'warn',
       ...env,
     },
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    ...(node.execArgv && { execArgv: [...process.execArgv, ...node.execArgv] }),
+    stdio: ['ignore', node.stdout ?? 'ignore', 'pipe', 'ipc'],
   });
   const p = await watchApp(child, 'provider worker');
   return { ...p, port: p.ready.port! };
