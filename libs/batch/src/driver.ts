@@ -94,10 +94,10 @@ export type BatchDriverOptions = {
 type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; local: Set<number>; completed: number; failed: number; cost: bigint };
 
 /**
- * A batch's local lines in this driver: waiting to start (with their bodies), running, their
- * worker calls in flight, the worker calls made by each line without an answer yet, the stop.
+ * A batch's local lines in this driver: waiting to start (with their bodies), running, the worker
+ * calls made by each line without an answer yet (those in flight among them), the stop.
  */
-type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; calls: Set<string>; made: Map<number, Set<string>>; stop: AbortController };
+type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; made: Map<number, Set<string>>; stop: AbortController };
 
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
 
@@ -182,7 +182,7 @@ export class BatchDriver {
   }
 
   async #drive(start: BatchRow, lease: { lost: boolean }): Promise<void> {
-    const local: Local = { waiting: [], running: new Map(), calls: new Set(), made: new Map(), stop: new AbortController() };
+    const local: Local = { waiting: [], running: new Map(), made: new Map(), stop: new AbortController() };
     try {
       await this.#driveWith(start, lease, local);
     } finally {
@@ -409,7 +409,6 @@ export class BatchDriver {
     const { signal } = local.stop;
     return async (worker, request, id) => {
       signal.throwIfAborted();
-      local.calls.add(id);
       let made = local.made.get(line);
       if (!made) local.made.set(line, (made = new Set()));
       made.add(id);
@@ -421,8 +420,6 @@ export class BatchDriver {
         // (a request that differs from the one first submitted under the id is the line's own failure)
         seam.failed ||= !signal.aborted && !(e instanceof InputError);
         throw e;
-      } finally {
-        local.calls.delete(id);
       }
       if (r.status === 'ok') return { result: r.result, cost: parseUsd(r.cost) };
       throw fromWireError(r.error);
@@ -439,9 +436,12 @@ export class BatchDriver {
     const client = this.#client();
     // local lines: none starts, the running ones stop unanswered (cancelled); their calls' jobs are settled below
     local.waiting.length = 0;
-    const calls = [...local.calls];
     local.stop.abort();
     await Promise.all(local.running.values());
+    // the calls of the stopped lines (a call of an answered line has its row)
+    const made = [...local.made];
+    local.made.clear();
+    const calls = made.flatMap(([, ids]) => [...ids]);
     for (;;) {
       await this.#collect(b.id, open, -1);
       const pending = [...open.values()].flatMap((p) => [...p.pending]);
@@ -476,9 +476,7 @@ export class BatchDriver {
       await this.#sleep(this.#o.pollMs);
     }
     // the stopped lines' worker calls that were made were paid for: charged with their lines' parts
-    const made = [...local.made];
-    local.made.clear();
-    const costs = new Map((await getChatCallStates(db, made.flatMap(([, ids]) => [...ids]))).map((r) => [r.key, parseUsd(r.cost)]));
+    const costs = new Map((await getChatCallStates(db, calls)).map((r) => [r.key, parseUsd(r.cost)]));
     for (const [line, ids] of made) {
       const p = [...open.values()].find((q) => line >= q.firstLine && line < q.firstLine + q.lines);
       if (p) for (const id of ids) p.cost += costs.get(id) ?? 0n;
