@@ -37,6 +37,7 @@ import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, t
 import { createLogger } from '@fugu/telemetry';
 import { signToolCallId } from '@fugu/ultra';
 import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
+import type { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -88,6 +89,7 @@ let pool: WorkerPool;
 let stored: { poolId: number; workers: StoredWorker[] };
 const stubs: Record<string, OpenAIStub> = {};
 let app: FastifyInstance;
+let records: RecordWriter;
 let baseURL: string;
 let fullKey: string;
 let fullKeyId: string;
@@ -113,7 +115,7 @@ beforeAll(async () => {
   stored = await savePool(database.db, pool, poolContentHash(pool));
   // the llm: Conductor is a pool worker called through the writer's pipeline (the agents go through the gateway's)
   const pipeline = createCallPipeline({ db: database.db, config, log: quiet, models: (w) => createChatModel(w, {}) });
-  ({ app, url: baseURL } = await startUltraGateway({ config, db: database.db, pool, stored, secret, log: quiet, pipeline }));
+  ({ app, url: baseURL, records } = await startUltraGateway({ config, db: database.db, pool, stored, secret, log: quiet, pipeline }));
   const full = await createApiKey(database.db, { name: 'full' });
   fullKey = full.key;
   fullKeyId = full.record.id;
@@ -150,6 +152,8 @@ function expectRefusal(e: APIError & { param?: string | null }, want: { status: 
  * memory, the call rows and the stored responses. A refused request changes none of it.
  */
 async function snapshot(): Promise<Json> {
+  // the chat_calls rows of the answers received so far are written behind them: wait for those writes
+  await records.flush();
   const db = database.db;
   const count = async (table: 'workflow_steps' | 'ultra_tool_log' | 'chat_calls' | 'responses') => Number((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n);
   return {

@@ -8,6 +8,7 @@ import type { CallPipeline } from '@fugu/calls';
 import { RouterUnavailableError, type RouteClient } from '@fugu/serving';
 import type { Logger } from '@fugu/telemetry';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
+import { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
 import { ultraModel } from '../../apps/gateway/src/ultra.ts';
 
 /** A worker served by a stub OpenAI-compatible server at the given prices per million tokens (input, output). */
@@ -22,9 +23,11 @@ export async function startUltraGateway(o: {
   config: FuguConfig; db: Db; pool: WorkerPool; stored: { poolId: number; workers: StoredWorker[] }; secret: Buffer; log: Logger;
   /** the llm: Conductor's call pipeline (fixed and policy Conductors never call it) */
   pipeline?: CallPipeline;
-}): Promise<{ app: FastifyInstance; url: string }> {
+}): Promise<{ app: FastifyInstance; url: string; records: RecordWriter }> {
+  // the rows written behind the answers: `records.flush()` waits for those of the answers received so far
+  const records = new RecordWriter(o.db, o.log);
   const app = await buildGateway({
-    config: o.config, pool: o.pool, routeClient: noRouter, db: o.db, env: {}, log: o.log,
+    config: o.config, pool: o.pool, routeClient: noRouter, db: o.db, writer: records, env: {}, log: o.log,
     extraModels: [
       (ctx) => ultraModel(ctx, {
         db: o.db, poolId: o.stored.poolId, workers: o.stored.workers,
@@ -33,5 +36,5 @@ export async function startUltraGateway(o: {
     ],
   });
   await app.listen({ port: 0, host: '127.0.0.1' });
-  return { app, url: `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1` };
+  return { app, url: `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`, records };
 }

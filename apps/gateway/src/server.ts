@@ -51,6 +51,8 @@ export type GatewayOptions = {
   routerWorkers?: readonly string[];
   /** API keys (required when gateway.auth is `keys`) and the `requests` rows */
   db?: Db;
+  /** what is written behind the answers (default: a RecordWriter of its own over `db`, journaled in `redis`); a test passes one to `flush()` it */
+  writer?: RecordWriter;
   /** provider API keys are read from here (default process.env) */
   env?: Env;
   /** recorded outcomes for the pool's replay workers */
@@ -91,7 +93,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   }
   // request rows, call rows and spend, written behind the answers in batches, journaled in Redis first (record-writer.ts)
   const journal = opts.redis && { redis: opts.redis, key: journalKey(opts.config.queuePrefix, opts.config.databaseUrl), graceMs: g.journalGraceMs };
-  const writer = opts.db ? new RecordWriter(opts.db, log, journal || undefined) : undefined;
+  const writer = opts.writer ?? (opts.db ? new RecordWriter(opts.db, log, journal || undefined) : undefined);
   writer?.start();
   const calls = opts.calls ?? defaultCalls(opts, writer);
   const ctx = createContext({
