@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
+import { sql } from 'kysely';
 import type { FastifyInstance } from 'fastify';
 import { rng, type Rng, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
@@ -49,6 +50,7 @@ const QUESTION = 'Should I take an umbrella in Paris today?';
 const AGGREGATED = 'alpha aggregated the proposals';
 
 const CONDUCTOR_MARK = 'You coordinate a team of AI workers';
+const REJECT_FINAL = 'REJECT-FINAL';
 const GOOD_WORKFLOW = 'Two workers: one answers, the other checks.\nmodel id = [0, 1]\nsubtasks = ["Answer the question.", "Check the answer you are shown and give the final one."]\naccess list = [[], "all"]';
 const PROSE = 'I would rather answer this myself: take an umbrella.';
 const SHORT_LISTS = 'model id = [0, 1]\nsubtasks = ["Look it up."]\naccess list = [[], "all"]';
@@ -64,7 +66,11 @@ function agentReply(name: string, req: RecordedRequest): StubReply {
   if ((req.body?.tools ?? []).some((t: Json) => t.function?.name === 'provider_rejects')) {
     return { type: 'error', status: 400, message: "Invalid schema for function 'provider_rejects': In context=(), 'required' is required to be supplied" };
   }
-  if (isAggregator(req)) return { type: 'text', text: `${name} aggregated the proposals` };
+  if (isAggregator(req)) {
+    // a final step the provider refuses, after the proposers have answered (and been paid)
+    if (JSON.stringify(req.body?.messages ?? []).includes(REJECT_FINAL)) return { type: 'error', status: 400, message: 'this final step is refused' };
+    return { type: 'text', text: `${name} aggregated the proposals` };
+  }
   if (req.body?.tools && last?.role === 'user') {
     return { type: 'tool-calls', calls: [{ id: `own_${name}`, name: 'get_weather', arguments: JSON.stringify({ city: name === 'alpha' ? 'Paris' : 'Lyon' }) }] };
   }
@@ -166,6 +172,15 @@ async function snapshot(): Promise<Json> {
     responses: await count('responses'),
   };
 }
+
+/** What the full key has spent (picodollars), its rows written. */
+const spent = async (): Promise<bigint> => {
+  await records.flush();
+  return BigInt((await sql<{ s: string }>`select spent::text as s from api_keys where id = ${fullKeyId}`.execute(database.db)).rows[0]!.s);
+};
+/** The calls of workflows (their rows' cost, picodollars): what they paid. */
+const paidBy = async (wfs: number[]): Promise<bigint> =>
+  BigInt((await sql<{ pico: string }>`select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${wfs.map((w) => `wf${w}.%`)}::text[])`.execute(database.db)).rows[0]!.pico);
 
 const sessionOf = async (wf: number) => database.db.selectFrom('ultra_sessions').select(['status', 'version']).where('workflow_id', '=', wf as never).executeTakeFirstOrThrow();
 
@@ -385,6 +400,7 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
     expect(conductorCalls()).toHaveLength(1);
     const history: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: QUESTION }, { role: 'assistant', content: t1.choices[0]!.message.content }];
     const sessions = await database.db.selectFrom('ultra_sessions').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow();
+    const spentBefore = await spent();
 
     // turn 2: prose instead of the three lists
     const e2 = await refused(c.chat.completions.create({ model: 'fugu-ultra', messages: [...history, { role: 'user', content: 'And tomorrow? GARBLE-PROSE' }], fugu: { conversation } } as never));
@@ -402,6 +418,10 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
     // no interactive state for a workflow that never ran, no agent called
     expect(await database.db.selectFrom('ultra_sessions').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).toEqual(sessions);
     expect(await database.db.selectFrom('workflow_steps').selectAll().where('workflow_id', 'in', [r2.id, r3.id]).execute()).toEqual([]);
+    // the Conductor's calls that wrote them were paid: the key is charged them (JSON and stream alike)
+    const conductorPaid = await paidBy([Number(r2.id), Number(r3.id)]);
+    expect(conductorPaid).toBeGreaterThan(0n);
+    expect((await spent()) - spentBefore).toBe(conductorPaid);
 
     // turn 4: a good answer again, in the same conversation; the agents read the conversation so far
     stubs.alpha!.requests.splice(0);
@@ -431,6 +451,45 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
     expect((r3 as Json).fugu.conversation).toBe(r1.id);
     const ok = await rowOf(`ultra.${r1.id}.3`);
     expect([ok.status, ok.finish_reason]).toEqual(['done', 'answered']);
+  });
+});
+
+// ---- a workflow that fails after some of its calls --------------------------------------------
+
+describe('fugu-ultra: a workflow whose final step fails', () => {
+  it('is a 400 naming the step, and the key is charged the steps that answered (JSON, a stream, /v1/responses)', async () => {
+    await publish('fixed:moa:2');
+    const question = `Should I take an umbrella? ${REJECT_FINAL}`;
+    const workflowsSince = async (after: number) => (await database.db.selectFrom('workflows').select(['id', 'status']).where('id', '>', after as never).orderBy('id').execute()).map((w) => ({ id: Number(w.id), status: w.status }));
+    const last = Number((await database.db.selectFrom('workflows').select((eb) => eb.fn.max('id').as('m')).executeTakeFirstOrThrow()).m ?? 0);
+    const spentBefore = await spent();
+
+    const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question }] }));
+    expectRefusal(e, { status: 400, code: 'provider_bad_request', param: null, message: /^workflow \d+: step 3 \((alpha|beta)\): the worker's provider refused the request: .*this final step is refused/ }, 'json');
+    // streamed: the failure comes after the first byte (the workflow written), as the stream's error
+    const s = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question }], stream: true });
+    const streamed = await (async () => {
+      try {
+        for await (const _ of s);
+      } catch (err) {
+        return err as APIError;
+      }
+      throw new Error('the stream did not fail');
+    })();
+    expect(streamed.message).toMatch(/step 3 \((alpha|beta)\): the worker's provider refused the request/);
+    const r = await refused(client().responses.create({ model: 'fugu-ultra', input: question }));
+    expectRefusal(r, { status: 400, code: 'provider_bad_request', param: null, message: /step 3 .*this final step is refused/ }, 'responses');
+
+    const wfs = await workflowsSince(last);
+    expect(wfs.map((w) => w.status)).toEqual(['failed', 'failed', 'failed']);
+    // each paid for its two proposers (the refused step has a row, at no cost)
+    const paid = await paidBy(wfs.map((w) => w.id));
+    expect(paid).toBeGreaterThan(0n);
+    expect((await spent()) - spentBefore).toBe(paid);
+    // ... and each request's row carries its own workflow's
+    const rows = await sql<{ workflow_id: string; pico: string }>`
+      select workflow_id::text, (cost * 1000000000000)::bigint::text as pico from requests where workflow_id = any(${wfs.map((w) => w.id)}::bigint[]) order by workflow_id`.execute(database.db);
+    expect(rows.rows.map((x) => [Number(x.workflow_id), BigInt(x.pico)])).toEqual(await Promise.all(wfs.map(async (w) => [w.id, await paidBy([w.id])])));
   });
 });
 

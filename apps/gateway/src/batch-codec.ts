@@ -177,7 +177,8 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
         return { statusCode: 200, body: bodyOf(r, c), cost: c.cost };
       } catch (e) {
         const ge = toGatewayError(e as Error);
-        return { statusCode: ge.status, body: ge.body() as unknown as Record<string, unknown>, cost: 0n };
+        // a workflow that failed after some of its calls paid for them
+        return { statusCode: ge.status, body: ge.body() as unknown as Record<string, unknown>, cost: ge.cost };
       }
     },
   };

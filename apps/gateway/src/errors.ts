@@ -11,8 +11,10 @@ export class GatewayError extends Error {
   readonly param: string | null;
   readonly errorCode: string | null;
   readonly headers: Record<string, string>;
+  /** what the request's calls cost before it failed (picodollars; fugu-ultra's paid steps): charged like an answer's */
+  readonly cost: bigint;
 
-  constructor(status: number, message: string, opts: { type?: string; param?: string | null; code?: string | null; headers?: Record<string, string> } = {}) {
+  constructor(status: number, message: string, opts: { type?: string; param?: string | null; code?: string | null; headers?: Record<string, string>; cost?: bigint } = {}) {
     super(message);
     this.name = 'GatewayError';
     this.status = status;
@@ -20,6 +22,7 @@ export class GatewayError extends Error {
     this.param = opts.param ?? null;
     this.errorCode = opts.code ?? null;
     this.headers = opts.headers ?? {};
+    this.cost = opts.cost ?? 0n;
   }
 
   body(): OpenAIErrorBody {

@@ -124,6 +124,8 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     const e = toGatewayError(err);
     const rec = ctx.record(req);
     rec.errorCode = e.errorCode ?? e.type;
+    // a request that failed after paying for calls (a fugu-ultra workflow's answered steps) is charged them
+    if (e.cost > 0n && rec.authenticated) ctx.charge(ctx.callerOf(req), rec, e.cost);
     if (e.status >= 500) log.error({ reqId: rec.requestId, route: req.url, status: e.status, err: scrub(err.message) }, 'request failed');
     void reply.code(e.status).headers(e.headers).send(e.body());
   });

@@ -123,8 +123,10 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     batchable: true,
 
     async complete(input): Promise<Completion> {
-      const t = await turn(depsOf(input), await turnInput(input, false));
-      input.record.workflowId = t.workflowId;
+      // the request's row names its workflow from the moment it is written (a workflow that fails too)
+      const t = await turn(depsOf(input), await turnInput(input, false), (e) => {
+        if (e.type === 'progress' && typeof e.progress.workflow === 'number') input.record.workflowId = e.progress.workflow;
+      });
       const result: ChatResult = {
         text: t.text,
         content: [...(t.text ? [{ type: 'text' as const, text: t.text }] : []), ...t.toolCalls.map((c) => ({ type: 'tool-call' as const, ...c }))],
@@ -201,7 +203,7 @@ async function turn(deps: InteractiveDeps, input: TurnInput, emit?: Parameters<t
   try {
     return await runTurn(deps, input, emit);
   } catch (e) {
-    if (e instanceof UltraRequestError) throw new GatewayError(e.status, e.message, { param: e.param, code: e.code, ...(e.status >= 500 && { type: 'server_error' }) });
+    if (e instanceof UltraRequestError) throw new GatewayError(e.status, e.message, { param: e.param, code: e.code, cost: e.cost, ...(e.status >= 500 && { type: 'server_error' }) });
     if (e instanceof InputError) throw new GatewayError(400, e.message, { param: e.field ?? null, code: 'invalid_value' });
     throw e;
   }

@@ -80,6 +80,8 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
       ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'stream failed after its first byte');
       const ge = classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' });
       rec.errorCode = ge.errorCode ?? ge.type;
+      // what was paid before it failed (a fugu-ultra workflow's answered steps)
+      ctx.charge(input.caller, rec, ge.cost);
       await seal();
       raw.write(ChunkWriter.error(ge.body()));
     } else {

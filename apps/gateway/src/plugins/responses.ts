@@ -219,7 +219,11 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
       ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'response stream failed after its first byte');
       const ge = e instanceof GatewayError ? e : (classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' }));
       rec.errorCode = ge.errorCode ?? ge.type;
-      if (!rec.sealed) await seal();
+      if (!rec.sealed) {
+        // what was paid before it failed (a fugu-ultra workflow's answered steps)
+        ctx.charge(input.caller, rec, ge.cost);
+        await seal();
+      }
       w.abandon();
       raw.write(w.fail(ge.body().error, shell.build({ status: 'failed', model, output: w.output, error: responseError(ge.status, ge.message) })));
     } else {

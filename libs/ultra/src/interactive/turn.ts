@@ -31,17 +31,23 @@ import { parseToolCallId, signToolCallId, verifyToolCallId } from './ids.ts';
 import { renderToolMemory } from './memory.ts';
 import type { InteractiveOptions } from './options.ts';
 
-/** A request the turn refuses or cannot serve: the gateway answers it with this status, param and code. */
+/**
+ * A request the turn refuses or cannot serve: the gateway answers it with this status, param and
+ * code. `cost`: what the request's calls cost before it failed (picodollars; a workflow that
+ * failed at its third step paid for its Conductor and its first two), charged like an answer's.
+ */
 export class UltraRequestError extends Error {
   readonly status: 400 | 404 | 409 | 502 | 503;
   readonly param: string | null;
   readonly code: string;
-  constructor(status: UltraRequestError['status'], message: string, opts: { param?: string | null; code: string }) {
+  readonly cost: bigint;
+  constructor(status: UltraRequestError['status'], message: string, opts: { param?: string | null; code: string; cost?: bigint }) {
     super(message);
     this.name = 'UltraRequestError';
     this.status = status;
     this.param = opts.param ?? null;
     this.code = opts.code;
+    this.cost = opts.cost ?? 0n;
   }
 }
 
@@ -254,10 +260,10 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
       throw new UltraRequestError(
         400,
         `the message (${question.length} characters) is too long for fugu-ultra's Conductor (${d.conductor}): its workflow repeats the message in every step's subtask, ${out.text.length} characters, past the ${PARSE_LIMITS.listChars} a workflow list may have (${parsed.error.message}); send a shorter message`,
-        { param: `messages[${lastUserAt}].content`, code: 'context_length_exceeded' },
+        { param: `messages[${lastUserAt}].content`, code: 'context_length_exceeded', cost: conductorTally.cost },
       );
     }
-    throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${parsed.error.message}`, { code: 'conductor_error' });
+    throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${parsed.error.message}`, { code: 'conductor_error', cost: conductorTally.cost });
   }
   const workflow = parsed.workflow;
   const schedule = scheduleOf(workflow);
@@ -520,9 +526,11 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
     const failed = state.agents.findIndex((a) => a.status === 'error');
     const f = state.agents[failed];
     const where = `workflow ${workflowId}: step ${failed + 1} (${state.specs[failed]?.name ?? '?'})`;
+    // what this turn's calls cost (the steps that answered, the Conductor's on a first turn) is the request's
+    const cost = conductor.cost + workers.cost;
     // a provider's 400 is the request's (its tools, its parameters), as for a worker called by name
-    if (f?.error?.code === 'provider-bad-request') throw new UltraRequestError(400, `${where}: the worker's provider refused the request: ${f.error.message}`, { code: 'provider_bad_request' });
-    throw new UltraRequestError(502, `${where} failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error' });
+    if (f?.error?.code === 'provider-bad-request') throw new UltraRequestError(400, `${where}: the worker's provider refused the request: ${f.error.message}`, { code: 'provider_bad_request', cost });
+    throw new UltraRequestError(502, `${where} failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error', cost });
   }
   return {
     ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
