@@ -1,18 +1,21 @@
 // The Batch API's other endpoint and model kind (issue 18): batches of `/v1/responses` lines, and
 // `fugu-ultra` lines on both endpoints, through the real `openai` client's `files` and `batches`
 // against the gateway and provider-worker processes (the LLMRouter replay pool, the router
-// deployed, a `fixed:moa:2` Conductor published as fugu-ultra; real Redis and Postgres). Every
+// deployed, a `fixed:moa:2` Conductor published as fugu-ultra, or an `llm:` one whose endpoint is
+// an OpenAI stub; real Redis and Postgres). Every
 // output line equals the answer of the same request sent to the endpoint itself (modulo ids and
 // times): a /v1/responses line is the `response` object `client.responses.create` returns (same
 // worker for `fugu`, text, token counts, cost), a fugu-ultra line the workflow's answer (its
 // steps' workers, final text, the Conductor's and the workers' tokens). A fugu-ultra line's
 // workflow is keyed by the line, its agents' calls are chat-call jobs (one row each), and its
-// cost is charged, the agent calls of a line a cancel stopped mid-workflow too. What a batch line
-// cannot do on an endpoint is that line's error; the rest run.
+// cost is charged: the calls of a line a cancel stopped mid-workflow too (an llm: Conductor's
+// among them), and those of a line whose workflow failed. What a batch line cannot do on an
+// endpoint is that line's error; the rest run.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { sql } from 'kysely';
 import { publishUltraDeployment } from '@fugu/db';
+import { startOpenAIStub, type OpenAIStub } from '@fugu/providers/testing';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -30,6 +33,9 @@ let baseURL: string;
 let worker: AppProcess;
 let workers: string[];
 let prompts: string[];
+/** an llm: Conductor's endpoint (`llm:planner`): a workflow of three replay workers, two answer and one combines */
+let planner: OpenAIStub;
+const PLANNED = 'model id = [0, 1, 2]\nsubtasks = ["Answer the question.", "Answer the question.", "Combine the answers you are shown into the final one."]\naccess list = [[], [], "all"]';
 
 const responsesLine = (customId: string, body: Record<string, unknown>) => ({ custom_id: customId, method: 'POST', url: '/v1/responses', body });
 
@@ -61,12 +67,16 @@ beforeAll(async () => {
   ({ workers, prompts } = stack);
   await publishUltraDeployment(stack.env.database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
   worker = await stack.startWorker();
-  baseURL = (await stack.startGateway()).url;
+  // (prose instead of the lists when the question asks for it)
+  planner = await startOpenAIStub({ defaultReply: (req) => ({ type: 'text', text: JSON.stringify(req.body?.messages ?? []).includes('GARBLE') ? 'I would rather answer myself.' : PLANNED }) });
+  const endpoints = [{ name: 'planner', baseUrl: planner.baseURL, model: 'planner-model', apiKeyEnv: 'PLANNER_KEY', prices: { inputPerMTok: '1', outputPerMTok: '2' } }];
+  baseURL = (await stack.startGateway({ FUGU_CONDUCTOR_ENDPOINTS: JSON.stringify(endpoints), PLANNER_KEY: 'sk-planner' })).url;
   client = new OpenAI({ apiKey: stack.full.key, baseURL, maxRetries: 0, timeout: 60_000 });
 }, 120_000);
 
 afterAll(async () => {
   await stack?.close();
+  await planner?.close();
 });
 
 describe('Batch API: /v1/responses and fugu-ultra lines', () => {
@@ -190,14 +200,42 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     expect(errors[2].error.param).toBe('body.stream');
   });
 
-  it("a fugu-ultra batch cancelled with lines mid-workflow: the stopped lines' agent calls are charged, every row's cost once", { timeout: 180_000 }, async () => {
+  it("a fugu-ultra line whose llm: Conductor writes no valid workflow: the endpoint's 502 is its error, and the Conductor's call is charged", { timeout: 120_000 }, async () => {
     const db = stack.env.database.db;
+    await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'llm:planner', pool: 'llmrouter', options: {} });
+    try {
+      const lines = [
+        batchLine('ok', { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[73]! }] }),
+        batchLine('garbled', { model: 'fugu-ultra', messages: [{ role: 'user', content: `${prompts[74]!} GARBLE` }] }),
+      ];
+      const { batch, out, errors } = await runBatch(lines, '/v1/chat/completions');
+      expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 2, completed: 1, failed: 1 } });
+      expect(out.map((o) => o.custom_id)).toEqual(['ok']);
+      expect(errors.map((e) => [e.custom_id, e.response.status_code, e.response.body.error.code])).toEqual([['garbled', 502, 'conductor_error']]);
+      const wfs = (await sql<{ id: string }>`select id from workflows where key like ${`${batch.id}.%`}`.execute(db)).rows.map((w) => w.id);
+      expect(wfs).toHaveLength(2);
+      // both lines' calls were paid: the answered one's Conductor and agents, the garbled one's Conductor
+      const paid = BigInt((await sql<{ pico: string }>`
+        select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${wfs.map((w) => `wf${w}.%`)}::text[])`.execute(db)).rows[0]!.pico);
+      const okCost = BigInt(Math.round(out[0].response.body.usage.cost * 1e12));
+      expect(paid).toBeGreaterThan(okCost);
+      expect(BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${batch.id}`.execute(db)).rows[0]!.c)).toBe(paid);
+    } finally {
+      await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
+    }
+  });
+
+  // fixed:moa:2 makes no call of its own; llm:planner's Conductor call is made in the gateway's process (not a chat-call job)
+  it.each(['fixed:moa:2', 'llm:planner'])("a fugu-ultra batch (%s) cancelled with lines mid-workflow: the stopped lines' calls are charged, every row's cost once", { timeout: 180_000 }, async (conductor) => {
+    const db = stack.env.database.db;
+    await publishUltraDeployment(db, { name: 'fugu-ultra', conductor, pool: 'llmrouter', options: {} });
     const spent = async () => BigInt((await sql<{ s: string }>`select spent::text as s from api_keys where id = ${stack.full.id}`.execute(db)).rows[0]!.s);
     const spentBefore = await spent();
     const lines = Array.from({ length: 40 }, (_, i) => batchLine(`c-${i}`, { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[90 + i]! }] }));
     const b = await client.batches.create({ input_file_id: (await uploadBatchFile(client, jsonl(lines))).id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+    // each workflow and how many of its three agent calls have a row
     const workflows = async () => (await sql<{ id: string; status: string; rows: number }>`
-      select w.id, w.status, (select count(*)::int from chat_calls c where c.key like 'wf' || w.id || '.%') as rows
+      select w.id, w.status, (select count(*)::int from chat_calls c where c.key like 'wf' || w.id || '.s%') as rows
         from workflows w where w.key like ${`${b.id}.%`}`.execute(db)).rows;
     // the worker stopped, a workflow with some but not all of its three agent calls answered cannot
     // finish (the worker writes the answers): caught mid-workflow, its line is stopped by the cancel
@@ -224,12 +262,16 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     const wfs = await workflows();
     const answered = new Set((await fileLines(client, end.output_file_id)).map((o) => String(o.response.body.fugu.workflow)));
     for (const id of stuck) expect([answered.has(id), wfs.find((w) => w.id === id)!.status]).toEqual([false, 'failed']);
-    // every agent call the batch's workflows made was paid (fixed:moa:2 makes no Conductor call), the stopped lines' too
-    const paid = BigInt((await sql<{ pico: string }>`
-      select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${wfs.map((w) => `wf${w.id}.%`)}::text[])`.execute(db)).rows[0]!.pico);
+    // every call the batch's workflows made was paid (the agents', an llm: Conductor's), the stopped lines' too
+    const paidBy = async (keys: string[]) => BigInt((await sql<{ pico: string }>`
+      select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${keys}::text[])`.execute(db)).rows[0]!.pico);
+    const paid = await paidBy(wfs.map((w) => `wf${w.id}.%`));
+    // (the stopped lines' Conductor calls are among them: what a charge of their agents' calls alone misses)
+    expect(await paidBy(stuck.map((id) => `wf${id}.conductor`)) > 0n).toBe(conductor.startsWith('llm:'));
     const charged = BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${b.id}`.execute(db)).rows[0]!.c);
     expect(charged).toBe(paid);
     expect((await spent()) - spentBefore).toBe(paid);
+    await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
   });
 
   it('fugu batch submit --endpoint /v1/responses', { timeout: 120_000 }, async () => {

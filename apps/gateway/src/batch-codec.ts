@@ -162,7 +162,7 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
     },
 
     // a local line (fugu-ultra): the endpoint's answer, its refusals included, as the endpoint gives it
-    async run(b, l, call, signal) {
+    async run(b, l, { call, made }, signal) {
       // a replay pool's steps name their item by its stored id (the provider workers' key); not loaded: no answer yet
       const ids = o.replayDataset !== undefined ? await itemIds() : undefined;
       const itemOf = ids && ((q: string) => {
@@ -173,7 +173,7 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
         const r = readLine(b.endpoint, l.body);
         const handler = models.get(r.model);
         if (!handler?.batchable) throw unknownModel(r.model, models.visibleTo(callerOf(ctx, b)).map((h) => h.id));
-        const c = await inEndpointTerms(r, () => handler.complete({ ...input(b, l.line, r, signal), batch: { key: `${b.id}.${l.line}`, call, ...(itemOf && { itemOf }) } }));
+        const c = await inEndpointTerms(r, () => handler.complete({ ...input(b, l.line, r, signal), batch: { key: `${b.id}.${l.line}`, call, made, ...(itemOf && { itemOf }) } }));
         return { statusCode: 200, body: bodyOf(r, c), cost: c.cost };
       } catch (e) {
         const ge = toGatewayError(e as Error);

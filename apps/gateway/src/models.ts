@@ -34,10 +34,11 @@ export type ChatInput = {
    * a Batch API line run in the batch driver's process (a handler with `batchable`): its key
    * (`<batch id>.<line>`, the same when the line is run again after a crash), and the seam its
    * provider calls go through instead of the gateway's (chat-call jobs by id: a call made again
-   * under the same id is answered by the first one's row, never paid twice); on a replay pool, the
-   * dataset item a question is as the provider workers key it (its stored id)
+   * under the same id is answered by the first one's row, never paid twice); `made` names a call
+   * made in this process instead (an llm: Conductor's), charged with the line if it is stopped; on
+   * a replay pool, the dataset item a question is as the provider workers key it (its stored id)
    */
-  batch?: { key: string; call: BatchCall; itemOf?: (question: string) => string | undefined };
+  batch?: { key: string; call: BatchCall; made(id: string): void; itemOf?: (question: string) => string | undefined };
 };
 
 /**

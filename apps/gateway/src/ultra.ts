@@ -45,9 +45,11 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     call: (worker, req, key) => ctx.calls.generate(worker, req, { key, attempt: 1 }),
     stream: (worker, req, key) => ctx.calls.stream(worker, req, { key, attempt: 1 }),
   };
-  // a batch line's agents call through the batch's seam (it never streams), its replay items named as the provider workers know them
+  // a batch line's agents call through the batch's seam (it never streams), an llm: Conductor's call is named to it, its replay items named as the provider workers know them
   const depsOf = ({ batch }: ChatInput): InteractiveDeps =>
-    batch ? { ...deps, call: batch.call, stream: () => Promise.reject(new Error('a batch line does not stream')), ...(batch.itemOf && { itemOf: batch.itemOf }) } : deps;
+    batch
+      ? { ...deps, writer: { ...deps.writer, made: batch.made }, call: batch.call, stream: () => Promise.reject(new Error('a batch line does not stream')), ...(batch.itemOf && { itemOf: batch.itemOf }) }
+      : deps;
 
   async function deployment(): Promise<UltraDeploymentRef> {
     const d = await getUltraDeployment(o.db, name);

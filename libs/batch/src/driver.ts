@@ -50,6 +50,14 @@ export type ResolvedLine =
  */
 export type BatchCall = (worker: StoredWorker, request: ChatRequest, id: string) => Promise<{ result: ChatResult; cost: bigint }>;
 
+/**
+ * A local line's calls: `call`, a worker call (above); `made`, a call the line makes in this
+ * process instead (an `llm:` Conductor's own, through the gateway's pipeline) under an id whose
+ * `chat_calls` row it pays for. A line stopped without an answer (cancel, expiry) is charged the
+ * rows of both.
+ */
+export type LineCalls = { call: BatchCall; made(id: string): void };
+
 /** What a batch's endpoint contributes (the gateway's: its wire checks, routing, response bodies). */
 export type BatchCodec = {
   /**
@@ -62,10 +70,11 @@ export type BatchCodec = {
   answer(batch: BatchRow, line: BatchLineRow, call: ChatCallRow, body: Record<string, unknown>): { statusCode: number; body: Record<string, unknown> };
   /**
    * Runs a local line to the endpoint's answer (status, body) and its cost, every worker call
-   * through `call` under ids that are the same when the line is run again. An error of the
-   * request is its answer; a rejection means no answer (the line is run again later).
+   * through `calls.call` under ids that are the same when the line is run again, any other call
+   * named to `calls.made`. An error of the request is its answer; a rejection means no answer
+   * (the line is run again later).
    */
-  run?(batch: BatchRow, line: { line: number; body: Record<string, unknown> }, call: BatchCall, signal: AbortSignal): Promise<BatchLineAnswer>;
+  run?(batch: BatchRow, line: { line: number; body: Record<string, unknown> }, calls: LineCalls, signal: AbortSignal): Promise<BatchLineAnswer>;
 };
 
 export type BatchDriverOptions = {
@@ -380,7 +389,7 @@ export class BatchDriver {
       if (!codec.run) throw new Error(`batch ${b.id}: line ${l.line} is local, but the codec runs no local lines`);
       const seam = { failed: false };
       const run = codec
-        .run(b, l, this.#localCall(local, seam, l.line), local.stop.signal)
+        .run(b, l, this.#localCalls(local, seam, l.line), local.stop.signal)
         .then(async (a) => {
           // stopped (cancel, expiry, shutdown) or taken over: no answer from here (a run again gives the same)
           if (local.stop.signal.aborted || lease.lost) return;
@@ -402,16 +411,20 @@ export class BatchDriver {
 
   /**
    * A local line's worker calls: chat-call jobs by id, awaited (put back when Redis lost them),
-   * stopped with the batch. `seam.failed`: a call could not be made or followed.
+   * stopped with the batch; every id, and those of the calls it makes itself, kept until it has an
+   * answer. `seam.failed`: a call could not be made or followed.
    */
-  #localCall(local: Local, seam: { failed: boolean }, line: number): BatchCall {
+  #localCalls(local: Local, seam: { failed: boolean }, line: number): LineCalls {
     const client = this.#client();
     const { signal } = local.stop;
-    return async (worker, request, id) => {
+    const made = (id: string): void => {
+      let ids = local.made.get(line);
+      if (!ids) local.made.set(line, (ids = new Set()));
+      ids.add(id);
+    };
+    const call: BatchCall = async (worker, request, id) => {
       signal.throwIfAborted();
-      let made = local.made.get(line);
-      if (!made) local.made.set(line, (made = new Set()));
-      made.add(id);
+      made(id);
       let r;
       try {
         await submitChatCalls(client, [{ id, worker, request }]);
@@ -424,6 +437,7 @@ export class BatchDriver {
       if (r.status === 'ok') return { result: r.result, cost: parseUsd(r.cost) };
       throw fromWireError(r.error);
     };
+    return { call, made };
   }
 
   /**
@@ -475,7 +489,7 @@ export class BatchDriver {
       if (lease.lost) throw new Error(`batch ${b.id}: lost its lease while cancelling`);
       await this.#sleep(this.#o.pollMs);
     }
-    // the stopped lines' worker calls that were made were paid for: charged with their lines' parts
+    // the stopped lines' calls that were made (worker calls, an llm: Conductor's) were paid for: charged with their lines' parts
     const costs = new Map((await getChatCallStates(db, calls)).map((r) => [r.key, parseUsd(r.cost)]));
     for (const [line, ids] of made) {
       const p = [...open.values()].find((q) => line >= q.firstLine && line < q.firstLine + q.lines);

@@ -355,7 +355,10 @@ export function conductorInput(row: Pick<WorkflowRow, 'question' | 'seed'>, opti
 }
 
 /** What a writer needs of the engine: the database, the call pipeline (llm:), the router (fixed:router) and the policy writer (policy:). */
-export type WriterDeps = Pick<EngineDeps, 'db' | 'config' | 'pipeline' | 'log' | 'routerPick' | 'policyConductor'>;
+export type WriterDeps = Pick<EngineDeps, 'db' | 'config' | 'pipeline' | 'log' | 'routerPick' | 'policyConductor'> & {
+  /** told an llm: Conductor's call key before the call (a Batch API line pays for it even when stopped) */
+  made?: (key: string) => void;
+};
 
 /**
  * The Conductor writes the workflow of a row: a fixed topology, the embedded policy, or an llm:
@@ -406,6 +409,7 @@ export async function writeWorkflow(deps: WriterDeps, row: WorkflowRow, options:
   if (!worker) throw failure(`${spec.spec}: unknown worker or endpoint ${JSON.stringify(spec.model)}`, new InputError('unknown worker or endpoint', { field: 'conductor' }));
   const where = `${worker.name} (${worker.provider}${worker.baseUrl ? ` at ${worker.baseUrl}` : ''})`;
   const key = conductorCallKey(row.id);
+  deps.made?.(key);
   const conductor = llmConductor({
     spec: spec.spec,
     temperature: options.temperature ?? deps.config.conductor.temperature,
