@@ -14,6 +14,9 @@ export default defineConfig({
     // shorter timeout of their own.
     testTimeout: 300_000,
     hookTimeout: 300_000,
+    // the same for expect.poll (vitest's default gives up after 1 s): what a test polls for (a row
+    // written behind an answer, a queue's count) comes within ms on an idle machine, seconds on a busy one
+    expect: { poll: { timeout: 30_000 } },
     pool: 'forks',
     fileParallelism: true,
     maxWorkers: 2,
