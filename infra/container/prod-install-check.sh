@@ -12,8 +12,8 @@
 #    support, not the entry points) with Node, so a missing package fails with
 #    ERR_MODULE_NOT_FOUND and the module's name;
 # 4. starts each app with its container command against unreachable Redis/Postgres and checks
-#    that it gets as far as the clear "cannot reach Redis" error (all static imports resolved),
-#    and that `fugu --help` works.
+#    that it gets as far as the clear "cannot reach Redis" error (all static imports resolved;
+#    once with tracing on, for the modules only tracing imports), and that `fugu --help` works.
 # Needs Node 24 and the npm registry. Exit status 0 when every check passes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -113,6 +113,8 @@ check_cmd() { # name, expected stderr text, command...
 check_cmd gateway 'cannot reach Redis' node apps/gateway/src/main.ts
 check_cmd router-worker 'cannot reach Redis' node apps/router-worker/src/main.ts
 check_cmd provider-worker 'cannot reach Redis' node apps/provider-worker/src/main.ts
+# tracing on: the OpenTelemetry SDK and exporter, imported only then, are in the install too
+OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 check_cmd 'provider-worker, traced' 'cannot reach Redis' node apps/provider-worker/src/main.ts
 check_cmd es-evaluator 'cannot reach Redis' node apps/trainer/src/evaluator-main.ts
 FUGU_ES_RUN=check check_cmd es-coordinator 'cannot reach Redis' node apps/trainer/src/coordinator-main.ts
 check_cmd 'fugu --help' 'Usage: fugu' node apps/cli/src/main.ts --help

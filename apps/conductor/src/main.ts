@@ -5,11 +5,13 @@
 import { loadConfig } from '@fugu/config';
 import { connectDb, migrate } from '@fugu/db';
 import { assertRedis, installShutdown } from '@fugu/queue';
-import { createLogger, Registry, startOpsServer } from '@fugu/telemetry';
+import { createLogger, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import { collectDefaultMetrics } from 'prom-client';
 import { startConductorWorker } from './worker.ts';
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
+  const tracing = await startTracing('fugu-conductor');
   const config = loadConfig();
   const log = createLogger({ name: 'conductor', level: config.logLevel });
   await assertRedis(config.redisUrl);
@@ -28,6 +30,7 @@ async function main(): Promise<void> {
       { name: 'conductor', close: (deadline) => worker.close(Math.min(deadline, Date.now() + drainMs)) },
       { name: 'ops server', close: () => ops.close() },
       { name: 'postgres', close: () => db.destroy() },
+      ...(tracing ? [{ name: 'tracing', close: () => tracing.shutdown() }] : []),
     ],
     { timeoutMs: drainMs + 5_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
   );

@@ -8,7 +8,7 @@ import { finishWorkflow, type Db } from '@fugu/db';
 import { closeWorkers, conductJobSchema, conductQueue, createRedis, parseJob, providerCallQueues, type ConductJob, type ConductJobResult } from '@fugu/queue';
 import { ChatCallEvents, createCallPipeline, providerCallCounterKey } from '@fugu/calls';
 import { executeWorkflow, policyWriter, routerPicker, type PolicyConductorFactory } from '@fugu/ultra';
-import { Counter, type Logger, type Registry } from '@fugu/telemetry';
+import { Counter, type Logger, type Registry, bullTelemetry } from '@fugu/telemetry';
 
 export type ConductorWorkerOptions = {
   config: FuguConfig;
@@ -34,7 +34,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
   const queue = (name: string): Queue => {
     let q = queues.get(name);
     if (!q) {
-      q = new Queue(name, { connection, prefix: config.queuePrefix });
+      q = new Queue(name, { connection, prefix: config.queuePrefix, ...bullTelemetry() });
       queues.set(name, q);
     }
     return q;
@@ -62,6 +62,7 @@ export async function startConductorWorker(opts: ConductorWorkerOptions): Promis
   };
 
   const w = new Worker(conductQueue, processor, {
+    ...bullTelemetry(),
     connection,
     prefix: config.queuePrefix,
     concurrency: config.conductor.concurrency,

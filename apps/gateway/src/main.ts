@@ -12,7 +12,7 @@ import { createCallPipeline } from '@fugu/calls';
 import { poolContentHash } from '@fugu/evaluation';
 import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
 import { InProcessRouteClient, QueueRouteClient, type RouteClient } from '@fugu/serving';
-import { createLogger, Registry } from '@fugu/telemetry';
+import { createLogger, Registry, startTracing, bullTelemetry } from '@fugu/telemetry';
 import { createRewardsService, policyWriter, REWARD_LIMITS, routerPicker } from '@fugu/ultra';
 import { collectDefaultMetrics } from 'prom-client';
 import { buildGateway } from './server.ts';
@@ -23,6 +23,8 @@ import type { GatewayContext } from './context.ts';
 const log = createLogger({ name: 'gateway' });
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
+  const tracing = await startTracing('fugu-gateway');
   const config = loadConfig();
   const g = config.gateway;
   await assertRedis(config.redisUrl);
@@ -56,7 +58,7 @@ async function main(): Promise<void> {
   const queues = new Map<string, Queue>();
   const queue = (name: string): Queue => {
     let q = queues.get(name);
-    if (!q) queues.set(name, (q = new Queue(name, { connection: redis, prefix: config.queuePrefix })));
+    if (!q) queues.set(name, (q = new Queue(name, { connection: redis, prefix: config.queuePrefix, ...bullTelemetry() })));
     return q;
   };
   const rewardsDataset = process.env.FUGU_REWARDS_DATASET?.trim() || (g.pool === 'llmrouter' || g.pool.startsWith('llmrouter:') ? g.pool : undefined);
@@ -101,6 +103,7 @@ async function main(): Promise<void> {
       { name: 'queues', close: async () => void (await Promise.all([...queues.values()].map((q) => q.close().catch(() => {})))) },
       { name: 'redis', close: async () => redis.disconnect() },
       { name: 'postgres', close: () => db.destroy() },
+      ...(tracing ? [{ name: 'tracing', close: () => tracing.shutdown() }] : []),
     ],
     { timeoutMs: 15_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
   );

@@ -2,6 +2,7 @@
 // Plugins around a model registry (models.ts: `fugu` = the router, each worker by name, further
 // kinds such as the Conductor registered as one more ModelHandler):
 //
+//   tracing  (plugins/tracing.ts)  a server span per request (tracing on: OTEL_EXPORTER_OTLP_ENDPOINT)
 //   records  (plugins/records.ts)  x-request-id, metrics, one access-log line, a `requests` row
 //   auth     (plugins/auth.ts)     the caller's key, for the API routes below
 //   chat     (plugins/chat.ts)     POST /v1/chat/completions (JSON or SSE; usage.cost)
@@ -35,6 +36,7 @@ import { authPlugin } from './plugins/auth.ts';
 import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
 import { recordsPlugin, requestIdOf } from './plugins/records.ts';
+import { tracingPlugin } from './plugins/tracing.ts';
 import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
 import { batchesPlugin } from './plugins/batches.ts';
 import { gatewayBatchCodec } from './batch-codec.ts';
@@ -158,6 +160,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     app.addHook('onReady', async () => batchDriver.start());
     app.addHook('onClose', async () => batchDriver.stop());
   }
+  await app.register(tracingPlugin, { ctx });
   await app.register(recordsPlugin, { ctx });
   // the API: every route in this scope authenticates first
   await app.register(async (api) => {

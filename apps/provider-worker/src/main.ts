@@ -4,13 +4,15 @@
 import { loadConfig } from '@fugu/config';
 import { connectDb, migrate } from '@fugu/db';
 import { assertRedis, installShutdown } from '@fugu/queue';
-import { createLogger, Registry, startOpsServer } from '@fugu/telemetry';
+import { createLogger, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import { collectDefaultMetrics } from 'prom-client';
 import { startProviderWorker } from './worker.ts';
 
 const log = createLogger({ name: 'provider-worker' });
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
+  const tracing = await startTracing('fugu-provider-worker');
   const config = loadConfig();
   await assertRedis(config.redisUrl);
   const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-provider-worker' });
@@ -33,6 +35,7 @@ async function main(): Promise<void> {
       { name: 'workers', close: (deadline) => worker.close(Math.min(deadline, Date.now() + config.worker.drainTimeoutMs)) },
       { name: 'ops server', close: () => ops.close() },
       { name: 'postgres', close: () => db.destroy() },
+      ...(tracing ? [{ name: 'tracing', close: () => tracing.shutdown() }] : []),
     ],
     { timeoutMs: config.worker.drainTimeoutMs + 5_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
   );

@@ -22,6 +22,7 @@ import {
   type RedisClient,
 } from '@fugu/queue';
 import type { Logger, Registry } from '@fugu/telemetry';
+import { bullTelemetry } from '@fugu/telemetry';
 import { BatchLoader, CallWriter, createCallPipeline, isTransientDbError, LimitExceededError, loadChatCallJob, providerCallCounterKey, retryTransient, WriteBatcher, type CallOutcome } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';
@@ -243,6 +244,7 @@ export async function startProviderWorker(opts: ProviderWorkerOptions): Promise<
 
       const limiter = limiterFor((limits?.requestsPerMinute ?? 0) / shards);
       const w = new Worker(name, processor, {
+        ...bullTelemetry(),
         connection,
         prefix: config.queuePrefix,
         concurrency: Math.ceil(config.worker.concurrency / shards),

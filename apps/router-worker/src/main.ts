@@ -5,13 +5,15 @@
 import { loadConfig } from '@fugu/config';
 import { connectDb, migrate } from '@fugu/db';
 import { assertRedis, installShutdown } from '@fugu/queue';
-import { createLogger, Registry, startOpsServer } from '@fugu/telemetry';
+import { createLogger, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import { collectDefaultMetrics } from 'prom-client';
 import { startRouterWorker } from './worker.ts';
 
 const log = createLogger({ name: 'router-worker' });
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
+  const tracing = await startTracing('fugu-router-worker');
   const config = loadConfig();
   await assertRedis(config.redisUrl);
   const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-router-worker' });
@@ -34,6 +36,7 @@ async function main(): Promise<void> {
       { name: 'router worker', close: (deadline) => worker.close(Math.min(deadline, Date.now() + drainMs)) },
       { name: 'ops server', close: () => ops.close() },
       { name: 'postgres', close: () => db.destroy() },
+      ...(tracing ? [{ name: 'tracing', close: () => tracing.shutdown() }] : []),
     ],
     { timeoutMs: drainMs + 5_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
   );

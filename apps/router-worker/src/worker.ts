@@ -11,7 +11,7 @@ import { InputError, toWireError, WireFailure } from '@fugu/core';
 import type { Db } from '@fugu/db';
 import { closeWorkers, createRedis, parseJob, routeJobSchema, routeQueue, type RouteJob } from '@fugu/queue';
 import { DeploymentWatcher, HEARTBEAT_MS, RouterUnavailableError, RouterThreadPool, routerHeartbeatKey, type RouteJobResult } from '@fugu/serving';
-import { Counter, Histogram, type Logger, type Registry } from '@fugu/telemetry';
+import { Counter, Histogram, type Logger, type Registry, bullTelemetry } from '@fugu/telemetry';
 
 export type RouterWorkerOptions = {
   config: FuguConfig;
@@ -83,6 +83,7 @@ export async function startRouterWorker(opts: RouterWorkerOptions): Promise<Rout
     }
   };
   const bull = new Worker(routeQueue, processor, {
+    ...bullTelemetry(),
     connection,
     prefix: config.queuePrefix,
     // a job's processedBy names the router worker holding it

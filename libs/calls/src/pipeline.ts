@@ -14,7 +14,7 @@ import type { FuguConfig } from '@fugu/config';
 import { getCachedResponse, putCachedResponse, recordChatCall, type ChatCallRecord, type Db } from '@fugu/db';
 import { AbortedError, createChatModel, RateLimitError, requestHash, type Env, type ReplayStoreSource } from '@fugu/providers';
 import type { RedisClient } from '@fugu/queue';
-import type { Logger } from '@fugu/telemetry';
+import { endSpan, inSpan, SpanKind, startSpan, tracingOn, type Attributes, type Logger } from '@fugu/telemetry';
 import { RateLimiter, type Bucket, type LimitKind, type LimitScope } from './limits.ts';
 import { toWireError } from './wire-error.ts';
 
@@ -113,6 +113,21 @@ export class LimitExceededError extends RateLimitError {
   }
 }
 
+/** A provider call's span attributes (OpenTelemetry's GenAI conventions, and fugu's own): never the messages. */
+function callSpanAttributes(input: ExecuteInput): Attributes {
+  const w = input.worker;
+  return { 'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': w.provider, 'gen_ai.request.model': w.model, 'fugu.worker': w.name, 'fugu.call.key': input.key };
+}
+
+/** What a call's span gets once it has answered: tokens, finish reason, cost, whether the cache answered. */
+function outcomeSpanAttributes(o: CallOutcome): Attributes {
+  const { usage, finishReason } = o.result;
+  return {
+    'gen_ai.usage.input_tokens': usage.inputTokens, 'gen_ai.usage.output_tokens': usage.outputTokens, 'gen_ai.response.finish_reasons': [finishReason],
+    'fugu.cost_usd': Number(formatUsd(o.cost)), 'fugu.cached': o.cached,
+  };
+}
+
 /** The tokens a request is charged before it is sent: its text (about 4 characters a token), tools, and the answer's bound. */
 export function estimateRequestTokens(worker: CallWorker, request: ChatRequest): number {
   let n = 0;
@@ -208,8 +223,20 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     return outcome;
   }
 
-  /** execute without its last step: the cache fill of a fresh answer is left to the caller (`fill`). */
-  async function answer(input: ExecuteInput, paidBy: string): Promise<{ outcome: CallOutcome; fill?: () => Promise<void> }> {
+  /**
+   * execute without its last step: the cache fill of a fresh answer is left to the caller (`fill`).
+   * Traced (tracing on): a client span `chat <model>` with the GenAI conventions' attributes.
+   */
+  function answer(input: ExecuteInput, paidBy: string): Promise<{ outcome: CallOutcome; fill?: () => Promise<void> }> {
+    if (!tracingOn()) return answerUntraced(input, paidBy);
+    return inSpan(`chat ${input.worker.model}`, { kind: SpanKind.CLIENT, attributes: callSpanAttributes(input) }, async (span) => {
+      const a = await answerUntraced(input, paidBy);
+      span?.setAttributes(outcomeSpanAttributes(a.outcome));
+      return a;
+    });
+  }
+
+  async function answerUntraced(input: ExecuteInput, paidBy: string): Promise<{ outcome: CallOutcome; fill?: () => Promise<void> }> {
     const started = performance.now();
     const hash = requestHash(input.worker, input.request, input.sample ?? 0);
     const hit = await cachedOutcome(input, hash, paidBy, started);
@@ -310,7 +337,16 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     const paidBy = paidByOf(input);
     let settle!: { resolve: (o: CallOutcome) => void; reject: (e: unknown) => void };
     const outcome = new Promise<CallOutcome>((resolve, reject) => (settle = { resolve, reject }));
-    outcome.catch(() => {});
+    // traced (tracing on): the call's span ends with the stream (its outcome)
+    const span = startSpan(`chat ${input.worker.model}`, { kind: SpanKind.CLIENT, attributes: { ...callSpanAttributes(input), 'fugu.stream': true } });
+    outcome.then(
+      (o) => {
+        if (span) endSpan(span.setAttributes(outcomeSpanAttributes(o)));
+      },
+      (e: unknown) => {
+        if (span) endSpan(span, e);
+      },
+    );
 
     let hit: CallOutcome | undefined;
     try {

@@ -4,6 +4,7 @@ import { Queue } from 'bullmq';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { connectDb, migrate, type Db } from '@fugu/db';
 import { assertRedis, createRedis, type RedisClient } from '@fugu/queue';
+import { bullTelemetry } from '@fugu/telemetry';
 
 export type Context = {
   config: FuguConfig;
@@ -27,7 +28,7 @@ export async function openContext(opts: { redis: boolean; config?: FuguConfig })
     queue(name: string): Queue {
       if (!redis) throw new Error('this command was opened without Redis');
       let q = queues.get(name);
-      if (!q) queues.set(name, (q = new Queue(name, { connection: redis, prefix: config.queuePrefix })));
+      if (!q) queues.set(name, (q = new Queue(name, { connection: redis, prefix: config.queuePrefix, ...bullTelemetry() })));
       return q;
     },
     async close() {

@@ -12,6 +12,7 @@ import { decodeWireError, fromWireError, InputError, type WireError } from '@fug
 import { RouterUnavailableError } from './errors.ts';
 import { checkRouteRequest } from './in-process-client.ts';
 import type { RouteClient, RouteDecision, RouteRequest } from './types.ts';
+import { bullTelemetry } from '@fugu/telemetry';
 
 /** Sorted set of router worker ids scored by their last heartbeat (epoch ms). */
 export const routerHeartbeatKey = (prefix: string): string => `${prefix}:router:heartbeats`;
@@ -51,7 +52,7 @@ export class QueueRouteClient implements RouteClient {
     this.livenessCacheMs = opts.livenessCacheMs ?? 250;
     this.redis = redis;
     this.eventsRedis = createRedis(opts.config.redisUrl, 'worker');
-    this.queue = new Queue(routeQueue, { connection: this.redis, prefix: this.prefix });
+    this.queue = new Queue(routeQueue, { connection: this.redis, prefix: this.prefix, ...bullTelemetry() });
     // Read the events stream from an explicit id, never '$': with '$' BullMQ's reader misses what
     // is written between its reads until the first event arrives (and before its first read), so
     // a fast decision could complete unseen and its request time out.

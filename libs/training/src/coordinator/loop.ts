@@ -24,6 +24,7 @@ import { randomBytes } from 'node:crypto';
 import { FlowProducer, Worker, type FlowJob, type Job } from 'bullmq';
 import { decodeWireError, type WireError } from '@fugu/core';
 import { closeWorkers, type RedisClient } from '@fugu/queue';
+import { bullTelemetry } from '@fugu/telemetry';
 
 /** Where the loop's own time went in an iteration (ms; waiting for the jobs excluded). */
 export type LoopTimings = { load: number; dispatch: number; poll: number; fanin: number; commit: number };
@@ -123,7 +124,7 @@ export async function runStagedLoop<It extends LoopIteration, R, C>(driver: Stag
   const maxDispatches = opts.maxDispatches ?? 20;
   const names = opts.names ?? { iteration: 'iteration', jobs: 'jobs' };
 
-  const flow = new FlowProducer({ connection: opts.connection, prefix: opts.prefix });
+  const flow = new FlowProducer({ connection: opts.connection, prefix: opts.prefix, ...bullTelemetry() });
   // fan-in jobs wake the wait of the iteration they belong to
   const wakers = new Set<(closes: { index: number; dispatch: string }, failures: WireError[]) => void>();
   const fanin = new Worker(
@@ -136,7 +137,7 @@ export async function runStagedLoop<It extends LoopIteration, R, C>(driver: Stag
       if (closes) for (const w of wakers) w(closes, failures);
       return { failedChildren: failures.length };
     },
-    { connection: opts.workerConnection, prefix: opts.prefix, concurrency: 4, removeOnComplete: { count: 1000 }, removeOnFail: { count: 1000 } },
+    { connection: opts.workerConnection, prefix: opts.prefix, concurrency: 4, removeOnComplete: { count: 1000 }, removeOnFail: { count: 1000 }, ...bullTelemetry() },
   );
   fanin.on('error', (e) => log('fan-in worker error', { err: e.message }));
 

@@ -22,6 +22,7 @@ import { esEvalJobSchema, esEvalQueue, parseJob, type EsEvalJob, type EsEvalResu
 import { stateVersion, type EsRunConfig } from '../coordinator/run-config.ts';
 import { createFitnessTask } from '../tasks/index.ts';
 import type { FitnessTask, FitnessTaskOptions } from '../tasks/types.ts';
+import { bullTelemetry } from '@fugu/telemetry';
 
 export type EvaluatorOptions = {
   db: Db;
@@ -180,6 +181,7 @@ export async function startEvaluator(opts: EvaluatorOptions): Promise<EvaluatorH
 
   const lockDuration = opts.lockDurationMs ?? 30_000;
   const worker = new Worker(esEvalQueue, processor, {
+    ...bullTelemetry(),
     connection: opts.connection,
     prefix: opts.prefix,
     concurrency,
