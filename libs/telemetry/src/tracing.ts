@@ -191,8 +191,8 @@ export function endSpan(span: Span, error?: unknown): void {
 
 /**
  * A span for a request served over HTTP (kind SERVER), continuing the caller's trace from its
- * `traceparent` header; with `run`, the request's code runs in its context. Undefined when tracing
- * is off. The caller ends it.
+ * `traceparent` header, and the context to run the request's code in (`withContext`). Undefined
+ * when tracing is off. The caller ends it.
  */
 export function startServerSpan(name: string, headers: Record<string, string | string[] | undefined>, attributes: Attributes): { span: Span; context: Context } | undefined {
   if (!started) return undefined;
