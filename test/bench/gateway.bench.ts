@@ -7,6 +7,9 @@
 // Each gateway request also writes its chat_calls row (libs/calls) and its requests row.
 // Options (env): BENCH_REQUESTS_SCALE (default 1), BENCH_ROUTER_WORKERS (default 1), BENCH_MODES,
 // BENCH_RESPONSE_CACHE (default false: the gateway's response cache off, every call reaches the stub).
+// BENCH_MODES takes `traced` too: in-process with OpenTelemetry on (OTEL_EXPORTER_OTLP_ENDPOINT at a
+// local OTLP receiver in this process, export every 200 ms): what tracing adds, against the
+// `in-process` rows of the same run (BENCH_MODES=in-process,traced).
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -20,6 +23,7 @@ import { createTestDatabase } from '@fugu/db/testing';
 import { defaultLlmRouterDir, loadLlmRouter, writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub } from '@fugu/providers/testing';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
+import { startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { startRouterWorkerProcess, type RouterWorkerProcess } from '../support/router-workers.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -87,13 +91,17 @@ async function load(client: OpenAI, model: string, n: number, conc: number): Pro
   return { lat, errors, secs: (performance.now() - t0) / 1000, ...(firstError && { firstError }) };
 }
 
+// the spans of `traced` mode go here (counted, so a run shows they were sent)
+const receiver = modes.includes('traced') ? await startOtlpReceiver() : undefined;
+
 async function startGateway(mode: string): Promise<{ child: ChildProcess; port: number }> {
   const child = fork(gatewayMain, [], {
     env: {
       PATH: process.env.PATH,
       ...serviceEnv(config),
       FUGU_LOG_LEVEL: 'warn',
-      FUGU_GATEWAY_MODE: mode,
+      FUGU_GATEWAY_MODE: mode === 'traced' ? 'in-process' : mode,
+      ...(mode === 'traced' && { OTEL_EXPORTER_OTLP_ENDPOINT: receiver!.url, OTEL_BSP_SCHEDULE_DELAY: '200' }),
       FUGU_GATEWAY_POOL: poolFile,
       FUGU_GATEWAY_PORT: '0',
       FUGU_ROUTER_EXECUTION_PROVIDER: 'cpu',
@@ -151,8 +159,10 @@ process.stdout.write(
   `\ngateway overhead over calling the stub provider directly (real openai client; router: USE-lite in ${modes.join(' / ')} mode; ${prompts.length} LLMRouter prompts)\n` +
     `mode       conc   reqs errors  direct p50 direct p99    gw p50     gw p99  overhead p50 overhead p99  gw req/s  direct req/s\n` +
     rows.join('\n') +
-    `\nerrors: ${totalErrors}\n`,
+    `\nerrors: ${totalErrors}\n` +
+    (receiver ? `traced: ${receiver.spans.length} spans received in ${receiver.requests} OTLP requests\n` : ''),
 );
+await receiver?.close();
 await stub.close();
 await database.drop();
 {
