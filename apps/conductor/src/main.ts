@@ -10,10 +10,10 @@ import { collectDefaultMetrics } from 'prom-client';
 import { startConductorWorker } from './worker.ts';
 
 async function main(): Promise<void> {
-  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
-  const tracing = await startTracing('fugu-conductor');
   const config = loadConfig();
   const log = createLogger({ name: 'conductor', level: config.logLevel });
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); before any queue, so every queue carries them
+  const tracing = await startTracing('fugu-conductor', process.env, log);
   await assertRedis(config.redisUrl);
   const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-conductor' });
   await migrate(db);

@@ -24,7 +24,7 @@ const log = createLogger({ name: 'gateway' });
 
 async function main(): Promise<void> {
   // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
-  const tracing = await startTracing('fugu-gateway');
+  const tracing = await startTracing('fugu-gateway', process.env, log);
   const config = loadConfig();
   const g = config.gateway;
   await assertRedis(config.redisUrl);

@@ -12,7 +12,7 @@ const log = createLogger({ name: 'provider-worker' });
 
 async function main(): Promise<void> {
   // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them
-  const tracing = await startTracing('fugu-provider-worker');
+  const tracing = await startTracing('fugu-provider-worker', process.env, log);
   const config = loadConfig();
   await assertRedis(config.redisUrl);
   const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-provider-worker' });

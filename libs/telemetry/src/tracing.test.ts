@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as sdk from '@opentelemetry/sdk-trace';
 import { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace';
-import { bullTelemetry, inSpan, samplerFromEnv, startTracing, tracesUrl, tracingConfigured, tracingOn } from './tracing.ts';
+import { bullTelemetry, inSpan, samplerFromEnv, sdkDiagnostics, startTracing, tracesUrl, tracingConfigured, tracingOn } from './tracing.ts';
 
 describe('tracing configuration (the OTEL_* variables)', () => {
   it('is on with an OTLP endpoint only, and off when the SDK or the traces exporter is disabled', () => {
@@ -39,5 +39,18 @@ describe('tracing configuration (the OTEL_* variables)', () => {
   it('a bad batch setting stops the start with the variable named', async () => {
     await expect(startTracing('fugu-test', { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:1', OTEL_BSP_SCHEDULE_DELAY: 'soon' })).rejects.toThrow(/^invalid configuration: OTEL_BSP_SCHEDULE_DELAY: a positive integer, got "soon"/);
     expect(tracingOn()).toBe(false);
+  });
+
+  it("the SDK's errors: a warning with the error's message (not its stack), then at most one a window, counting the rest", async () => {
+    const lines: Array<[Record<string, unknown>, string]> = [];
+    const d = sdkDiagnostics({ warn: ((o: Record<string, unknown>, m: string) => void lines.push([o, m])) as never }, 200);
+    const refused = JSON.stringify({ stack: 'Error: connect ECONNREFUSED 127.0.0.1:4318\n    at TCPConnectWrap', message: 'connect ECONNREFUSED 127.0.0.1:4318', code: 'ECONNREFUSED' });
+    d.error(refused);
+    d.error(refused);
+    d.warn('export failed with key sk-abcdefghijklmnopqrstuvwxyz');
+    expect(lines).toEqual([[{}, 'tracing: connect ECONNREFUSED 127.0.0.1:4318']]);
+    await new Promise((r) => setTimeout(r, 250));
+    d.warn('export failed with key sk-abcdefghijklmnopqrstuvwxyz');
+    expect(lines[1]).toEqual([{ skipped: 2 }, 'tracing: export failed with key sk-abcdef***']);
   });
 });

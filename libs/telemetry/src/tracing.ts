@@ -16,10 +16,10 @@
 //
 // Only the API is loaded with this module; the SDK, the exporter and bullmq-otel (about 150 ms and
 // 18 MiB) are imported by startTracing when tracing is on.
-import { context, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
+import { context, diag, DiagLogLevel, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { Sampler } from '@opentelemetry/sdk-trace';
 import type { BullMQOtel } from 'bullmq-otel';
-import { scrub } from './logger.ts';
+import { scrub, type Logger } from './logger.ts';
 
 type TraceSdk = typeof import('@opentelemetry/sdk-trace');
 
@@ -104,12 +104,45 @@ function batchOptions(env: NodeJS.ProcessEnv): { scheduledDelayMillis?: number; 
   return { ...(delay !== undefined && { scheduledDelayMillis: delay }), ...(queue !== undefined && { maxQueueSize: queue }) };
 }
 
+/** The SDK reports an exception as its JSON (stack and all): its message is what a reader needs. */
+function errorText(message: string): string {
+  try {
+    const o = JSON.parse(message) as { message?: unknown };
+    if (o && typeof o.message === 'string') return o.message;
+  } catch {
+    // plain text
+  }
+  return message;
+}
+
+/**
+ * The SDK's own errors and warnings (an export the collector refused or never answered) as
+ * warnings in `log`: the first at once, then at most one a minute, counting the ones left out.
+ */
+export function sdkDiagnostics(log: Pick<Logger, 'warn'>, everyMs = 60_000): { error(message: string, ...args: unknown[]): void; warn(message: string, ...args: unknown[]): void } {
+  let last = -Infinity;
+  let skipped = 0;
+  const say = (message: string, args: unknown[]): void => {
+    const now = Date.now();
+    if (now - last < everyMs) {
+      skipped++;
+      return;
+    }
+    last = now;
+    const detail = args.map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : JSON.stringify(a))).join(' ');
+    log.warn({ ...(detail && { detail: scrub(detail).slice(0, 500) }), ...(skipped > 0 && { skipped }) }, `tracing: ${scrub(errorText(message))}`);
+    skipped = 0;
+  };
+  return { error: (m, ...a) => say(m, a), warn: (m, ...a) => say(m, a) };
+}
+
 /**
  * Starts tracing for this process when the environment configures it (see the header); once per
  * process (a second call returns the first). Undefined: tracing is off, and the helpers below
- * cost nothing. A bad setting is an error naming the variable, and starts nothing.
+ * cost nothing. A bad setting is an error naming the variable, and starts nothing. `log` gets
+ * the SDK's errors (sdkDiagnostics): a collector that cannot be reached is a warning, not silence.
  */
-export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env): Promise<Tracing | undefined> {
+export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env, log?: Pick<Logger, 'warn'>): Promise<Tracing | undefined> {
   if (started) return started.tracing;
   if (!tracingConfigured(env)) return undefined;
   const [sdk, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, { BullMQOtel }] = await Promise.all([
@@ -126,6 +159,10 @@ export async function startTracing(service: string, env: NodeJS.ProcessEnv = pro
     sampler: samplerFromEnv(sdk, env),
     spanProcessors: [new sdk.BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: tracesUrl(env) }), ...batchOptions(env) })],
   });
+  if (log) {
+    const d = sdkDiagnostics(log);
+    diag.setLogger({ ...d, info: () => {}, debug: () => {}, verbose: () => {} }, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+  }
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
