@@ -9,7 +9,8 @@
 //   2. a fugu-ultra workflow: every agent call is a child of the request's span;
 //   3. chat-call jobs: the job carries the trace across the queue (BullMQ's telemetry through
 //      bullmq-otel), and the provider worker's call span descends from the span that submitted it
-//      (the worker runs in this process, but its job's context comes from the job in Redis only).
+//      (the worker runs in this process, but its job's context comes from the job in Redis only);
+//   4. a BullMQ flow (a training iteration's fan-out: children and their fan-in parent) is one trace.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import OpenAI from 'openai';
@@ -19,7 +20,9 @@ import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls } from '@f
 import { createApiKey, publishUltraDeployment, savePool, type StoredWorker } from '@fugu/db';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, type OpenAIStub } from '@fugu/providers/testing';
-import { createLogger, inSpan, Registry, startTracing, type Tracing } from '@fugu/telemetry';
+import { createRedis } from '@fugu/queue';
+import { bullTelemetry, createLogger, inSpan, Registry, startTracing, type Tracing } from '@fugu/telemetry';
+import { FlowProducer, QueueEvents, Worker } from 'bullmq';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
 import { createEvalEnv, type EvalEnv } from '../support/eval-env.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
@@ -152,6 +155,36 @@ describe('tracing (OTLP/HTTP to a local receiver)', () => {
       expect(up[0]).toMatch(/^process \S*provider-call/);
       expect(up[1]).toMatch(/^addBulk \S*provider-call/);
       expect(up[2]).toBe('submit');
+    }
+  });
+
+  it("a flow (a training iteration's fan-out) is one trace: every child's job and the fan-in under the flow's add", async () => {
+    const prefix = env.config.queuePrefix;
+    const connection = createRedis(env.config.redisUrl, 'worker');
+    const flow = new FlowProducer({ connection, prefix, ...bullTelemetry() });
+    const children = new Worker('{trace}child', async (job) => job.data.n * 2, { connection, prefix, concurrency: 4, ...bullTelemetry() });
+    const fanin = new Worker('{trace}fanin', async (job) => Object.values(await job.getChildrenValues()).reduce((a: number, b) => a + Number(b), 0), { connection, prefix, ...bullTelemetry() });
+    const events = new QueueEvents('{trace}fanin', { connection: createRedis(env.config.redisUrl, 'worker'), prefix });
+    try {
+      await events.waitUntilReady();
+      // (with options on every node, as the staged loop gives them: BullMQ 6.7 passes the context to a node that has opts only)
+      const node = await flow.add({
+        name: 'fanin', queueName: '{trace}fanin', opts: { removeOnComplete: { count: 10 } },
+        children: [1, 2, 3].map((n) => ({ name: 'eval', queueName: '{trace}child', data: { n }, opts: { attempts: 1, ignoreDependencyOnFailure: true } })),
+      });
+      expect(await node.job.waitUntilFinished(events, 60_000)).toBe(12);
+      await tracing.flush();
+      const processed = () => receiver.spans.filter((s) => s.name.startsWith('process') && s.name.includes('{trace}'));
+      await expect.poll(() => processed().length).toBe(4);
+      // the three children and the fan-in: one trace, whose root is the flow's add
+      const traceId = processed()[0]!.traceId;
+      expect(new Set(processed().map((s) => s.traceId))).toEqual(new Set([traceId]));
+      const trace = receiver.spans.filter((s) => s.traceId === traceId);
+      const roots = trace.filter((s) => !trace.some((p) => p.spanId === s.parentSpanId));
+      expect(roots.map((r) => r.name)).toEqual([expect.stringMatching(/^addFlow /)]);
+    } finally {
+      await Promise.all([children.close(), fanin.close(), flow.close(), events.close()]);
+      connection.disconnect();
     }
   });
 });

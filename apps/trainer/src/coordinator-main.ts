@@ -11,7 +11,7 @@ import { loadConfig } from '@fugu/config';
 import { connectDb, migrate } from '@fugu/db';
 import { assertRedis, createRedis } from '@fugu/queue';
 import { parseCrashAt, runCoordinator } from '@fugu/training';
-import { createLogger, Gauge, Registry, startOpsServer } from '@fugu/telemetry';
+import { createLogger, Gauge, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import { collectDefaultMetrics } from 'prom-client';
 import { envInt } from './env.ts';
 import { superviseCoordinator } from './supervise.ts';
@@ -19,6 +19,8 @@ import { superviseCoordinator } from './supervise.ts';
 const log = createLogger({ name: 'es-coordinator' });
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them (an iteration's flow is one trace)
+  const tracing = await startTracing('fugu-es-coordinator', process.env, log);
   const env = process.env;
   const runId = env.FUGU_ES_RUN;
   if (!runId) throw new ConfigError('FUGU_ES_RUN: set it to the ES run to coordinate (fugu train es --no-wait creates one)', 'FUGU_ES_RUN');
@@ -58,6 +60,7 @@ async function main(): Promise<void> {
       workerConnection.disconnect();
       await ops.close();
       await db.destroy();
+      await tracing?.shutdown();
     },
   });
 }

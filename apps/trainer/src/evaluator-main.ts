@@ -10,13 +10,15 @@ import { loadConfig } from '@fugu/config';
 import { connectDb, migrate } from '@fugu/db';
 import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
 import { startEvaluator } from '@fugu/training';
-import { createLogger, Gauge, Registry, startOpsServer } from '@fugu/telemetry';
+import { createLogger, Gauge, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import { collectDefaultMetrics } from 'prom-client';
 import { envInt } from './env.ts';
 
 const log = createLogger({ name: 'es-evaluator' });
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off): a job's span continues its iteration's trace
+  const tracing = await startTracing('fugu-es-evaluator', process.env, log);
   const env = process.env;
   const config = loadConfig();
   await assertRedis(config.redisUrl);
@@ -46,6 +48,7 @@ async function main(): Promise<void> {
       { name: 'ops server', close: () => ops.close() },
       { name: 'redis', close: async () => connection.disconnect() },
       { name: 'postgres', close: () => db.destroy() },
+      ...(tracing ? [{ name: 'tracing', close: () => tracing.shutdown() }] : []),
     ],
     { timeoutMs: drainMs + 5_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
   );

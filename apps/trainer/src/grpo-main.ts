@@ -11,7 +11,7 @@
 import { ConfigError, InputError } from '@fugu/core';
 import { loadConfig } from '@fugu/config';
 import { openContext } from '@fugu/evaluation';
-import { createLogger, Gauge, Registry, startOpsServer } from '@fugu/telemetry';
+import { createLogger, Gauge, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import type { CrashPoint } from '@fugu/training';
 import { backboneFeatures, runGrpo } from '@fugu/ultra';
 import { collectDefaultMetrics } from 'prom-client';
@@ -28,6 +28,8 @@ function parseCrashAt(v: string | undefined): { point: CrashPoint; iteration: nu
 }
 
 async function main(): Promise<void> {
+  // spans to an OTLP endpoint when OTEL_EXPORTER_OTLP_ENDPOINT is set (else off); first, so every queue carries them (an iteration's flow is one trace)
+  const tracing = await startTracing('fugu-grpo-coordinator', process.env, log);
   const env = process.env;
   const runId = env.FUGU_GRPO_RUN;
   if (!runId) throw new ConfigError('FUGU_GRPO_RUN: set it to the GRPO run to coordinate (fugu train grpo --no-wait creates one)', 'FUGU_GRPO_RUN');
@@ -61,6 +63,7 @@ async function main(): Promise<void> {
       await ops.close();
       await features.release();
       await ctx.close();
+      await tracing?.shutdown();
     },
   });
 }
