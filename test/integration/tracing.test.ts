@@ -10,7 +10,8 @@
 //   3. chat-call jobs: the job carries the trace across the queue (BullMQ's telemetry through
 //      bullmq-otel), and the provider worker's call span descends from the span that submitted it
 //      (the worker runs in this process, but its job's context comes from the job in Redis only);
-//   4. a BullMQ flow (a training iteration's fan-out: children and their fan-in parent) is one trace.
+//   4. a BullMQ flow (a training iteration's fan-out: children and their fan-in parent) is one trace;
+//   5. `fugu eval` traced (a process of its own): its jobs' spans continue the CLI's adds.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import OpenAI from 'openai';
@@ -24,7 +25,8 @@ import { createRedis } from '@fugu/queue';
 import { bullTelemetry, createLogger, inSpan, Registry, startTracing, type Tracing } from '@fugu/telemetry';
 import { FlowProducer, QueueEvents, Worker } from 'bullmq';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
-import { createEvalEnv, type EvalEnv } from '../support/eval-env.ts';
+import { runCli } from '../support/es-env.ts';
+import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.ts';
 import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
 
@@ -186,5 +188,19 @@ describe('tracing (OTLP/HTTP to a local receiver)', () => {
       await Promise.all([children.close(), fanin.close(), flow.close(), events.close()]);
       connection.disconnect();
     }
+  });
+
+  it("fugu eval, traced: each job's span (in the worker) continues the add of the CLI process (service fugu-cli)", async () => {
+    const files = await writeFixtures(`${env.dir}/traced`, syntheticItems(6, 3), replayPool());
+    const r = await runCli(env.config, ['eval', '--dataset', files.dataset, '--pool', files.pool, '--run-id', 'traced', '--local-workers', '0', '--json'], { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '50' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).run).toMatchObject({ id: 'traced', status: 'completed', doneCalls: 18 });
+    // the CLI shut its tracing down before it exited: its adds are here
+    const adds = receiver.spans.filter((s) => s.service === 'fugu-cli' && /^add/.test(s.name));
+    expect(adds.length).toBeGreaterThan(0);
+    // the 18 calls' jobs (this process's worker took them) are children of those adds
+    await tracing.flush();
+    const addIds = new Set(adds.map((s) => s.spanId));
+    await expect.poll(() => receiver.spans.filter((s) => s.name.startsWith('process') && addIds.has(s.parentSpanId)).length).toBe(18);
   });
 });

@@ -3,6 +3,7 @@
 // `node apps/cli/src/main.ts <command>` or `npm run fugu -- <command>`. Exit codes: 0 ok,
 // 1 failure, 2 bad usage or input, 3 a run that ended not completed, 130 interrupted.
 import { InputError } from '@fugu/core';
+import { startTracing, type Logger, type Tracing } from '@fugu/telemetry';
 import { EXIT, getExitCode } from './cli.ts';
 import { buildProgram, commandPath, type UsageError } from './program.ts';
 
@@ -22,8 +23,22 @@ function usageExit(e: UsageError): number {
   return EXIT.usage;
 }
 
+/** The SDK's warnings (a collector that cannot be reached) as lines on stderr: stdout may be --json. */
+const stderrLog = { warn: (_o: object, msg: string) => void process.stderr.write(`fugu: ${msg}\n`) } as unknown as Pick<Logger, 'warn'>;
+
+/** Sends the spans still buffered, for at most 5 s (a collector that does not answer does not hold the exit). */
+async function flushTracing(tracing: Tracing | undefined): Promise<void> {
+  if (!tracing) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([tracing.shutdown().catch(() => {}), new Promise<void>((r) => (timer = setTimeout(r, 5_000)))]);
+  clearTimeout(timer);
+}
+
 async function main(argv: string[]): Promise<number> {
+  let tracing: Tracing | undefined;
   try {
+    // OTEL_EXPORTER_OTLP_ENDPOINT set: the jobs a command adds carry its trace context (local workers it starts trace too)
+    tracing = await startTracing('fugu-cli', process.env, stderrLog);
     await buildProgram().parseAsync(argv, { from: 'user' });
     return getExitCode();
   } catch (e) {
@@ -31,6 +46,8 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`fugu: ${(e as Error).message}\n`);
     if (process.env.FUGU_DEBUG && e instanceof Error) process.stderr.write(`${e.stack}\n`);
     return e instanceof InputError ? EXIT.usage : EXIT.failure;
+  } finally {
+    await flushTracing(tracing);
   }
 }
 
