@@ -140,23 +140,28 @@ describe('tracing (OTLP/HTTP to a local receiver)', () => {
     });
     const results = await waitForChatCalls(env.ctx.db, ids, { timeoutMs: 60_000 });
     expect([...results.values()].map((r) => r.status)).toEqual(['ok', 'ok']);
-    // the submit span, and per job at least the producer's, the worker's and the call's
-    const spans = await spansOf(root.traceId, 1 + 3 * ids.length);
-    const byId = new Map(spans.map((s) => [s.spanId, s]));
-    const ancestry = (s: ReceivedSpan): string[] => {
-      const names: string[] = [];
-      for (let p = byId.get(s.parentSpanId); p; p = byId.get(p.parentSpanId)) names.push(p.name);
-      return names;
+    // each call's span and its ancestors up to the root (the worker's job span ends after the call's,
+    // so the spans are read once both calls' chains are whole)
+    const chains = (): string[][] => {
+      const spans = receiver.spans.filter((s) => s.traceId === root.traceId);
+      const byId = new Map(spans.map((s) => [s.spanId, s]));
+      return spans
+        .filter((s) => s.kind === CLIENT && s.name === 'chat beta-model')
+        .sort((a, b) => String(a.attributes['fugu.call.key']).localeCompare(String(b.attributes['fugu.call.key'])))
+        .map((c) => {
+          const names = [String(c.attributes['fugu.call.key'])];
+          for (let p = byId.get(c.parentSpanId); p; p = byId.get(p.parentSpanId)) names.push(p.name);
+          return names;
+        });
     };
-    const calls = spans.filter((s) => s.kind === CLIENT && s.name === 'chat beta-model');
-    expect(calls.map((c) => c.attributes['fugu.call.key']).sort()).toEqual(ids);
-    for (const c of calls) {
-      // through BullMQ's spans (the worker's job, the producer's add) up to the submitter
-      const up = ancestry(c);
-      expect(up).toHaveLength(3);
-      expect(up[0]).toMatch(/^process \S*provider-call/);
-      expect(up[1]).toMatch(/^addBulk \S*provider-call/);
-      expect(up[2]).toBe('submit');
+    await tracing.flush();
+    await expect.poll(() => chains().map((c) => c.at(-1))).toEqual(['submit', 'submit']);
+    // through BullMQ's spans (the worker's job, the producer's add) up to the submitter
+    for (const [i, c] of chains().entries()) {
+      expect(c).toHaveLength(4);
+      expect(c[0]).toBe(ids[i]);
+      expect(c[1]).toMatch(/^process \S*provider-call/);
+      expect(c[2]).toMatch(/^addBulk \S*provider-call/);
     }
   });
 
