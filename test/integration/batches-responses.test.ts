@@ -22,6 +22,7 @@ import path from 'node:path';
 import { runCli } from '../support/es-env.ts';
 import { waitFor } from '../support/eval-env.ts';
 import type { AppProcess } from '../support/app-process.ts';
+import { paidPico, spentPico, workflowCalls } from '../support/paid.ts';
 import { batchEnded, batchLine, fileLines, jsonl, startBatchStack, uploadBatchFile, type BatchStack } from '../support/batch-stack.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -215,8 +216,7 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
       const wfs = (await sql<{ id: string }>`select id from workflows where key like ${`${batch.id}.%`}`.execute(db)).rows.map((w) => w.id);
       expect(wfs).toHaveLength(2);
       // both lines' calls were paid: the answered one's Conductor and agents, the garbled one's Conductor
-      const paid = BigInt((await sql<{ pico: string }>`
-        select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${wfs.map((w) => `wf${w}.%`)}::text[])`.execute(db)).rows[0]!.pico);
+      const paid = await paidPico(db, workflowCalls(wfs));
       const okCost = BigInt(Math.round(out[0].response.body.usage.cost * 1e12));
       expect(paid).toBeGreaterThan(okCost);
       expect(BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${batch.id}`.execute(db)).rows[0]!.c)).toBe(paid);
@@ -229,7 +229,7 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
   it.each(['fixed:moa:2', 'llm:planner'])("a fugu-ultra batch (%s) cancelled with lines mid-workflow: the stopped lines' calls are charged, every row's cost once", { timeout: 180_000 }, async (conductor) => {
     const db = stack.env.database.db;
     await publishUltraDeployment(db, { name: 'fugu-ultra', conductor, pool: 'llmrouter', options: {} });
-    const spent = async () => BigInt((await sql<{ s: string }>`select spent::text as s from api_keys where id = ${stack.full.id}`.execute(db)).rows[0]!.s);
+    const spent = () => spentPico(db, stack.full.id);
     const spentBefore = await spent();
     const lines = Array.from({ length: 40 }, (_, i) => batchLine(`c-${i}`, { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[90 + i]! }] }));
     const b = await client.batches.create({ input_file_id: (await uploadBatchFile(client, jsonl(lines))).id, endpoint: '/v1/chat/completions', completion_window: '24h' });
@@ -263,11 +263,9 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     const answered = new Set((await fileLines(client, end.output_file_id)).map((o) => String(o.response.body.fugu.workflow)));
     for (const id of stuck) expect([answered.has(id), wfs.find((w) => w.id === id)!.status]).toEqual([false, 'failed']);
     // every call the batch's workflows made was paid (the agents', an llm: Conductor's), the stopped lines' too
-    const paidBy = async (keys: string[]) => BigInt((await sql<{ pico: string }>`
-      select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${keys}::text[])`.execute(db)).rows[0]!.pico);
-    const paid = await paidBy(wfs.map((w) => `wf${w.id}.%`));
+    const paid = await paidPico(db, workflowCalls(wfs.map((w) => w.id)));
     // (the stopped lines' Conductor calls are among them: what a charge of their agents' calls alone misses)
-    expect(await paidBy(stuck.map((id) => `wf${id}.conductor`)) > 0n).toBe(conductor.startsWith('llm:'));
+    expect(await paidPico(db, stuck.map((id) => `wf${id}.conductor`)) > 0n).toBe(conductor.startsWith('llm:'));
     const charged = BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${b.id}`.execute(db)).rows[0]!.c);
     expect(charged).toBe(paid);
     expect((await spent()) - spentBefore).toBe(paid);

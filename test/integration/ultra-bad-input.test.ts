@@ -38,6 +38,7 @@ import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, t
 import { createLogger } from '@fugu/telemetry';
 import { signToolCallId } from '@fugu/ultra';
 import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
+import { paidPico, spentPico, workflowCalls } from '../support/paid.ts';
 import type { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
@@ -176,11 +177,10 @@ async function snapshot(): Promise<Json> {
 /** What the full key has spent (picodollars), its rows written. */
 const spent = async (): Promise<bigint> => {
   await records.flush();
-  return BigInt((await sql<{ s: string }>`select spent::text as s from api_keys where id = ${fullKeyId}`.execute(database.db)).rows[0]!.s);
+  return spentPico(database.db, fullKeyId);
 };
 /** The calls of workflows (their rows' cost, picodollars): what they paid. */
-const paidBy = async (wfs: number[]): Promise<bigint> =>
-  BigInt((await sql<{ pico: string }>`select coalesce((sum(cost) * 1000000000000)::bigint, 0)::text as pico from chat_calls where key like any(${wfs.map((w) => `wf${w}.%`)}::text[])`.execute(database.db)).rows[0]!.pico);
+const paidBy = (wfs: number[]): Promise<bigint> => paidPico(database.db, workflowCalls(wfs));
 
 const sessionOf = async (wf: number) => database.db.selectFrom('ultra_sessions').select(['status', 'version']).where('workflow_id', '=', wf as never).executeTakeFirstOrThrow();
 

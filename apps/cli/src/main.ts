@@ -3,7 +3,7 @@
 // `node apps/cli/src/main.ts <command>` or `npm run fugu -- <command>`. Exit codes: 0 ok,
 // 1 failure, 2 bad usage or input, 3 a run that ended not completed, 130 interrupted.
 import { InputError } from '@fugu/core';
-import { startTracing, type Logger, type Tracing } from '@fugu/telemetry';
+import { startTracing, type Tracing, type WarnLog } from '@fugu/telemetry';
 import { EXIT, getExitCode } from './cli.ts';
 import { buildProgram, commandPath, type UsageError } from './program.ts';
 
@@ -24,7 +24,7 @@ function usageExit(e: UsageError): number {
 }
 
 /** The SDK's warnings (a collector that cannot be reached) as lines on stderr: stdout may be --json. */
-const stderrLog = { warn: (_o: object, msg: string) => void process.stderr.write(`fugu: ${msg}\n`) } as unknown as Pick<Logger, 'warn'>;
+const stderrLog: WarnLog = { warn: (_fields, message) => void process.stderr.write(`fugu: ${message}\n`) };
 
 /** Sends the spans still buffered, for at most 5 s (a collector that does not answer does not hold the exit). */
 async function flushTracing(tracing: Tracing | undefined): Promise<void> {

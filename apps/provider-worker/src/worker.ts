@@ -21,8 +21,7 @@ import {
   type ChatCallJob, type ChatCallJobResult, type ProviderCallJob, type ProviderCallResult,
   type RedisClient,
 } from '@fugu/queue';
-import type { Logger, Registry } from '@fugu/telemetry';
-import { bullTelemetry } from '@fugu/telemetry';
+import { bullTelemetry, type Logger, type Registry } from '@fugu/telemetry';
 import { BatchLoader, CallWriter, createCallPipeline, isTransientDbError, LimitExceededError, loadChatCallJob, providerCallCounterKey, retryTransient, WriteBatcher, type CallOutcome } from '@fugu/calls';
 import { ItemLoader, RunStatusCache, WorkerCache } from './caches.ts';
 import { createWorkerMetrics } from './metrics.ts';

@@ -103,8 +103,9 @@ export type BatchDriverOptions = {
 type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; local: Set<number>; completed: number; failed: number; cost: bigint };
 
 /**
- * A batch's local lines in this driver: waiting to start (with their bodies), running, the worker
- * calls made by each line without an answer yet (those in flight among them), the stop.
+ * A batch's local lines in this driver: waiting to start (with their bodies), running, the calls
+ * made by each line without an answer yet (its worker calls, those in flight among them, and the
+ * ones it made itself: LineCalls.made), the stop.
  */
 type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; made: Map<number, Set<string>>; stop: AbortController };
 

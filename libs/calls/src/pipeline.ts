@@ -338,7 +338,7 @@ export function createCallPipeline(opts: CallPipelineOptions) {
     let settle!: { resolve: (o: CallOutcome) => void; reject: (e: unknown) => void };
     const outcome = new Promise<CallOutcome>((resolve, reject) => (settle = { resolve, reject }));
     // traced (tracing on): the call's span ends with the stream (its outcome)
-    const span = startSpan(`chat ${input.worker.model}`, { kind: SpanKind.CLIENT, attributes: { ...callSpanAttributes(input), 'fugu.stream': true } });
+    const span = tracingOn() ? startSpan(`chat ${input.worker.model}`, { kind: SpanKind.CLIENT, attributes: { ...callSpanAttributes(input), 'fugu.stream': true } }) : undefined;
     outcome.then(
       (o) => {
         if (span) endSpan(span.setAttributes(outcomeSpanAttributes(o)));

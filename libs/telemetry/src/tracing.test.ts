@@ -43,7 +43,7 @@ describe('tracing configuration (the OTEL_* variables)', () => {
 
   it("the SDK's errors: a warning with the error's message (not its stack), then at most one a window, counting the rest", async () => {
     const lines: Array<[Record<string, unknown>, string]> = [];
-    const d = sdkDiagnostics({ warn: ((o: Record<string, unknown>, m: string) => void lines.push([o, m])) as never }, 200);
+    const d = sdkDiagnostics({ warn: (o, m) => void lines.push([o, m]) }, 200);
     const refused = JSON.stringify({ stack: 'Error: connect ECONNREFUSED 127.0.0.1:4318\n    at TCPConnectWrap', message: 'connect ECONNREFUSED 127.0.0.1:4318', code: 'ECONNREFUSED' });
     d.error(refused);
     d.error(refused);

@@ -19,15 +19,16 @@
 import { context, diag, DiagLogLevel, propagation, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Span } from '@opentelemetry/api';
 import type { Sampler } from '@opentelemetry/sdk-trace';
 import type { BullMQOtel } from 'bullmq-otel';
-import { scrub, type Logger } from './logger.ts';
+import { scrub } from './logger.ts';
+
+/** Where the SDK's warnings go: a pino logger, or anything with its `warn(fields, message)`. */
+export type WarnLog = { warn(fields: Record<string, unknown>, message: string): void };
 
 type TraceSdk = typeof import('@opentelemetry/sdk-trace');
 
 export { SpanKind, SpanStatusCode, type Attributes, type Span };
 
 export type Tracing = {
-  /** the service name spans are reported under */
-  service: string;
   /** exports the spans still buffered (a process that exits on its own calls it, or shutdown) */
   flush(): Promise<void>;
   /** flushes, then stops exporting */
@@ -119,7 +120,7 @@ function errorText(message: string): string {
  * The SDK's own errors and warnings (an export the collector refused or never answered) as
  * warnings in `log`: the first at once, then at most one a minute, counting the ones left out.
  */
-export function sdkDiagnostics(log: Pick<Logger, 'warn'>, everyMs = 60_000): { error(message: string, ...args: unknown[]): void; warn(message: string, ...args: unknown[]): void } {
+export function sdkDiagnostics(log: WarnLog, everyMs = 60_000): { error(message: string, ...args: unknown[]): void; warn(message: string, ...args: unknown[]): void } {
   let last = -Infinity;
   let skipped = 0;
   const say = (message: string, args: unknown[]): void => {
@@ -142,7 +143,7 @@ export function sdkDiagnostics(log: Pick<Logger, 'warn'>, everyMs = 60_000): { e
  * cost nothing. A bad setting is an error naming the variable, and starts nothing. `log` gets
  * the SDK's errors (sdkDiagnostics): a collector that cannot be reached is a warning, not silence.
  */
-export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env, log?: Pick<Logger, 'warn'>): Promise<Tracing | undefined> {
+export async function startTracing(service: string, env: NodeJS.ProcessEnv = process.env, log?: WarnLog): Promise<Tracing | undefined> {
   if (started) return started.tracing;
   if (!tracingConfigured(env)) return undefined;
   const [sdk, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, { BullMQOtel }] = await Promise.all([
@@ -167,7 +168,6 @@ export async function startTracing(service: string, env: NodeJS.ProcessEnv = pro
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
   const tracing: Tracing = {
-    service: name,
     flush: () => provider.forceFlush(),
     shutdown: () => provider.shutdown(),
   };
