@@ -37,6 +37,7 @@ import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
 import { recordsPlugin, requestIdOf } from './plugins/records.ts';
 import { tracingPlugin } from './plugins/tracing.ts';
+import { drainRequest } from './plugins/shared.ts';
 import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
 import { batchesPlugin } from './plugins/batches.ts';
 import { gatewayBatchCodec } from './batch-codec.ts';
@@ -44,6 +45,10 @@ import { createWorkerModels } from './workers.ts';
 import { journalKey, RecordWriter } from './record-writer.ts';
 
 export { ROUTER_MODEL } from './models.ts';
+
+/** The rest of a body the gateway answers without reading (over the limit) is read and dropped up to this many times the limit, and this long; past either, the connection closes. */
+const DRAIN_LIMITS = 16;
+const DRAIN_MS = 10_000;
 
 export type GatewayOptions = {
   config: FuguConfig;
@@ -122,14 +127,20 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     },
   });
 
-  app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-    const e = toGatewayError(err);
+  app.setErrorHandler(async (err: Error & { statusCode?: number; code?: string }, req, reply) => {
+    const bodyLimit = req.routeOptions.bodyLimit ?? g.bodyLimitBytes;
+    const e =
+      err.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
+        ? new GatewayError(413, `the request body is larger than the gateway's limit of ${bodyLimit} bytes${bodyLimit === g.bodyLimitBytes ? ' (FUGU_GATEWAY_BODY_LIMIT_BYTES)' : ''}`, { code: 'request_too_large' })
+        : toGatewayError(err);
     const rec = ctx.record(req);
     rec.errorCode = e.errorCode ?? e.type;
     // a request that failed after paying for calls (a fugu-ultra workflow's answered steps) is charged them
     if (e.cost > 0n && rec.authenticated) ctx.charge(ctx.callerOf(req), rec, e.cost);
     if (e.status >= 500) log.error({ reqId: rec.requestId, route: req.url, status: e.status, err: scrub(err.message) }, 'request failed');
-    void reply.code(e.status).headers(e.headers).send(e.body());
+    // a body not read to its end (over the limit, refused before its handler read it): read and dropped first, so the client reads this answer rather than a reset
+    if (!(await drainRequest(req.raw, DRAIN_LIMITS * bodyLimit, DRAIN_MS))) reply.header('connection', 'close');
+    return reply.code(e.status).headers(e.headers).send(e.body());
   });
   app.setNotFoundHandler((req, reply) => {
     ctx.record(req).errorCode = 'unknown_url';

@@ -1,5 +1,5 @@
 // Helpers of the gateway's plugins.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 
 /**
@@ -45,4 +45,32 @@ function stringHeaders(h: Record<string, unknown>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h)) if (typeof v === 'string' || typeof v === 'number') out[k] = String(v);
   return out;
+}
+
+/**
+ * Reads and drops what is left of a request's body (one the gateway answers without reading it
+ * all: over the limit, refused before its handler read it), so that a client still sending it
+ * reads the answer instead of a reset connection; at most `maxBytes` more and `maxMs` long.
+ * Resolves true when the body ended, false when it was cut off (the connection must then close).
+ */
+export function drainRequest(req: IncomingMessage, maxBytes: number, maxMs: number): Promise<boolean> {
+  if (req.complete || req.destroyed) return Promise.resolve(req.complete);
+  return new Promise((resolve) => {
+    let bytes = 0;
+    const finish = (ended: boolean) => {
+      clearTimeout(timer);
+      req.off('data', onData).off('end', onEnd).off('close', onClose).off('error', onClose);
+      if (!ended) req.pause();
+      resolve(ended);
+    };
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > maxBytes) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onClose = () => finish(false);
+    const timer = setTimeout(() => finish(false), maxMs);
+    req.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onClose);
+    req.resume();
+  });
 }
