@@ -1,4 +1,4 @@
-// Request bodies the gateway refuses, as a client sees them (issue 27, 4d): the real `openai`
+// Request bodies the gateway refuses, as a client sees them (issue 27, 4d and 4f): the real `openai`
 // npm client against the gateway (buildGateway on a free port), real Postgres (API keys, the
 // Batch API's files) and a stub OpenAI-compatible worker.
 //
@@ -8,6 +8,9 @@
 // it closes the connection. The clients reach the gateway through a relay that delays the answers
 // by 20 ms, as a network does: on loopback a client reads an early answer before the reset that
 // follows it arrives, across a network the reset comes first ("Connection error.").
+//
+// A JSON body that is not valid UTF-8 is a 400 naming the byte offset and the field, never
+// decoded to U+FFFD.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -168,5 +171,47 @@ describe('a body over the limit', () => {
     expect(sent.how).not.toMatch(/never/);
     // the gateway read at most its bound (16 times the limit) and some buffers
     expect(sent.bytes).toBeLessThan(24 * LIMIT);
+  });
+});
+
+describe('a JSON body that is not valid UTF-8', () => {
+  const send = (route: string, body: Buffer) =>
+    fetch(`${baseURL}${route}`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body }).then(async (r) => ({ status: r.status, body: (await r.json()) as Json }));
+  /** The JSON text with the bytes `bad` where `@` is. */
+  const withBytes = (json: string, bad: number[]): { body: Buffer; offset: number } => {
+    const at = Buffer.from(json.slice(0, json.indexOf('@'))).length;
+    return { body: Buffer.concat([Buffer.from(json.slice(0, json.indexOf('@'))), Buffer.from(bad), Buffer.from(json.slice(json.indexOf('@') + 1))]), offset: at };
+  };
+
+  it('chat completions: a 400 naming the byte offset and the field (was decoded to U+FFFD and answered)', async () => {
+    const { body, offset } = withBytes(JSON.stringify({ model: 'alpha', messages: [{ role: 'system', content: 'Be brief. é' }, { role: 'user', content: 'caf@ au lait' }] }), [0xe9]);
+    const before = stub.requests.length;
+    const r = await send('/chat/completions', body);
+    expect(r).toEqual({
+      status: 400,
+      body: { error: { message: `messages[1].content: the request body is not valid UTF-8 at byte ${offset} (0xe9); send text as UTF-8`, type: 'invalid_request_error', param: 'messages[1].content', code: 'invalid_encoding' } },
+    });
+    expect(stub.requests.length).toBe(before);
+  });
+
+  it('/v1/responses: the same, for a key and for a truncated sequence at the end of a string', async () => {
+    const inKey = withBytes(JSON.stringify({ model: 'alpha', input: 'hi', metadata: { 'k@': 'v' } }), [0xff]);
+    const r1 = await send('/responses', inKey.body);
+    expect([r1.status, r1.body.error.param, r1.body.error.code, r1.body.error.message]).toEqual([400, 'metadata', 'invalid_encoding', `metadata: the request body is not valid UTF-8 at byte ${inKey.offset} (0xff), in a key; send text as UTF-8`]);
+    const cut = withBytes(JSON.stringify({ model: 'alpha', input: [{ role: 'user', content: 'ok @' }] }), [0xe2, 0x82]);
+    const r2 = await send('/responses', cut.body);
+    expect([r2.status, r2.body.error.param, r2.body.error.message]).toEqual([400, 'input[0].content', `input[0].content: the request body is not valid UTF-8 at byte ${cut.offset} (0xe2 0x82); send text as UTF-8`]);
+  });
+
+  it('outside any string: a 400 naming the offset (the body is not JSON either)', async () => {
+    const { body, offset } = withBytes('{"model":"alpha",@"input":"hi"}', [0xc3]);
+    const r = await send('/responses', body);
+    expect([r.status, r.body.error.param, r.body.error.code, r.body.error.message]).toEqual([400, null, 'invalid_encoding', `the request body is not valid UTF-8 at byte ${offset} (0xc3); send text as UTF-8`]);
+  });
+
+  it('valid UTF-8 (and U+FFFD sent as such) is answered', async () => {
+    const ok = await client().chat.completions.create({ model: 'alpha', messages: [{ role: 'user', content: 'café \uFFFD 😀' }] });
+    expect(ok.choices[0]!.message.content).toBe('hello from alpha');
+    expect(JSON.stringify(stub.requests.at(-1)!.body.messages)).toContain('café \uFFFD 😀');
   });
 });

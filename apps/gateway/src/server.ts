@@ -43,6 +43,7 @@ import { batchesPlugin } from './plugins/batches.ts';
 import { gatewayBatchCodec } from './batch-codec.ts';
 import { createWorkerModels } from './workers.ts';
 import { journalKey, RecordWriter } from './record-writer.ts';
+import { invalidUtf8Error } from './utf8.ts';
 
 export { ROUTER_MODEL } from './models.ts';
 
@@ -125,6 +126,15 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
       // (typed for the route schema that did not match; any reply takes a JSON body)
       void (reply as unknown as FastifyReply).code(e.status).send(e.body());
     },
+  });
+
+  // JSON bodies as Fastify parses them, but one that is not UTF-8 is a 400 naming where (not decoded to U+FFFD)
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (req, body, done) => {
+    const bad = invalidUtf8Error(body as Buffer);
+    if (bad) done(bad, undefined);
+    else json(req, (body as Buffer).toString('utf8'), done);
   });
 
   app.setErrorHandler(async (err: Error & { statusCode?: number; code?: string }, req, reply) => {
