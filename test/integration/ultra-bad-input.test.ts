@@ -465,7 +465,7 @@ describe('fugu-ultra: a workflow whose final step fails', () => {
     const spentBefore = await spent();
 
     const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question }] }));
-    expectRefusal(e, { status: 400, code: 'provider_bad_request', param: null, message: /^workflow \d+: step 3 \((alpha|beta)\): the worker's provider refused the request: .*this final step is refused/ }, 'json');
+    expectRefusal(e, { status: 400, code: 'provider_bad_request', param: null, message: /^workflow \d+: step 2 \((alpha|beta)\): the worker's provider refused the request: .*this final step is refused/ }, 'json');
     // streamed: the failure comes after the first byte (the workflow written), as the stream's error
     const s = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question }], stream: true });
     const streamed = await (async () => {
@@ -476,9 +476,9 @@ describe('fugu-ultra: a workflow whose final step fails', () => {
       }
       throw new Error('the stream did not fail');
     })();
-    expect(streamed.message).toMatch(/step 3 \((alpha|beta)\): the worker's provider refused the request/);
+    expect(streamed.message).toMatch(/step 2 \((alpha|beta)\): the worker's provider refused the request/);
     const r = await refused(client().responses.create({ model: 'fugu-ultra', input: question }));
-    expectRefusal(r, { status: 400, code: 'provider_bad_request', param: null, message: /step 3 .*this final step is refused/ }, 'responses');
+    expectRefusal(r, { status: 400, code: 'provider_bad_request', param: null, message: /step 2 .*this final step is refused/ }, 'responses');
 
     const wfs = await workflowsSince(last);
     expect(wfs.map((w) => w.status)).toEqual(['failed', 'failed', 'failed']);
@@ -583,7 +583,7 @@ describe('fugu-ultra: the inputs the fuzzing found a 5xx for', () => {
     await publish('fixed:moa:2');
     const tools = [{ type: 'function' as const, function: { name: 'provider_rejects', parameters: { type: 'object', properties: { a: { type: 'string' } } } } }];
     const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], tools }));
-    expectRefusal(e, { status: 400, code: 'provider_bad_request', param: null, message: /^workflow \d+: step 1 \((alpha|beta|writer)\): the worker's provider refused the request: .*Invalid schema for function 'provider_rejects'/ }, 'chat');
+    expectRefusal(e, { status: 400, code: 'provider_bad_request', param: null, message: /^workflow \d+: step [01] \((alpha|beta|writer)\): the worker's provider refused the request: .*Invalid schema for function 'provider_rejects'/ }, 'chat');
     const r = await refused(client().responses.create({ model: 'fugu-ultra', input: QUESTION, tools: [{ type: 'function', name: 'provider_rejects', parameters: { type: 'object' }, strict: false }] }));
     expectRefusal(r, { status: 400, code: 'provider_bad_request', param: null, message: /the worker's provider refused the request/ }, 'responses');
   });

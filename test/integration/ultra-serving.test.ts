@@ -262,10 +262,17 @@ describe('fugu-ultra: multi-agent function calling', () => {
     expect(agg.some((m: Json) => m.role === 'tool' || m.tool_calls)).toBe(false);
     expect(JSON.stringify(agg)).toContain('alpha read Paris: 14 C, rain');
     expect(JSON.stringify(agg)).not.toContain('get_weather');
-    // a replayed result is refused
-    const again = await refused(client(fullKey, other).chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
-    expect(again.status).toBe(400);
-    expect(again.message).toMatch(/already answered/);
+    // the same results sent again (a client that gave up on the answer): the stored answer, no agent called again
+    const calledBefore = requestsTo('alpha').length + requestsTo('beta').length;
+    const again = await client(fullKey, other).chat.completions.create({ model: 'fugu-ultra', messages: history, tools }).withResponse();
+    expect(again.data.choices[0]!.message.content).toBe('alpha aggregated the proposals');
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(requestsTo('alpha').length + requestsTo('beta').length).toBe(calledBefore);
+    // other results for the same calls are refused
+    const changed = history.map((m) => (m.role === 'tool' ? { ...m, content: 'snow' } : m));
+    const refusedAgain = await refused(client(fullKey, other).chat.completions.create({ model: 'fugu-ultra', messages: changed, tools }));
+    expect(refusedAgain.status).toBe(400);
+    expect(refusedAgain.message).toMatch(/already answered/);
     baseURL = other;
     history.push({ role: 'assistant', content: data.choices[0]!.message.content });
   });

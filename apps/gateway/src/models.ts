@@ -30,6 +30,8 @@ export type ChatInput = {
   signal: AbortSignal;
   /** an explicit conversation identity (the Responses API's first response of the chain); fugu-ultra keys its state on it */
   conversation?: string;
+  /** the request's Idempotency-Key header (fugu-ultra: the same key again gets the stored answer) */
+  idempotencyKey?: string;
   /**
    * a Batch API line run in the batch driver's process (a handler with `batchable`): its key
    * (`<batch id>.<line>`, the same when the line is run again after a crash), and the seam its

@@ -95,12 +95,17 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
         ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key }
         : (input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
       ...(options.shared_memory !== undefined && { sharedMemory: options.shared_memory }),
+      ...(input.idempotencyKey !== undefined && !input.batch && { idempotencyKey: input.idempotencyKey }),
       stream,
     };
   }
 
   const described = (t: TurnResult) => ({
-    headers: { 'x-fugu-workflow': String(t.workflowId), 'x-fugu-conversation': t.conversationId, 'x-fugu-worker': t.worker },
+    headers: {
+      'x-fugu-workflow': String(t.workflowId), 'x-fugu-conversation': t.conversationId, 'x-fugu-worker': t.worker,
+      // the stored answer of the same request sent before (Stripe's header): charged then, not now
+      ...(t.replayed && { 'idempotent-replayed': 'true' }),
+    },
     extension: {
       workflow: t.workflowId,
       conversation: t.conversationId,
@@ -116,7 +121,8 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     },
   });
   const totalUsage = (t: TurnResult): Usage => ({ inputTokens: t.usage.conductor.inputTokens + t.usage.workers.inputTokens, outputTokens: t.usage.conductor.outputTokens + t.usage.workers.outputTokens });
-  const totalCost = (t: TurnResult): bigint => t.usage.conductor.cost + t.usage.workers.cost;
+  // a stored answer sent again was charged when it was made
+  const totalCost = (t: TurnResult): bigint => (t.replayed ? 0n : t.usage.conductor.cost + t.usage.workers.cost);
 
   return {
     id: name,
@@ -148,6 +154,8 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
         (t) => {
           done = t;
           input.record.worker = t.worker;
+          // a stored answer comes whole (its final step's tokens went to the request that made it)
+          if (t.replayed && t.text) ch.push({ type: 'text-delta', text: t.text });
           for (const c of t.toolCalls) ch.push({ type: 'tool-call', toolCall: c as ToolCall });
           ch.push({ type: 'finish', finishReason: t.finishReason, usage: totalUsage(t), model: name });
           ch.end();
@@ -205,7 +213,11 @@ async function turn(deps: InteractiveDeps, input: TurnInput, emit?: Parameters<t
   try {
     return await runTurn(deps, input, emit);
   } catch (e) {
-    if (e instanceof UltraRequestError) throw new GatewayError(e.status, e.message, { param: e.param, code: e.code, cost: e.cost, ...(e.status >= 500 && { type: 'server_error' }) });
+    if (e instanceof UltraRequestError) {
+      throw new GatewayError(e.status, e.message, {
+        param: e.param, code: e.code, cost: e.cost, ...(e.status >= 500 && { type: 'server_error' }), ...(e.retryAfterS !== undefined && { headers: { 'retry-after': String(e.retryAfterS) } }),
+      });
+    }
     if (e instanceof InputError) throw new GatewayError(400, e.message, { param: e.field ?? null, code: 'invalid_value' });
     throw e;
   }

@@ -508,5 +508,7 @@ export interface UltraToolLogTable {
   name: string;
   arguments: string;
   result: string;
+  /** the client-visible id of the tool call (0015_ultra_durable; null in older entries) */
+  call_id: string | null;
   created_at: Generated<Date>;
 }

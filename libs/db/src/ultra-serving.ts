@@ -96,6 +96,21 @@ export async function claimUltraSession(db: Db, workflowId: number, version: num
   return row && toSession(row as unknown as SessionRaw);
 }
 
+/**
+ * The live holder's heartbeat: moves the lease of a running session it holds (at `version`) to
+ * `leaseUntil`; false when the version moved on (another request took the workflow over).
+ */
+export async function renewUltraSession(db: Db, workflowId: number, version: number, leaseUntil: Date): Promise<boolean> {
+  const r = await db
+    .updateTable('ultra_sessions')
+    .set({ deadline_at: leaseUntil })
+    .where('workflow_id', '=', String(workflowId) as never)
+    .where('version', '=', version)
+    .where('status', '=', 'running')
+    .executeTakeFirst();
+  return Number(r.numUpdatedRows) === 1;
+}
+
 /** Saves a session's state from `version` (version + 1); false when the version moved on (nothing written). */
 export async function saveUltraSession(db: Db, workflowId: number, version: number, s: { status: UltraSessionStatus; state: Record<string, unknown>; deadlineAt: Date | null }): Promise<boolean> {
   const r = await db
@@ -122,17 +137,29 @@ export async function expiredUltraSessions(db: Db, limit = 20): Promise<UltraSes
 
 export type ToolMemoryEntry = { seq: number; workflowId: number; step: number; name: string; arguments: string; result: string };
 
-/** Appends tool calls and their results to a conversation's memory (seq continues from the last). */
-export async function appendToolMemory(db: Db, conversationId: string, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'>>): Promise<void> {
+/**
+ * Appends tool calls and their results to a conversation's memory (seq continues from the last).
+ * Idempotent by `callId` (the client-visible id of the call): an entry whose call is already in
+ * the memory is not appended again (a request run again after its gateway died).
+ */
+export async function appendToolMemory(db: Db, conversationId: string, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'> & { callId?: string }>): Promise<void> {
   if (entries.length === 0) return;
   await db.transaction().execute(async (tx) => {
     // one writer per conversation at a time (a row lock on the conversation)
     await sql`select 1 from ultra_conversations where id = ${conversationId} for update`.execute(tx);
+    const ids = entries.flatMap((e) => (e.callId !== undefined ? [e.callId] : []));
+    const have = ids.length === 0
+      ? new Set<string>()
+      : new Set((await tx.selectFrom('ultra_tool_log').select('call_id').where('conversation_id', '=', conversationId).where('call_id', 'in', ids).execute()).map((r) => r.call_id));
+    const fresh = entries.filter((e) => e.callId === undefined || !have.has(e.callId));
+    if (fresh.length === 0) return;
     const { rows } = await sql<{ last: number | null }>`select max(seq) as last from ultra_tool_log where conversation_id = ${conversationId}`.execute(tx);
     const last = rows[0]?.last ?? 0;
     await tx
       .insertInto('ultra_tool_log')
-      .values(entries.map((e, i) => ({ conversation_id: conversationId, seq: last + i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result })))
+      .values(fresh.map((e, i) => ({
+        conversation_id: conversationId, seq: last + i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
+      })))
       .execute();
   });
 }

@@ -8,7 +8,7 @@ import type { GatewayContext, RequestRecord } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
 import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import { ChunkWriter, chatCompletionOf, chatRequestSchema, checkChatFields, parseBody, toChatRequest } from '../wire.ts';
-import { clientSignal, openEventStream } from './shared.ts';
+import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
 
 export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: GatewayContext; models: ModelRegistry }): Promise<void> {
   app.post('/v1/chat/completions', async (request, reply) => {
@@ -25,7 +25,7 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
     if (body.stream && req.logprobs) throw badField('logprobs', 'is not supported with stream: true (ask without streaming)');
     if (ctx.g.logMessages) rec.messages = req.messages;
     ctx.checkQuota(caller);
-    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply) };
+    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), ...idempotencyKeyOf(request) };
     if (body.stream) {
       const t0 = performance.now();
       const answer = await handler.stream(input);

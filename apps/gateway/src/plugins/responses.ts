@@ -37,7 +37,7 @@ import {
   type WireResponsesRequest,
 } from '../responses-wire.ts';
 import { parseBody } from '../wire.ts';
-import { clientSignal, openEventStream } from './shared.ts';
+import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
 
 /** Stores a finished response (a no-op with store: false or without a database). */
 type Save = (response: Record<string, unknown>, output: readonly ConversationItem[], worker: string) => Promise<void>;
@@ -83,7 +83,7 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     // the conversation's identity: the root of the chain (this response when it continues none)
     const conversation = history.conversationId ?? shell.id;
     const save: Save = store ? (response, output, worker) => saveResponse(ctx, { shell, body, keyId, own, conversation, response, output, worker }) : async () => {};
-    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), conversation };
+    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), conversation, ...idempotencyKeyOf(request) };
     if (body.stream) {
       const t0 = performance.now();
       const answer = await inResponsesTerms(() => handler.stream(input), origins);

@@ -1,6 +1,6 @@
 // Helpers of the gateway's plugins.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 
 /**
  * A plugin whose hooks and decorations apply to the scope it is registered in (what the
@@ -18,6 +18,12 @@ export function clientSignal(reply: FastifyReply): AbortSignal {
     if (!reply.raw.writableFinished) ac.abort();
   });
   return ac.signal;
+}
+
+/** The request's Idempotency-Key header, when it has one (fugu-ultra answers the same key again with its stored answer). */
+export function idempotencyKeyOf(request: FastifyRequest): { idempotencyKey?: string } {
+  const k = request.headers['idempotency-key'];
+  return typeof k === 'string' && k !== '' ? { idempotencyKey: k } : {};
 }
 
 /**

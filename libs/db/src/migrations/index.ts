@@ -15,6 +15,7 @@ import * as m0011 from './0011_ultra_serving.ts';
 import * as m0012 from './0012_responses.ts';
 import * as m0013 from './0013_batches.ts';
 import * as m0014 from './0014_batch_local_lines.ts';
+import * as m0015u from './0015_ultra_durable.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -31,4 +32,5 @@ export const migrations: Record<string, Migration> = {
   '0012_responses': m0012,
   '0013_batches': m0013,
   '0014_batch_local_lines': m0014,
+  '0015_ultra_durable': m0015u,
 };

@@ -14,16 +14,17 @@
 // other agents it reads only what its access list grants (their subtasks and final answers,
 // through the worker prompt), never their tool traffic. Shared memory: a later workflow's agents
 // are shown the conversation's earlier tool calls and results (memory.ts).
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   formatUsd, messageText, parseUsd, toWireError,
   type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage, type WireError,
 } from '@fugu/core';
 import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Workflow } from '@fugu/conductor';
 import {
-  appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getUltraSession, insertUltraSession, insertWorkflows, nextConversationTurn, readToolMemory,
-  reopenWorkflow, saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
+  appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
+  nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
 } from '@fugu/db';
+import { isTransientError } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
 import { allowedWorkers, ConductorFailure, replayStepMetadata, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
 import type { WorkflowOptions } from '../engine/options.ts';
@@ -41,13 +42,16 @@ export class UltraRequestError extends Error {
   readonly param: string | null;
   readonly code: string;
   readonly cost: bigint;
-  constructor(status: UltraRequestError['status'], message: string, opts: { param?: string | null; code: string; cost?: bigint }) {
+  /** when to send the request again (seconds; a 409 for a workflow another request holds) */
+  readonly retryAfterS: number | undefined;
+  constructor(status: UltraRequestError['status'], message: string, opts: { param?: string | null; code: string; cost?: bigint; retryAfterS?: number }) {
     super(message);
     this.name = 'UltraRequestError';
     this.status = status;
     this.param = opts.param ?? null;
     this.code = opts.code;
     this.cost = opts.cost ?? 0n;
+    this.retryAfterS = opts.retryAfterS;
   }
 }
 
@@ -77,9 +81,17 @@ export type InteractiveDeps = {
   /** replay pools: the dataset item a question is (its id, as the replay store keys it) */
   itemOf?(question: string): string | undefined;
   log?: Logger;
-  /** how long a request may hold a workflow (a replica that died mid-step frees it then); default 10 min */
+  /**
+   * the lease of a request on its workflow: the live holder renews it every third of it
+   * (heartbeat); a holder that died mid-step frees it within this time (default 6 s)
+   */
   leaseMs?: number;
+  /** a step's call on a connection error, 429 or 5xx: tried again this many times at most, backing off from baseMs, within deadlineMs of its first try (default 3, 200 ms, 30 s) */
+  retry?: { attempts: number; baseMs: number; deadlineMs: number };
 };
+
+const DEFAULT_LEASE_MS = 6_000;
+const DEFAULT_RETRY = { attempts: 3, baseMs: 200, deadlineMs: 30_000 };
 
 export type TurnInput = {
   deployment: UltraDeploymentRef;
@@ -103,6 +115,11 @@ export type TurnInput = {
    * caller whose calls are idempotent by key (chat-call jobs) pays for none of them twice.
    */
   workflowKey?: string;
+  /**
+   * the client's Idempotency-Key: the request sent again with it returns the stored answer (or
+   * continues the workflow where it stopped), as the same tool results sent again do
+   */
+  idempotencyKey?: string;
   /** false: this turn's agents are not shown the conversation's earlier tool traffic */
   sharedMemory?: boolean;
   seed?: number;
@@ -133,6 +150,8 @@ export type TurnResult = {
   steps: TurnStep[];
   topology: string;
   conductor: string;
+  /** the stored answer of the same request sent before (tool results, an Idempotency-Key): its calls were charged then */
+  replayed: boolean;
 };
 
 // ---- the durable state --------------------------------------------------------------------
@@ -159,10 +178,16 @@ type AgentState = {
   replay: Record<string, unknown> | null;
   error: WireError | null;
   saved: boolean;
+  /** the try of the agent's current call (its key's `.a<n>` past the first): a failed or lost call is made again under a new key (v2) */
+  attempt: number;
 };
 
+/** A turn's answer as stored with the state (v2): the same request sent again gets it back. */
+type StoredReply = Omit<TurnResult, 'usage' | 'replayed'> & { usage: { conductor: TallyJson; workers: TallyJson } };
+type TallyJson = { inputTokens: number; outputTokens: number; cost: string };
+
 type SessionState = {
-  v: 1;
+  v: 2;
   conductor: string;
   conversationId: string;
   keyId: string | null;
@@ -184,9 +209,20 @@ type SessionState = {
   /** the workflow row's final write, less what the steps add */
   base: WorkflowFinish;
   startedAt: number;
+  /** the answers of the latest turns by their request's print (requestPrint), newest last (v2) */
+  replies: Array<{ print: string; reply: StoredReply }>;
+  /** the print of a request whose turn failed at a step: sent again, it continues from that step (v2) */
+  resume: string | null;
 };
 
-const CURRENT_STATE = 1;
+/**
+ * The state versions this release reads: its own and the previous one (a rolling deploy's older
+ * replicas saved v1; the OpenAI Agents SDK's SUPPORTED_SCHEMA_VERSIONS habit). It writes v2.
+ */
+export const SUPPORTED_STATE_VERSIONS = [1, 2] as const;
+const CURRENT_STATE = 2;
+/** the stored answers kept per workflow */
+const KEPT_REPLIES = 4;
 
 // ---- the turn --------------------------------------------------------------------------------
 
@@ -194,7 +230,83 @@ const CURRENT_STATE = 1;
 export async function runTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void = () => {}): Promise<TurnResult> {
   await expireSessions(deps).catch((e: unknown) => deps.log?.warn({ err: (e as Error).message }, 'fugu-ultra: could not end the workflows past their tool deadline'));
   const results = trailingToolResults(input.messages);
-  return results.length > 0 ? continueTurn(deps, input, results, emit) : startTurn(deps, input, emit);
+  if (results.length > 0) return continueTurn(deps, input, results, emit);
+  if (input.idempotencyKey !== undefined && input.workflowKey === undefined) return idempotentTurn(deps, input, emit);
+  return startTurn(deps, input, emit);
+}
+
+/** The print of a turn's first request (a user message last): one per workflow. */
+const START_PRINT = 'start';
+
+/** What identifies a results request: its tool results (ids and contents). The same results sent again are the same request. */
+function resultsPrint(results: ReadonlyArray<ToolResultPart>): string {
+  const h = createHash('sha256');
+  for (const r of [...results].sort((a, b) => (a.toolCallId < b.toolCallId ? -1 : a.toolCallId > b.toolCallId ? 1 : 0))) {
+    h.update(`${r.toolCallId}\u0000${r.isError ? 1 : 0}\u0000${r.content}\u0000`);
+  }
+  return `results:${h.digest('base64url')}`;
+}
+
+/**
+ * A new workflow keyed by the client's Idempotency-Key (per API key): the first request runs it;
+ * the same key again gets its stored answer, waits (409 with Retry-After) while another request
+ * holds it, takes it over where its holder died, or continues it from a failed step.
+ */
+async function idempotentTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void): Promise<TurnResult> {
+  const key = `idem.${input.keyId ?? 'none'}.${createHash('sha256').update(input.idempotencyKey!).digest('base64url')}`;
+  const row = await getWorkflowByKey(deps.db, key);
+  const s = row && (await getUltraSession(deps.db, row.id));
+  // never written (or its writer died before the workflow was): run it (again) from its start
+  if (!s) return startTurn(deps, { ...input, workflowKey: key }, emit);
+  return resumeTurn(deps, input, s, START_PRINT, emit);
+}
+
+/** A 409 for a workflow another request holds: when its lease ends (its holder renews it while it lives) is when to ask again. */
+function busy(workflowId: number, s: Pick<UltraSession, 'deadlineAt'> | undefined): UltraRequestError {
+  const left = Math.max(1, Math.ceil(((s?.deadlineAt?.getTime() ?? 0) - Date.now()) / 1000));
+  return new UltraRequestError(409, `workflow ${workflowId} is being continued by another request; send this request again in ${left} s (it then gets that request's answer, or takes the workflow over if its holder has died)`, {
+    code: 'workflow_busy', retryAfterS: left,
+  });
+}
+
+/**
+ * A request for a workflow that already has state: the stored answer when this request (its
+ * print) was answered before; a 409 while another request holds it; else the workflow taken
+ * (from waiting, or from a holder whose lease lapsed) and advanced: `apply` gives the agents this
+ * request's tool results, unless the request resumes a turn that failed at a step.
+ */
+async function resumeTurn(
+  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, apply?: (state: SessionState) => Promise<void>,
+): Promise<TurnResult> {
+  const state = readState(s);
+  const stored = state.replies.find((r) => r.print === print);
+  if (stored) return replayOf(stored.reply);
+  if (s.status === 'running' && (s.deadlineAt?.getTime() ?? 0) > Date.now()) throw busy(s.workflowId, s);
+  const resuming = state.resume === print || (s.status === 'running' && print === START_PRINT);
+  if (!resuming && !apply) throw bad(`this Idempotency-Key's request was answered by workflow ${s.workflowId}, whose answer is no longer kept`, null, 'idempotency_key_reused');
+  if (resuming && s.status !== 'tools' && s.status !== 'running') {
+    throw bad(`workflow ${s.workflowId} has ended (${s.status}); send the question again`, 'messages', 'tool_call_already_answered');
+  }
+  const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
+  if (!claimed) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
+  const st = readState(claimed);
+  if (!resuming) await apply!(st);
+  const results = trailingToolResults(input.messages).length;
+  emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: st.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
+  return advance(deps, input, { workflowId: s.workflowId, version: claimed.version }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running' });
+}
+
+function replayOf(r: StoredReply): TurnResult {
+  const tally = (t: TallyJson): Tally => ({ inputTokens: t.inputTokens, outputTokens: t.outputTokens, cost: parseUsd(t.cost) });
+  return { ...r, usage: { conductor: tally(r.usage.conductor), workers: tally(r.usage.workers) }, replayed: true };
+}
+
+/** Keeps a turn's answer with the state (the newest KEPT_REPLIES). */
+function remember(state: SessionState, print: string, t: TurnResult): void {
+  const json = (x: Tally): TallyJson => ({ inputTokens: x.inputTokens, outputTokens: x.outputTokens, cost: formatUsd(x.cost) });
+  const { usage, replayed: _replayed, ...rest } = t;
+  state.replies = [...state.replies.filter((r) => r.print !== print), { print, reply: { ...rest, usage: { conductor: json(usage.conductor), workers: json(usage.workers) } } }].slice(-KEPT_REPLIES);
+  state.resume = null;
 }
 
 /** The tool results the messages end with (after the last assistant message), with their message index. */
@@ -286,13 +398,14 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     agents: names.map(() => newAgent()), callSeq: 0, toolTurns: 0,
     base: { ...base, parseOk: true, parseError: null, steps: specs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath },
     startedAt: Date.now(),
+    replies: [], resume: null,
   };
   await insertUltraSession(db, { workflowId: workflowId!, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) }, { replace: input.workflowKey !== undefined });
   emit({
     type: 'progress',
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
   });
-  return advance(deps, input, { workflowId: workflowId!, version: 0 }, state, conductorTally, emit);
+  return advance(deps, input, { workflowId: workflowId!, version: 0 }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
 }
 
 async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
@@ -315,12 +428,16 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
     const r = refs[0]!.r;
     throw bad(`tool_call_id "${r.toolCallId}" belongs to another conversation than "${input.conversation}"`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
   }
-  let state = readState(s);
+  const state = readState(s);
   // a valid signature on a call the workflow never made (a step it does not have, a sequence number past the last it issued)
   const unmade = refs.find(({ p }) => p!.step >= state.agents.length || p!.seq < 1 || p!.seq > state.callSeq);
   if (unmade) {
     throw bad(`tool_call_id "${unmade.r.toolCallId}" answers no call workflow ${workflowId} made (it has made ${state.callSeq} tool call${state.callSeq === 1 ? '' : 's'})`, `messages[${unmade.r.at}].tool_call_id`, 'invalid_tool_call_id');
   }
+  const print = resultsPrint(results);
+  // the same results sent again (a client that gave up on the answer, an SDK's retry): the stored answer
+  if (state.replies.some((r) => r.print === print) || state.resume === print) return resumeTurn(deps, input, s, print, emit);
+  if (s.status === 'running' && (s.deadlineAt?.getTime() ?? 0) > Date.now()) throw busy(workflowId, s);
   const pending = new Map(state.agents.flatMap((a) => a.pending.map((c) => [c.id, c] as const)));
   const late = s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
   if (late) await expireSession(deps, s);
@@ -329,7 +446,7 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   }
   if (s.status === 'done' || s.status === 'failed' || pending.size === 0) {
     const r = refs[0]!.r;
-    throw bad(`tool_call_id "${r.toolCallId}" was already answered: workflow ${workflowId} ${s.status === 'running' ? 'has moved on' : 'has ended'}`, `messages[${r.at}].tool_call_id`, 'tool_call_already_answered');
+    throw bad(`tool_call_id "${r.toolCallId}" was already answered: workflow ${workflowId} ${s.status === 'done' || s.status === 'failed' ? 'has ended' : 'has moved on'}`, `messages[${r.at}].tool_call_id`, 'tool_call_already_answered');
   }
   const given = new Map<string, ToolResultPart & { at: number }>();
   for (const { r } of refs) {
@@ -341,32 +458,56 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   if (missing.length > 0) {
     throw bad(`workflow ${workflowId} waits for the result of every tool call of its message; missing: ${missing.join(', ')}`, 'messages', 'missing_tool_results');
   }
-  const claimed = await claimUltraSession(db, workflowId, s.version, leaseUntil(deps));
-  if (!claimed) throw new UltraRequestError(409, `workflow ${workflowId} is being continued by another request`, { code: 'workflow_busy' });
-  state = readState(claimed);
-
   // each result goes back to the agent that made the call, under that agent's own call id
-  const memory: Array<{ workflowId: number; step: number; name: string; arguments: string; result: string }> = [];
-  state.agents.forEach((a, i) => {
-    if (a.status !== 'tools') return;
-    a.messages.push({
-      role: 'tool',
-      content: a.pending.map((c) => {
-        const r = given.get(c.id)!;
-        memory.push({ workflowId, step: i, name: c.name, arguments: c.arguments, result: r.content });
-        return { type: 'tool-result' as const, toolCallId: c.agentCallId, name: c.name, content: r.content, ...(r.isError && { isError: true }) };
-      }),
+  return resumeTurn(deps, input, s, print, emit, async (st) => {
+    const memory: Array<{ workflowId: number; step: number; name: string; arguments: string; result: string; callId: string }> = [];
+    st.agents.forEach((a, i) => {
+      if (a.status !== 'tools') return;
+      a.messages.push({
+        role: 'tool',
+        content: a.pending.map((c) => {
+          const r = given.get(c.id)!;
+          memory.push({ workflowId, step: i, name: c.name, arguments: c.arguments, result: r.content, callId: c.id });
+          return { type: 'tool-result' as const, toolCallId: c.agentCallId, name: c.name, content: r.content, ...(r.isError && { isError: true }) };
+        }),
+      });
+      a.pending = [];
+      a.status = 'call';
     });
-    a.pending = [];
-    a.status = 'call';
+    // idempotent by call id: a request taken over after its holder died appends nothing twice
+    if (input.deployment.options.sharedMemory) await appendToolMemory(db, st.conversationId, memory);
   });
-  if (input.deployment.options.sharedMemory) await appendToolMemory(db, state.conversationId, memory);
-  emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: workflowId, conversation: state.conversationId, results: given.size } });
-  return advance(deps, input, { workflowId, version: claimed.version }, state, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit);
 }
 
-/** Runs the agents until nothing is in flight; saves the state; answers with tool calls or the final answer. */
-async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId: number; version: number }, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void): Promise<TurnResult> {
+type Advance = { print: string; takeover: boolean };
+type CallOutcome = { i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number };
+
+/**
+ * Runs the agents until nothing is in flight; saves the state; answers with tool calls or the
+ * final answer. While it runs, the request renews its lease on the workflow (a heartbeat every
+ * third of the lease); a request that took the workflow over from a dead holder (`takeover`)
+ * reuses each call the holder had completed (its row, by its deterministic key).
+ */
+async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId: number; version: number }, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
+  const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
+  const beat = setInterval(() => {
+    renewUltraSession(deps.db, at.workflowId, at.version, new Date(Date.now() + leaseMs)).then(
+      (held) => held || deps.log?.warn({ workflow: at.workflowId }, 'fugu-ultra: another request took this workflow over'),
+      (e: unknown) => deps.log?.warn({ workflow: at.workflowId, err: (e as Error).message }, 'fugu-ultra: could not renew the lease of a workflow'),
+    );
+  }, Math.max(100, Math.floor(leaseMs / 3)));
+  beat.unref();
+  try {
+    return await runAgents(deps, input, at, state, conductor, emit, opts);
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/** The key of an agent's call: deterministic from the state, so a request that takes the workflow over finds the calls its holder made. */
+const callKey = (workflowId: number, step: number, turn: number, attempt: number): string => `wf${workflowId}.s${step}.t${turn}${attempt > 1 ? `.a${attempt}` : ''}`;
+
+async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflowId: number; version: number }, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
   const { db } = deps;
   const d = input.deployment;
   const { workflowId } = at;
@@ -375,24 +516,66 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
   const byId = new Map(d.workers.map((w) => [w.id, w]));
   const workerOf = (i: number): StoredWorker => {
     const w = byId.get(state.workerIds[i]!);
-    if (!w) throw new UltraRequestError(503, `workflow ${workflowId}'s step ${i + 1} runs on worker ${state.specs[i]!.name}, which this gateway's pool no longer has`, { code: 'worker_unavailable' });
+    if (!w) throw new UltraRequestError(503, `workflow ${workflowId}'s step ${i} runs on worker ${state.specs[i]!.name}, which this gateway's pool no longer has`, { code: 'worker_unavailable' });
     return w;
   };
   const workers: Tally = { inputTokens: 0, outputTokens: 0, cost: 0n };
   const tools = input.tools && input.tools.length > 0 ? input.tools : undefined;
   let ended: 'step-error' | 'budget-usd' | undefined;
+  // the step that failed (after its retries): resumable unless its provider refused the request itself
+  let failed: { step: number; resumable: boolean } | undefined;
   // the workflow's budget (options.maxUsd): no step starts once the Conductor and the agents have spent it
   const maxUsd = state.options.maxUsd !== undefined ? parseUsd(state.options.maxUsd) : undefined;
   const spent = (): bigint => parseUsd(state.base.conductorCost ?? '0') + state.agents.reduce((t, a) => t + parseUsd(a.cost), 0n);
   let budgetHit = state.agents.some((a) => a.finish === 'budget-tool-turns');
-  const inFlight = new Map<number, Promise<{ i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number }>>();
+  const inFlight = new Map<number, Promise<CallOutcome>>();
+  const retry = deps.retry ?? DEFAULT_RETRY;
+
+  /** One call of agent i: the holder's completed call when taking over, else the worker's, tried again on a transient error. */
+  const callAgent = async (i: number, worker: StoredWorker, req: ChatRequest, streamed: boolean): Promise<{ result: ChatResult; cost: bigint }> => {
+    const a = state.agents[i]!;
+    if (opts.takeover) {
+      // the calls its holder made of this turn (the next tries' keys too: a holder may have tried again)
+      const tries = [0, 1, 2, 3].map((k) => a.attempt + k);
+      const rows = new Map((await getChatCalls(db, tries.map((n) => callKey(workflowId, i, a.turns, n)))).map((r) => [r.key, r]));
+      const done = tries.find((n) => rows.get(callKey(workflowId, i, a.turns, n))?.status === 'ok');
+      if (done !== undefined) {
+        const prior = rows.get(callKey(workflowId, i, a.turns, done))!;
+        a.attempt = done;
+        a.lastKey = prior.key;
+        const result = prior.response as unknown as ChatResult;
+        if (streamed && result.text) emit({ type: 'text-delta', text: result.text });
+        return { result, cost: parseUsd(prior.cost) };
+      }
+      // failed, or in flight when its holder died (no row): one more call, under its own key (both rows kept)
+      a.attempt = Math.max(a.attempt, ...tries.filter((n) => rows.has(callKey(workflowId, i, a.turns, n)))) + 1;
+    }
+    const t0 = Date.now();
+    for (let n = 1; ; n++) {
+      const key = callKey(workflowId, i, a.turns, a.attempt);
+      a.lastKey = key;
+      let emitted = false;
+      try {
+        return await (streamed
+          ? streamCall(deps, worker, req, key, (text) => {
+            emitted = true;
+            emit({ type: 'text-delta', text });
+          })
+          : deps.call(worker, req, key));
+      } catch (e) {
+        const wait = retry.baseMs * 2 ** (n - 1);
+        if (!isTransientError(e) || emitted || n > retry.attempts || Date.now() - t0 + wait > retry.deadlineMs) throw e;
+        emit({ type: 'progress', progress: { event: 'step.retry', workflow: workflowId, step: i, worker: worker.name, attempt: a.attempt + 1, error: toWireError(e).message } });
+        a.attempt += 1;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  };
 
   const launch = (i: number): void => {
     const a = state.agents[i]!;
     const worker = workerOf(i);
     a.turns += 1;
-    const key = `wf${workflowId}.s${i}.t${a.turns}.v${at.version}`;
-    a.lastKey = key;
     const req: ChatRequest = {
       messages: a.messages,
       ...(tools && { tools, ...(input.toolChoice !== undefined && { toolChoice: input.toolChoice }), ...(input.parallelToolCalls !== undefined && { parallelToolCalls: input.parallelToolCalls }) }),
@@ -405,10 +588,9 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
     }
     emit({ type: 'progress', progress: { event: a.turns === 1 ? 'step.started' : 'step.continued', workflow: workflowId, step: i, worker: worker.name, turn: a.turns } });
     const t0 = Date.now();
-    const streamed = input.stream && i === schedule.finalStep;
-    const p = (streamed ? streamCall(deps, worker, req, key, (text) => emit({ type: 'text-delta', text })) : deps.call(worker, req, key)).then(
-      (o) => ({ i, ok: true as const, result: o.result, cost: o.cost, ms: Date.now() - t0 }),
-      (error: unknown) => ({ i, ok: false as const, error, ms: Date.now() - t0 }),
+    const p = callAgent(i, worker, req, input.stream && i === schedule.finalStep).then(
+      (o): CallOutcome => ({ i, ok: true, result: o.result, cost: o.cost, ms: Date.now() - t0 }),
+      (error: unknown): CallOutcome => ({ i, ok: false, error, ms: Date.now() - t0 }),
     );
     inFlight.set(i, p);
   };
@@ -437,13 +619,23 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
     const worker = workerOf(o.i);
     a.latencyMs += o.ms;
     if (!o.ok) {
-      a.status = 'error';
       a.error = toWireError(o.error);
       ended = 'step-error';
+      // a provider's 400 is the request's (its tools, its parameters): the same request fails again; anything else can be tried again
+      const resumable = a.error.code !== 'provider-bad-request';
+      failed ??= { step: o.i, resumable };
+      if (resumable) {
+        // the same request again makes this call again, under a new key; the turn it was is taken again
+        a.status = 'call';
+        a.turns -= 1;
+        a.attempt += 1;
+      } else a.status = 'error';
       emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'error', error: a.error.message } });
       continue;
     }
     const r = o.result;
+    a.attempt = 1;
+    a.error = null;
     a.tokensIn += r.usage.inputTokens;
     a.tokensOut += r.usage.outputTokens;
     a.cost = formatUsd(parseUsd(a.cost) + o.cost);
@@ -486,19 +678,37 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
 
   const waiting = state.agents.flatMap((a, i) => (a.status === 'tools' ? [i] : []));
   const steps = (): TurnStep[] => state.agents.map((a, i) => ({ step: i, worker: state.specs[i]!.name, access: state.specs[i]!.access, status: a.status, toolTurns: a.toolTurns, finish: a.finish }));
-  const common = { workflowId, conversationId: state.conversationId, usage: { conductor, workers }, topology: state.base.topology ?? 'single', conductor: state.conductor };
+  const common = { workflowId, conversationId: state.conversationId, usage: { conductor, workers }, topology: state.base.topology ?? 'single', conductor: state.conductor, replayed: false };
+  const lost = (): UltraRequestError => new UltraRequestError(409, `workflow ${workflowId} was taken by another request while this one ran`, { code: 'workflow_busy', retryAfterS: 1 });
+  // what this turn's calls cost (the steps that answered, the Conductor's on a first turn) is the request's
+  const cost = conductor.cost + workers.cost;
+
+  if (failed?.resumable && ended === 'step-error') {
+    // the workflow waits to be continued: the same request sent again makes the failed call again
+    // (the steps that answered are not paid again), until the tool-result deadline
+    state.resume = opts.print;
+    await saveSteps(db, workflowId, state);
+    if (!(await saveUltraSession(db, workflowId, at.version, { status: 'tools', state, deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    const a = state.agents[failed.step]!;
+    throw new UltraRequestError(
+      502,
+      `workflow ${workflowId}: step ${failed.step} (${state.specs[failed.step]!.name}) failed: ${a.error?.message ?? 'no answer'}; send the same request again to continue from this step (the steps that answered are not paid again)`,
+      { code: 'provider_error', cost },
+    );
+  }
 
   if (waiting.length > 0 && !ended) {
     // every agent that waits: one assistant message with all their calls
     const calls = waiting.flatMap((i) => state.agents[i]!.pending.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })));
-    await saveSteps(db, workflowId, state);
-    const saved = await saveUltraSession(db, workflowId, at.version, { status: 'tools', state, deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) });
-    if (!saved) throw new UltraRequestError(409, `workflow ${workflowId} was taken by another request while this one ran`, { code: 'workflow_busy' });
     const finalWaits = waiting.includes(schedule.finalStep);
-    return {
+    const result: TurnResult = {
       ...common, status: 'tools', text: finalWaits ? state.agents[schedule.finalStep]!.toolText : '', toolCalls: calls, finishReason: 'tool-calls', workflowFinish: null,
       worker: state.specs[finalWaits ? schedule.finalStep : waiting[0]!]!.name, steps: steps(),
     };
+    remember(state, opts.print, result);
+    await saveSteps(db, workflowId, state);
+    if (!(await saveUltraSession(db, workflowId, at.version, { status: 'tools', state, deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    return result;
   }
 
   // the workflow has ended: agents that could not run (a failed step) are skipped
@@ -509,11 +719,18 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
       a.error = { code: 'abandoned', message: ended === 'budget-usd' ? 'the workflow reached its budget while this step waited for tool results' : 'another step failed while this step waited for tool results' };
     }
   }
-  await saveSteps(db, workflowId, state);
   const last = state.agents[schedule.finalStep]!;
   // a budget that ends the workflow before its final step: an answer with no text, cut (finish_reason length)
   const answered = last.status === 'done' || ended === 'budget-usd';
   const finishReason: WorkflowFinishReason = ended ?? (budgetHit ? 'budget-tool-turns' : 'answered');
+  const result: TurnResult | undefined = answered
+    ? {
+      ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
+      worker: state.specs[schedule.finalStep]!.name, steps: steps(),
+    }
+    : undefined;
+  if (result) remember(state, opts.print, result);
+  await saveSteps(db, workflowId, state);
   const totals = state.agents.reduce((t, a) => ({ tin: t.tin + a.tokensIn, tout: t.tout + a.tokensOut, cost: t.cost + parseUsd(a.cost) }), { tin: 0, tout: 0, cost: 0n });
   await finishWorkflow(db, workflowId, {
     ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: last.status === 'done' ? null : 'unanswered', reward: null, score: null,
@@ -522,20 +739,15 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
   });
   await saveUltraSession(db, workflowId, at.version, { status: answered ? 'done' : 'failed', state, deadlineAt: null });
   emit({ type: 'progress', progress: { event: 'workflow.finished', workflow: workflowId, finish_reason: finishReason } });
-  if (!answered) {
-    const failed = state.agents.findIndex((a) => a.status === 'error');
-    const f = state.agents[failed];
-    const where = `workflow ${workflowId}: step ${failed + 1} (${state.specs[failed]?.name ?? '?'})`;
-    // what this turn's calls cost (the steps that answered, the Conductor's on a first turn) is the request's
-    const cost = conductor.cost + workers.cost;
-    // a provider's 400 is the request's (its tools, its parameters), as for a worker called by name
+  if (!result) {
+    // the step that failed, numbered as in the fugu object (from 0), and its worker
+    const step = failed?.step ?? state.agents.findIndex((a) => a.status === 'error');
+    const where = `workflow ${workflowId}: step ${step} (${state.specs[step]?.name ?? '?'})`;
+    const f = state.agents[step];
     if (f?.error?.code === 'provider-bad-request') throw new UltraRequestError(400, `${where}: the worker's provider refused the request: ${f.error.message}`, { code: 'provider_bad_request', cost });
     throw new UltraRequestError(502, `${where} failed: ${f?.error?.message ?? 'no answer'}`, { code: 'provider_error', cost });
   }
-  return {
-    ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
-    worker: state.specs[schedule.finalStep]!.name, steps: steps(),
-  };
+  return result;
 }
 
 /** The final step's call, streamed: its text deltas go out as they come; the whole result is assembled. */
@@ -598,17 +810,24 @@ async function conversationOfHistory(deps: InteractiveDeps, input: TurnInput): P
 }
 
 function newAgent(): AgentState {
-  return { status: 'waiting', messages: [], turns: 0, toolTurns: 0, pending: [], toolText: '', answer: null, finish: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, lastKey: null, replay: null, error: null, saved: false };
+  return { status: 'waiting', messages: [], turns: 0, toolTurns: 0, pending: [], toolText: '', answer: null, finish: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, lastKey: null, replay: null, error: null, saved: false, attempt: 1 };
 }
 
+/** The state of a session, of this version or the previous (read as this one); a 409 naming both for any other. */
 function readState(s: UltraSession): SessionState {
-  const st = s.state as unknown as SessionState;
-  if (st?.v !== CURRENT_STATE) throw new UltraRequestError(409, `workflow ${s.workflowId} was saved by another version of fugu (state v${String(st?.v)}; this one reads v${CURRENT_STATE})`, { code: 'workflow_state_version' });
-  return st;
+  const st = s.state as unknown as Omit<SessionState, 'v'> & { v: number };
+  if (!(SUPPORTED_STATE_VERSIONS as readonly number[]).includes(st?.v)) {
+    throw new UltraRequestError(409, `workflow ${s.workflowId} was saved by another version of fugu (state v${String(st?.v)}; this one reads v${SUPPORTED_STATE_VERSIONS.join(' and v')})`, { code: 'workflow_state_version' });
+  }
+  // v1: no call attempts (its keys ended .v<version>, which no v2 key does), no stored answers
+  return {
+    ...st, v: CURRENT_STATE, replies: st.replies ?? [], resume: st.resume ?? null,
+    agents: st.agents.map((a) => ({ ...a, attempt: a.attempt ?? 1 })),
+  };
 }
 
-function leaseUntil(deps: InteractiveDeps): Date {
-  return new Date(Date.now() + (deps.leaseMs ?? 10 * 60_000));
+function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
+  return new Date(Date.now() + (deps.leaseMs ?? DEFAULT_LEASE_MS));
 }
 
 /** The step rows of the steps that have ended (each written once). */
@@ -633,7 +852,7 @@ export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'leaseMs
 }
 
 async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: UltraSession): Promise<boolean> {
-  const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, new Date(Date.now() + (deps.leaseMs ?? 600_000)));
+  const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
   if (!claimed) return false;
   const state = readState(claimed);
   for (const a of state.agents) {
