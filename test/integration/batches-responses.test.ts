@@ -166,9 +166,9 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
       [2, 'streams', 'invalid_value', 'body.stream'],
       [3, 'continues', 'invalid_value', 'body.previous_response_id'],
       [4, 'stores', 'invalid_value', 'body.store'],
-      [5, 'background', 'invalid_value', 'background'],
-      [6, 'web', 'invalid_value', 'tools[0].type'],
-      [7, 'no-input', 'invalid_value', 'input'],
+      [5, 'background', 'invalid_value', 'body.background'],
+      [6, 'web', 'invalid_value', 'body.tools[0].type'],
+      [7, 'no-input', 'invalid_value', 'body.input'],
       [8, 'wrong-url', 'invalid_value', 'url'],
       [9, 'ultra-conversation', 'invalid_value', 'body.fugu.conversation'],
     ]);

@@ -135,7 +135,8 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
     } catch (e) {
       // the router or the pool unavailable for now: not the line's fault, the part is read again later
       if (e instanceof GatewayError && (e.status >= 500 || e.status === 429)) throw e;
-      if (e instanceof GatewayError) return { line: l.line, ok: false, error: { code: e.errorCode ?? e.type, message: `line ${l.line}: ${e.message}`, param: e.param } };
+      // (the field named in the line's terms: its body's)
+      if (e instanceof GatewayError) return { line: l.line, ok: false, error: { code: e.errorCode ?? e.type, message: `line ${l.line}: ${e.message}`, param: e.param && (e.param.startsWith('body.') ? e.param : `body.${e.param}`) } };
       return { line: l.line, ok: false, error: { code: 'invalid_request', message: `line ${l.line}: ${(e as Error).message}` } };
     }
   }

@@ -1,7 +1,7 @@
 // The Batch API's objects and requests as OpenAI defines them (the file object, the batch object
 // with its status, request_counts and timestamps in Unix seconds), and the checks of a new batch.
 import { getBatchRow, getFileRow, insertBatch, listBatchRows, requestBatchCancel, type BatchRow, type Db, type FileRow } from '@fugu/db';
-import { newId } from './files.ts';
+import { hasNonBlankLine, newId } from './files.ts';
 
 /** Endpoints a batch may run (each line's `url` is the batch's). */
 export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/responses'] as const;
@@ -89,7 +89,9 @@ export async function createBatch(db: Db, keyId: string | null, allowed: string[
   const f = await getFileRow(db, r.inputFileId, keyId);
   if (!f) throw notFound('file', r.inputFileId);
   if (f.purpose !== 'batch') throw new BatchApiError(400, `input_file_id: file ${f.id} has purpose "${f.purpose}"; a batch reads a file uploaded with purpose "batch"`, 'invalid_value', 'input_file_id');
-  if (f.lines === 0) throw new BatchApiError(400, `input_file_id: file ${f.id} has no lines`, 'invalid_value', 'input_file_id');
+  if (f.lines === 0 || !(await hasNonBlankLine(db, f.id))) {
+    throw new BatchApiError(400, `input_file_id: file ${f.id} has no requests (it is empty${f.lines === 0 ? '' : ', or has only blank lines'})`, 'invalid_value', 'input_file_id');
+  }
   return insertBatch(db, {
     id: newId('batch_'), apiKeyId: keyId, endpoint: r.endpoint, inputFileId: f.id, completionWindow: r.completionWindow, metadata: r.metadata, allowed,
     total: f.lines, expiresAt: new Date(Date.now() + COMPLETION_WINDOWS[r.completionWindow]),

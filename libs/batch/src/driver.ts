@@ -31,7 +31,7 @@ import {
 import { reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions, type ChatCallSpec } from '@fugu/calls';
 import { providerCallQueueFor } from '@fugu/queue';
 import { scrub, type Logger } from '@fugu/telemetry';
-import { FileWriter, readParts } from './files.ts';
+import { FileWriter, readParts, type FilePartLines } from './files.ts';
 import { customIdOf, parseLine, type LineError } from './lines.ts';
 
 /**
@@ -327,7 +327,7 @@ export class BatchDriver {
   }
 
   /** Reads, checks and runs one input part; returns it open (its calls pending, its local lines waiting to run). */
-  async #submitPart(b: BatchRow, input: { part: number; firstLine: number; lines: string[] }, local: Local): Promise<OpenPart> {
+  async #submitPart(b: BatchRow, input: FilePartLines, local: Local): Promise<OpenPart> {
     const { db, codec } = this.#o;
     const first = input.firstLine;
     const last = first + input.lines.length - 1;
@@ -341,6 +341,11 @@ export class BatchDriver {
     input.lines.forEach((text, i) => {
       const line = first + i;
       if (known.has(line)) return;
+      const bad = input.invalid?.get(i);
+      if (bad !== undefined) {
+        rows.push({ line, customId: customIdOf(text), model: null, worker: null, callId: null, error: { code: 'invalid_utf8', message: `line ${line}: ${bad}`, param: null } });
+        return;
+      }
       const e = parseLine(text, line, b.endpoint);
       if (e.ok) envelopes.push({ line, customId: e.customId, body: e.body });
       else rows.push({ line, customId: e.customId, model: null, worker: null, callId: null, error: e.error });

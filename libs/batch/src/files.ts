@@ -3,6 +3,7 @@
 // file ever holds it whole; a batch's driver reads its input part by part, each part's lines
 // numbered from the file's first line (1).
 import { randomBytes } from 'node:crypto';
+import { isUtf8 } from 'node:buffer';
 import { addFilePart, createFileRow, deleteFileRow, finishFileRow, getFileParts, getFileRow, type Db, type FileRow } from '@fugu/db';
 
 export const FILE_LIMITS = {
@@ -15,6 +16,9 @@ export const FILE_LIMITS = {
   /** a part is cut at the first line end past this many bytes */
   partBytes: 1024 * 1024,
 } as const;
+
+const NEWLINE = Buffer.from('\n');
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
 
 export type FileLimits = { maxBytes: number; maxLines: number; maxLineBytes: number; partBytes: number };
 
@@ -66,9 +70,9 @@ export class FileWriter {
     return this.#lines;
   }
 
-  /** One line (without its newline). */
-  async line(text: string): Promise<void> {
-    const b = Buffer.from(`${text}\n`, 'utf8');
+  /** One line (without its newline): text, or bytes kept as they are (an upload's). */
+  async line(text: string | Buffer): Promise<void> {
+    const b = typeof text === 'string' ? Buffer.from(`${text}\n`, 'utf8') : Buffer.concat([text, NEWLINE]);
     this.#chunks.push(b);
     this.#size += b.length;
     this.#lines++;
@@ -149,22 +153,75 @@ export async function storeUpload(
 async function addLine(w: FileWriter, raw: Buffer, limits: FileLimits): Promise<void> {
   if (w.lines + 1 > limits.maxLines) throw new FileLimitError(`file: more than ${limits.maxLines} lines (the limit of one batch file, FUGU_BATCH_MAX_LINES)`, 400, 'too_many_lines');
   if (raw.length > limits.maxLineBytes) throw new FileLimitError(`file: line ${w.lines + 1} is longer than ${limits.maxLineBytes} bytes`, 400, 'line_too_long');
-  // a CRLF file's lines without their CR
+  // a CRLF file's lines without their CR; the bytes as sent (invalid UTF-8 is its line's error when a batch reads it)
   const end = raw.length > 0 && raw[raw.length - 1] === 13 ? raw.length - 1 : raw.length;
-  await w.line(raw.toString('utf8', 0, end));
+  await w.line(raw.subarray(0, end));
 }
 
-/** A file's parts from `from` on, each with its lines (numbered), a few parts per query. */
-export async function* readParts(db: Db, fileId: string, from = 0): AsyncGenerator<{ part: number; firstLine: number; lines: string[] }> {
+/** A part of a file: its lines (numbered from firstLine), and why those that are not UTF-8 cannot be read (by index in `lines`). */
+export type FilePartLines = { part: number; firstLine: number; lines: string[]; invalid?: Map<number, string> };
+
+/**
+ * A file's parts from `from` on, each with its lines (numbered), a few parts per query. A UTF-8
+ * byte order mark before the first line is not part of it; a line that is not valid UTF-8 is in
+ * `invalid` (its text has U+FFFD in place of the bad bytes).
+ */
+export async function* readParts(db: Db, fileId: string, from = 0): AsyncGenerator<FilePartLines> {
   for (let next = from; ; ) {
     const parts = await getFileParts(db, fileId, next, 4);
     if (parts.length === 0) return;
     for (const p of parts) {
-      const text = p.data.toString('utf8');
+      const data = p.part === 0 && p.data.subarray(0, 3).equals(BOM) ? p.data.subarray(3) : p.data;
+      const text = data.toString('utf8');
       const lines = text.endsWith('\n') ? text.slice(0, -1).split('\n') : text.split('\n');
-      yield { part: p.part, firstLine: p.firstLine, lines };
+      yield { part: p.part, firstLine: p.firstLine, lines, ...(!isUtf8(data) && { invalid: invalidLines(data) }) };
       next = p.part + 1;
     }
+  }
+}
+
+/** The lines of a part that are not valid UTF-8 (index -> what is wrong, naming the byte offset in the line). */
+function invalidLines(data: Buffer): Map<number, string> {
+  const out = new Map<number, string>();
+  for (let i = 0, start = 0; start < data.length; i++) {
+    const nl = data.indexOf(10, start);
+    const line = data.subarray(start, nl < 0 ? data.length : nl);
+    const at = invalidUtf8At(line);
+    if (at >= 0) out.set(i, `not valid UTF-8 at byte offset ${at} of the line (byte 0x${line[at]!.toString(16).padStart(2, '0')}); a batch file is UTF-8 text`);
+    if (nl < 0) break;
+    start = nl + 1;
+  }
+  return out;
+}
+
+/** The offset of the first byte that does not begin a valid UTF-8 character (RFC 3629: no overlongs, surrogates or code points past U+10FFFF); -1: valid. */
+function invalidUtf8At(b: Uint8Array): number {
+  for (let i = 0; i < b.length; ) {
+    const c = b[i]!;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    const n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : 0;
+    // (a lead byte without its n continuation bytes before the end: invalid)
+    if (n === 0 || i + n >= b.length) return i;
+    // the second byte's range excludes overlongs (e0, f0), surrogates (ed) and past U+10FFFF (f4)
+    const lo = c === 0xe0 ? 0xa0 : c === 0xf0 ? 0x90 : 0x80;
+    const hi = c === 0xed ? 0x9f : c === 0xf4 ? 0x8f : 0xbf;
+    if (b[i + 1]! < lo || b[i + 1]! > hi) return i;
+    for (let k = 2; k <= n; k++) if ((b[i + k]! & 0xc0) !== 0x80) return i;
+    i += n + 1;
+  }
+  return -1;
+}
+
+/** Whether a file has a line that is not blank (a file of only blank lines has no request). */
+export async function hasNonBlankLine(db: Db, fileId: string): Promise<boolean> {
+  for (let next = 0; ; next++) {
+    const [p] = await getFileParts(db, fileId, next, 1);
+    if (!p) return false;
+    const data = p.part === 0 && p.data.subarray(0, 3).equals(BOM) ? p.data.subarray(3) : p.data;
+    for (const x of data) if (x !== 0x20 && x !== 0x09 && x !== 0x0a && x !== 0x0d) return true;
   }
 }
 
