@@ -405,14 +405,14 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
     // turn 2: prose instead of the three lists
     const e2 = await refused(c.chat.completions.create({ model: 'fugu-ultra', messages: [...history, { role: 'user', content: 'And tomorrow? GARBLE-PROSE' }], fugu: { conversation } } as never));
     expectRefusal(e2, { status: 502, code: 'conductor_error', param: null, message: /^the Conductor \(llm:writer\) wrote no valid workflow: model id: no `model id = \[\.\.\.\]` list found$/ }, 'prose');
-    const r2 = await rowOf(`ultra.${conversation}.2`);
+    const r2 = await rowOf(`ultra.${fullKeyId}/${conversation}.2`);
     expect([r2.status, r2.finish_reason, r2.parse_ok, r2.completion]).toEqual(['failed', 'parse-error', false, PROSE]);
     expect(r2.parse_error).toEqual({ list: 'model id', message: 'model id: no `model id = [...]` list found' });
 
     // turn 3, streamed: lists of different lengths (a 502 before the first byte, as JSON)
     const e3 = await refused(c.chat.completions.create({ model: 'fugu-ultra', messages: [...history, { role: 'user', content: 'And the day after? GARBLE-LISTS' }], stream: true, fugu: { conversation } } as never));
     expectRefusal(e3, { status: 502, code: 'conductor_error', param: null, message: /wrote no valid workflow: subtasks, step 2 \(1-based; index 1 in the lists\): 1 entries but model id has 2/ }, 'short lists');
-    const r3 = await rowOf(`ultra.${conversation}.3`);
+    const r3 = await rowOf(`ultra.${fullKeyId}/${conversation}.3`);
     expect([r3.status, r3.finish_reason, r3.completion]).toEqual(['failed', 'parse-error', SHORT_LISTS]);
     expect(r3.parse_error).toMatchObject({ list: 'subtasks', step: 2 });
     // no interactive state for a workflow that never ran, no agent called
@@ -428,12 +428,12 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
     const t4 = await c.chat.completions.create({ model: 'fugu-ultra', messages: [...history, { role: 'user', content: 'Then what about Lyon?' }], fugu: { conversation } } as never);
     expect(t4.choices[0]!.message.content).toBe('beta aggregated the proposals');
     expect((t4 as Json).fugu.conversation).toBe(conversation);
-    const r4 = await rowOf(`ultra.${conversation}.4`);
+    const r4 = await rowOf(`ultra.${fullKeyId}/${conversation}.4`);
     expect([r4.status, r4.finish_reason, r4.parse_ok]).toEqual(['done', 'answered', true]);
     expect(Number(r4.id)).toBe((t4 as Json).fugu.workflow);
     expect(JSON.stringify(stubs.alpha!.requests[0]!.body.messages)).toContain(QUESTION);
     expect(conductorCalls()).toHaveLength(4);
-    expect((await database.db.selectFrom('ultra_conversations').select('turns').where('id', '=', conversation).executeTakeFirstOrThrow()).turns).toBe(4);
+    expect((await database.db.selectFrom('ultra_conversations').select('turns').where('id', '=', conversation).where('api_key_id', '=', fullKeyId).executeTakeFirstOrThrow()).turns).toBe(4);
   });
 
   it('/v1/responses: a garbled turn is a 502 that stores nothing; the chain goes on from the last good response', async () => {
@@ -444,12 +444,12 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
     const e = await refused(c.responses.create({ model: 'fugu-ultra', previous_response_id: r1.id, input: 'And tomorrow? GARBLE-PROSE' }));
     expectRefusal(e, { status: 502, code: 'conductor_error', param: null, message: /wrote no valid workflow: model id: no `model id = \[\.\.\.\]` list found/ }, 'prose');
     expect((await snapshot()).responses).toBe(stored.responses);
-    const failed = await rowOf(`ultra.${r1.id}.2`);
+    const failed = await rowOf(`ultra.${fullKeyId}/${r1.id}.2`);
     expect([failed.status, failed.finish_reason]).toEqual(['failed', 'parse-error']);
     const r3 = await c.responses.create({ model: 'fugu-ultra', previous_response_id: r1.id, input: 'Then what about Lyon?' });
     expect(r3.output_text).toBe('beta aggregated the proposals');
     expect((r3 as Json).fugu.conversation).toBe(r1.id);
-    const ok = await rowOf(`ultra.${r1.id}.3`);
+    const ok = await rowOf(`ultra.${fullKeyId}/${r1.id}.3`);
     expect([ok.status, ok.finish_reason]).toEqual(['done', 'answered']);
   });
 });
@@ -540,15 +540,15 @@ describe('fugu-ultra: the inputs the fuzzing found a 5xx for', () => {
     expect(long).toMatchObject({ status: 414, body: { error: { type: 'invalid_request_error', param: null, code: 'url_too_long' } } });
   });
 
-  it('another key\'s conversation: a 400 naming fugu.conversation (was the param "conversation", which no request has), nothing stored', async () => {
+  it('another key\'s conversation id: a conversation of this key\'s own, nothing of theirs read or changed (was a 400 telling the id was in use)', async () => {
     await publish('fixed:moa:2');
     const other = await createApiKey(database.db, { name: 'conversation-owner' });
     const theirs = await client(other.key).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] });
     const conversation = (theirs as Json).fugu.conversation as string;
-    const before = await snapshot();
-    const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], fugu: { conversation } } as never));
-    expectRefusal(e, { status: 400, code: 'invalid_value', param: 'fugu.conversation', message: new RegExp(`no conversation "${conversation}" for this API key`) }, 'chat');
-    expect(await snapshot()).toEqual(before);
+    const turns = (key: string) => database.db.selectFrom('ultra_conversations').select('turns').where('id', '=', conversation).where('api_key_id', '=', key).executeTakeFirst();
+    const mine = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], fugu: { conversation } } as never);
+    expect((mine as Json).fugu.conversation).toBe(conversation);
+    expect([await turns(other.record.id), await turns(fullKeyId)]).toEqual([{ turns: 1 }, { turns: 1 }]);
   });
 
   it('a seed past 32 bits: a 400 naming seed, nothing stored (was a 500: the workflows row\'s seed is an integer)', async () => {
@@ -797,7 +797,7 @@ describe('fugu-ultra: fuzzing chat completions and /v1/responses', () => {
     respWaiting = { id: r.id, outputs: rCalls.map((c) => ({ type: 'function_call_output', call_id: c.call_id, output: 'cloudy' })) };
     const workflows = (await database.db.selectFrom('workflows').select('id').execute()).map((w) => Number(w.id));
     const conversations = (await database.db.selectFrom('ultra_conversations').select('id').execute()).map((c) => c.id);
-    // another key's conversation: a fugu.conversation naming it must be refused
+    // another key's conversation id: a fugu.conversation naming it is a conversation of this key's own
     const other = await createApiKey(database.db, { name: 'other' });
     const theirs = await client(other.key).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] });
     conversations.push((theirs as Json).fugu.conversation);

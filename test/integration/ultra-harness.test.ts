@@ -173,7 +173,7 @@ describe('an agent harness on a scratch folder', () => {
     expect(t2.rounds).toBe(3);
     // two workflows of one conversation, both answered
     const wfs = await database.db.selectFrom('workflows').select(['key', 'status', 'finish_reason']).orderBy('id').execute();
-    expect(wfs.map((w) => [w.key.replace(/conv_[^.]+/, 'C'), w.status, w.finish_reason])).toEqual([['ultra.C.1', 'done', 'answered'], ['ultra.C.2', 'done', 'answered']]);
+    expect(wfs.map((w) => [w.key.replace(/key_[^/]+\/conv_[^.]+/, 'K/C'), w.status, w.finish_reason])).toEqual([['ultra.K/C.1', 'done', 'answered'], ['ultra.K/C.2', 'done', 'answered']]);
   });
 
   it('completes the same task through a single worker by name', async () => {

@@ -482,6 +482,8 @@ export interface UltraDeploymentsTable {
 export interface UltraConversationsTable {
   id: string;
   api_key_id: string | null;
+  /** coalesce(api_key_id, ''), generated: a conversation is (key_scope, id) (0016_ultra_conversation_keys) */
+  key_scope: ColumnType<string, never, never>;
   turns: Generated<number>;
   created_at: Generated<Date>;
 }
@@ -492,6 +494,8 @@ export interface UltraSessionsTable {
   workflow_id: ColumnType<string, number, never>;
   conversation_id: string;
   api_key_id: string | null;
+  /** coalesce(api_key_id, ''), generated (0016_ultra_conversation_keys) */
+  key_scope: ColumnType<string, never, never>;
   status: UltraSessionStatus;
   version: Generated<number>;
   state: JSONColumnType<Record<string, unknown>>;
@@ -501,6 +505,8 @@ export interface UltraSessionsTable {
 }
 
 export interface UltraToolLogTable {
+  /** the conversation's key: its API key's id, '' without auth (0016_ultra_conversation_keys) */
+  key_scope: string;
   conversation_id: string;
   seq: number;
   workflow_id: ColumnType<string, number, never>;

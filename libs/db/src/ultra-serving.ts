@@ -1,9 +1,8 @@
-// fugu-ultra served (migration 0011_ultra_serving): deployments, conversations scoped to an API
-// key, the durable state of interactive workflows (versioned: a save or claim from a stale
+// fugu-ultra served (migration 0011_ultra_serving): deployments, conversations per API key (an id
+// names one conversation of each key, 0016_ultra_conversation_keys), the durable state of interactive workflows (versioned: a save or claim from a stale
 // version writes nothing, so two gateway replicas never both advance one workflow), and each
 // conversation's shared tool memory.
 import { sql } from 'kysely';
-import { InputError } from '@fugu/core';
 import type { Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
 
@@ -29,21 +28,21 @@ export async function getUltraDeployment(db: Db, name: string): Promise<UltraDep
   return row && { name: row.name, conductor: row.conductor, pool: row.pool, options: row.options, publishedAt: row.published_at };
 }
 
+/** A conversation's key in its tables: the API key's id, '' without auth (the same id under two keys is two conversations). */
+const scopeOf = (keyId: string | null): string => keyId ?? '';
+
 /**
  * The conversation `id` of this API key (`keyId` null: no auth), made when new; the next turn's
- * number (1, 2, ...) is taken atomically. A conversation of another key is an InputError naming
- * `field` that does not say whether it exists.
+ * number (1, 2, ...) is taken atomically. Another key's conversation of the same id is another
+ * conversation: nothing of it is read or told.
  */
-export async function nextConversationTurn(db: Db, id: string, keyId: string | null, field: string): Promise<number> {
-  await db.insertInto('ultra_conversations').values({ id, api_key_id: keyId }).onConflict((oc) => oc.column('id').doNothing()).execute();
+export async function nextConversationTurn(db: Db, id: string, keyId: string | null): Promise<number> {
   const row = await db
-    .updateTable('ultra_conversations')
-    .set((eb) => ({ turns: eb('turns', '+', 1) }))
-    .where('id', '=', id)
-    .where(keyId === null ? sql<boolean>`api_key_id is null` : sql<boolean>`api_key_id = ${keyId}`)
+    .insertInto('ultra_conversations')
+    .values({ id, api_key_id: keyId, turns: 1 })
+    .onConflict((oc) => oc.columns(['key_scope', 'id']).doUpdateSet((eb) => ({ turns: eb('ultra_conversations.turns', '+', 1) })))
     .returning('turns')
-    .executeTakeFirst();
-  if (!row) throw new InputError(`no conversation "${id}" for this API key`, { field });
+    .executeTakeFirstOrThrow();
   return row.turns;
 }
 
@@ -142,33 +141,35 @@ export type ToolMemoryEntry = { seq: number; workflowId: number; step: number; n
  * Idempotent by `callId` (the client-visible id of the call): an entry whose call is already in
  * the memory is not appended again (a request run again after its gateway died).
  */
-export async function appendToolMemory(db: Db, conversationId: string, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'> & { callId?: string }>): Promise<void> {
+export async function appendToolMemory(db: Db, conversationId: string, keyId: string | null, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'> & { callId?: string }>): Promise<void> {
   if (entries.length === 0) return;
+  const scope = scopeOf(keyId);
   await db.transaction().execute(async (tx) => {
     // one writer per conversation at a time (a row lock on the conversation)
-    await sql`select 1 from ultra_conversations where id = ${conversationId} for update`.execute(tx);
+    await sql`select 1 from ultra_conversations where key_scope = ${scope} and id = ${conversationId} for update`.execute(tx);
     const ids = entries.flatMap((e) => (e.callId !== undefined ? [e.callId] : []));
     const have = ids.length === 0
       ? new Set<string>()
-      : new Set((await tx.selectFrom('ultra_tool_log').select('call_id').where('conversation_id', '=', conversationId).where('call_id', 'in', ids).execute()).map((r) => r.call_id));
+      : new Set((await tx.selectFrom('ultra_tool_log').select('call_id').where('key_scope', '=', scope).where('conversation_id', '=', conversationId).where('call_id', 'in', ids).execute()).map((r) => r.call_id));
     const fresh = entries.filter((e) => e.callId === undefined || !have.has(e.callId));
     if (fresh.length === 0) return;
-    const { rows } = await sql<{ last: number | null }>`select max(seq) as last from ultra_tool_log where conversation_id = ${conversationId}`.execute(tx);
+    const { rows } = await sql<{ last: number | null }>`select max(seq) as last from ultra_tool_log where key_scope = ${scope} and conversation_id = ${conversationId}`.execute(tx);
     const last = rows[0]?.last ?? 0;
     await tx
       .insertInto('ultra_tool_log')
       .values(fresh.map((e, i) => ({
-        conversation_id: conversationId, seq: last + i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
+        key_scope: scope, conversation_id: conversationId, seq: last + i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
       })))
       .execute();
   });
 }
 
 /** The newest `limit` entries of a conversation's memory, oldest first, and how many there are in all. */
-export async function readToolMemory(db: Db, conversationId: string, limit: number): Promise<{ entries: ToolMemoryEntry[]; total: number }> {
+export async function readToolMemory(db: Db, conversationId: string, keyId: string | null, limit: number): Promise<{ entries: ToolMemoryEntry[]; total: number }> {
   const rows = await db
     .selectFrom('ultra_tool_log')
     .select(['seq', 'workflow_id', 'step', 'name', 'arguments', 'result'])
+    .where('key_scope', '=', scopeOf(keyId))
     .where('conversation_id', '=', conversationId)
     .orderBy('seq', 'desc')
     .limit(limit)

@@ -16,6 +16,7 @@ import * as m0012 from './0012_responses.ts';
 import * as m0013 from './0013_batches.ts';
 import * as m0014 from './0014_batch_local_lines.ts';
 import * as m0015u from './0015_ultra_durable.ts';
+import * as m0016 from './0016_ultra_conversation_keys.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -33,4 +34,5 @@ export const migrations: Record<string, Migration> = {
   '0013_batches': m0013,
   '0014_batch_local_lines': m0014,
   '0015_ultra_durable': m0015u,
+  '0016_ultra_conversation_keys': m0016,
 };
