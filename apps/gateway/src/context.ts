@@ -53,6 +53,11 @@ export type RequestRecord = {
   route?: string;
   /** its row is in the record journal (sealed before the answer's last byte) */
   sealed?: boolean;
+  /**
+   * the client went away before its answer was complete: the row waits for the handler's end (what
+   * its calls cost is charged then) and says so (status 499, `client_closed`)
+   */
+  clientClosed?: boolean;
 };
 
 /** Which call of a request this is: `key` is unique per provider call (the request's row id + attempt). */
@@ -266,7 +271,8 @@ export function createContext(opts: {
   async function seal(rec: RequestRecord, status: number): Promise<void> {
     if (!writer || rec.sealed || !rec.authenticated || rec.route === undefined || !RECORDED_ROUTES.has(rec.route)) return;
     rec.sealed = true;
-    await writer.seal(requestRow(rec, status, performance.now() - rec.startedAt));
+    if (rec.clientClosed) rec.errorCode ??= 'client_closed';
+    await writer.seal(requestRow(rec, rec.clientClosed ? CLIENT_CLOSED : status, performance.now() - rec.startedAt));
   }
 
   // ---- routing ------------------------------------------------------------------------------
@@ -368,6 +374,9 @@ export function createContext(opts: {
 export const RECORDED_ROUTES = new Set(['/v1/chat/completions', '/v1/responses', '/v1/rewards']);
 
 /** A request's `requests` row as its record stands. */
+/** The status of a request whose client went away before its answer (nginx's 499). */
+export const CLIENT_CLOSED = 499;
+
 export function requestRow(rec: RequestRecord, status: number, totalMs: number): NewRequestRow {
   return {
     id: rec.id,

@@ -86,7 +86,11 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
       raw.write(ChunkWriter.error(ge.body()));
     } else {
       rec.errorCode = 'client_closed';
-      rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
+      // the row (status 499) with what the calls made so far cost
+      if (!rec.sealed) {
+        ctx.charge(input.caller, rec, classify(a.worker, e)?.cost ?? 0n);
+        await seal();
+      }
     }
   }
   raw.end();

@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { FastifyRequest } from 'fastify';
 import { formatUsd } from '@fugu/core';
-import { RECORDED_ROUTES, requestRow, type GatewayContext } from '../context.ts';
+import { CLIENT_CLOSED, RECORDED_ROUTES, requestRow, type GatewayContext } from '../context.ts';
 import { unencapsulated } from './shared.ts';
 
 const SANE_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -26,7 +26,12 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
     const rec = ctx.record(req);
     rec.route = req.routeOptions.url ?? 'unmatched';
     void reply.header('x-request-id', rec.requestId);
-    reply.raw.once('close', () => finish(req, reply.raw.statusCode, performance.now() - rec.startedAt));
+    reply.raw.once('close', () => {
+      // the client went away mid-answer: the handler goes on (a workflow finishes, its calls are
+      // paid), and its end writes the row with what it cost (ctx.seal), not this moment's
+      if (!reply.raw.writableFinished && !rec.sealed) rec.clientClosed = true;
+      finish(req, rec.clientClosed ? CLIENT_CLOSED : reply.raw.statusCode, performance.now() - rec.startedAt);
+    });
   });
 
   // the row is in the journal before the JSON answer goes out (streams seal their own)
@@ -58,7 +63,7 @@ export const recordsPlugin = unencapsulated<{ ctx: GatewayContext }>(async (app,
       },
       'request',
     );
-    if (!ctx.writer || rec.sealed || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
+    if (!ctx.writer || rec.sealed || rec.clientClosed || !rec.authenticated || !RECORDED_ROUTES.has(route)) return;
     ctx.writer.row(requestRow(rec, status, ms));
   }
 

@@ -228,7 +228,11 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
       raw.write(w.fail(ge.body().error, shell.build({ status: 'failed', model, output: w.output, error: responseError(ge.status, ge.message) })));
     } else {
       rec.errorCode = 'client_closed';
-      rec.providerMs = performance.now() - t0 - (rec.routingMs ?? 0);
+      // the row (status 499) with what the calls made so far cost
+      if (!rec.sealed) {
+        ctx.charge(input.caller, rec, classify(a.worker, e)?.cost ?? 0n);
+        await seal();
+      }
     }
   }
   raw.end();

@@ -86,12 +86,14 @@ export type InteractiveDeps = {
    * (heartbeat); a holder that died mid-step frees it within this time (default 6 s)
    */
   leaseMs?: number;
-  /** a step's call on a connection error, 429 or 5xx: tried again this many times at most, backing off from baseMs, within deadlineMs of its first try (default 3, 200 ms, 30 s) */
+  /** a step's call on a connection error, 429 or 5xx: tried again this many times at most, backing off from baseMs (doubling, at most 2 s; a 429's retry-after when longer), within deadlineMs of its first try (default 5, 250 ms, 30 s) */
   retry?: { attempts: number; baseMs: number; deadlineMs: number };
 };
 
 const DEFAULT_LEASE_MS = 6_000;
-const DEFAULT_RETRY = { attempts: 3, baseMs: 200, deadlineMs: 30_000 };
+const DEFAULT_RETRY = { attempts: 5, baseMs: 250, deadlineMs: 30_000 };
+/** the longest wait between two tries of a step's call */
+const MAX_BACKOFF_MS = 2_000;
 
 export type TurnInput = {
   deployment: UltraDeploymentRef;
@@ -109,9 +111,9 @@ export type TurnInput = {
   conversation?: string;
   /**
    * the new workflow's key, when the caller names it (a batch line: `<batch id>.<line>`); default
-   * `ultra.<conversation>.<turn>`, a new workflow each turn. A turn run again under the same key
+   * `ultra.<key id>/<conversation>.<turn>` (`ultra.<conversation>.<turn>` without auth), a new workflow each turn. A turn run again under the same key
    * (its process died) runs that workflow again from its start, whatever became of it: the same
-   * workflow id, so its agents' calls have the same keys (`wf<id>.s<step>.t<turn>.v0`), and a
+   * workflow id, so its agents' calls have the same keys (`wf<id>.s<step>.t<turn>`), and a
    * caller whose calls are idempotent by key (chat-call jobs) pays for none of them twice.
    */
   workflowKey?: string;
@@ -335,13 +337,13 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   }
 
   const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? `conv_${randomBytes(12).toString('base64url')}`;
-  // a conversation of another key: named where the request gave it (chat's fugu.conversation; the Responses API maps it to its chain)
-  const turn = await nextConversationTurn(db, conversationId, input.keyId, input.conversation !== undefined ? 'fugu.conversation' : 'messages');
+  // the key's own conversation of that id (another key's of the same id is another conversation)
+  const turn = await nextConversationTurn(db, conversationId, input.keyId);
 
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
   const seed = input.seed ?? 0;
-  const key = input.workflowKey ?? `ultra.${conversationId}.${turn}`;
+  const key = input.workflowKey ?? `ultra.${input.keyId === null ? '' : `${input.keyId}/`}${conversationId}.${turn}`;
   const [workflowId] = await insertWorkflows(db, [{ key, poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> }]);
   const row = input.workflowKey !== undefined ? await reopenWorkflow(db, workflowId!) : await claimWorkflow(db, workflowId!);
   if (!row) throw new UltraRequestError(409, `workflow ${key} is already running`, { code: 'workflow_busy' });
@@ -385,7 +387,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const specs: WorkflowStepSpec[] = workflow.steps.map((s, i) => ({ worker: s.worker, name: names[i]!, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access] }));
 
   // what every agent is told: the conversation so far, and what earlier workflows' tools found
-  const memory = d.options.sharedMemory && input.sharedMemory !== false ? await readToolMemory(db, conversationId, d.options.memoryMaxEntries) : undefined;
+  const memory = d.options.sharedMemory && input.sharedMemory !== false ? await readToolMemory(db, conversationId, input.keyId, d.options.memoryMaxEntries) : undefined;
   const memoryText = memory ? renderToolMemory(memory.entries, memory.total, { maxEntries: d.options.memoryMaxEntries, maxChars: d.options.memoryMaxChars }) : '';
   const task = [conversationText(input.messages, lastUserAt), memoryText].filter((t) => t !== '').join('\n\n');
   const system = input.messages.filter((m) => m.role === 'system').map((m) => messageText(m)).join('\n\n');
@@ -475,7 +477,7 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
       a.status = 'call';
     });
     // idempotent by call id: a request taken over after its holder died appends nothing twice
-    if (input.deployment.options.sharedMemory) await appendToolMemory(db, st.conversationId, memory);
+    if (input.deployment.options.sharedMemory) await appendToolMemory(db, st.conversationId, st.keyId, memory);
   });
 }
 
@@ -563,7 +565,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
           })
           : deps.call(worker, req, key));
       } catch (e) {
-        const wait = retry.baseMs * 2 ** (n - 1);
+        const wait = Math.max(Math.min(MAX_BACKOFF_MS, retry.baseMs * 2 ** (n - 1)), (e as { retryAfterMs?: number }).retryAfterMs ?? 0);
         if (!isTransientError(e) || emitted || n > retry.attempts || Date.now() - t0 + wait > retry.deadlineMs) throw e;
         emit({ type: 'progress', progress: { event: 'step.retry', workflow: workflowId, step: i, worker: worker.name, attempt: a.attempt + 1, error: toWireError(e).message } });
         a.attempt += 1;
