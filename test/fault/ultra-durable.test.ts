@@ -122,7 +122,7 @@ describe('fugu-ultra under faults', () => {
     delayMs.beta = 60_000;
     const onA = new OpenAI({ apiKey: key, baseURL: a.url, maxRetries: 0 });
     const lost = rounds.map((r) => onA.chat.completions.create({ model: 'fugu-ultra', messages: r.history, tools }).then(() => 'answered', () => 'lost'));
-    const alphaDone = sql<{ n: number }>`select count(*)::int as n from chat_calls where key = any(${rounds.map((r) => `wf${r.wf}.s0.t2`)}::text[]) and status = 'ok'`;
+    const alphaDone = sql<{ n: number }>`select count(*)::int as n from chat_calls where key like any(${rounds.map((r) => `wf${r.wf}.s0.t2%`)}::text[]) and status = 'ok'`;
     await expect.poll(async () => (await count(alphaDone)) === n && continuations('beta').length === n, { timeout: 60_000 }).toBe(true);
     await a.app.kill9();
     expect(await Promise.all(lost)).toEqual(Array(n).fill('lost'));
