@@ -119,6 +119,8 @@ export const chatRequestSchema = z
         // fugu-ultra: continue this conversation (its shared tool memory); false: no shared memory this turn
         conversation: z.string().regex(/^[A-Za-z0-9_.:-]{1,100}$/, 'must be 1 to 100 letters, digits, _ . : -').optional(),
         shared_memory: z.boolean().optional(),
+        // fugu-ultra: false sends every agent's tool call to the client (default: identical calls of one answer merged)
+        merge_tool_calls: z.boolean().optional(),
       })
       .strict()
       .nullable()
@@ -130,9 +132,9 @@ export type WireChatRequest = z.infer<typeof chatRequestSchema>;
 
 /**
  * The fugu extension of a chat request: `{"fugu": {"lambda": 0.5, "workers": ["a", "b"]}}`;
- * fugu-ultra also reads `conversation` and `shared_memory`.
+ * fugu-ultra also reads `conversation`, `shared_memory` and `merge_tool_calls`.
  */
-export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean };
+export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean; merge_tool_calls?: boolean };
 
 // Chat Completions fields the gateway knows but cannot serve: a 400 naming them, not a silent drop.
 const REFUSED: Record<string, string> = {

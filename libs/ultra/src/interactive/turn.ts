@@ -124,6 +124,12 @@ export type TurnInput = {
   idempotencyKey?: string;
   /** false: this turn's agents are not shown the conversation's earlier tool traffic */
   sharedMemory?: boolean;
+  /**
+   * false: every agent's tool call reaches the client as its own call. Default: calls of one
+   * answer with the same name and arguments are one client-visible call, whose result goes back
+   * to every agent that made it (a side-effecting tool runs once)
+   */
+  mergeToolCalls?: boolean;
   seed?: number;
   /** stream the final step's tokens (TurnEvent text-delta) */
   stream: boolean;
@@ -159,7 +165,8 @@ export type TurnResult = {
 // ---- the durable state --------------------------------------------------------------------
 
 type AgentStatus = 'waiting' | 'call' | 'tools' | 'done' | 'error' | 'skipped';
-type PendingCall = { id: string; agentCallId: string; name: string; arguments: string };
+/** `alias`: the client-visible call that answers this one (another agent's identical call of the same message, merged) */
+type PendingCall = { id: string; agentCallId: string; name: string; arguments: string; alias?: string };
 type AgentState = {
   status: AgentStatus;
   /** the agent's private transcript: its prompt, then its own tool calls and their results */
@@ -440,7 +447,8 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   // the same results sent again (a client that gave up on the answer, an SDK's retry): the stored answer
   if (state.replies.some((r) => r.print === print) || state.resume === print) return resumeTurn(deps, input, s, print, emit);
   if (s.status === 'running' && (s.deadlineAt?.getTime() ?? 0) > Date.now()) throw busy(workflowId, s);
-  const pending = new Map(state.agents.flatMap((a) => a.pending.map((c) => [c.id, c] as const)));
+  // the calls the client was sent (a merged call answers the agents' identical ones too)
+  const pending = new Map(state.agents.flatMap((a) => a.pending.flatMap((c) => (c.alias === undefined ? [[c.id, c] as const] : []))));
   const late = s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
   if (late) await expireSession(deps, s);
   if (late || (s.status === 'failed' && state.agents.some((a) => a.finish === 'tool-timeout'))) {
@@ -468,8 +476,9 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
       a.messages.push({
         role: 'tool',
         content: a.pending.map((c) => {
-          const r = given.get(c.id)!;
-          memory.push({ workflowId, step: i, name: c.name, arguments: c.arguments, result: r.content, callId: c.id });
+          const r = given.get(c.alias ?? c.id)!;
+          // shared memory records a merged call once
+          if (c.alias === undefined) memory.push({ workflowId, step: i, name: c.name, arguments: c.arguments, result: r.content, callId: c.id });
           return { type: 'tool-result' as const, toolCallId: c.agentCallId, name: c.name, content: r.content, ...(r.isError && { isError: true }) };
         }),
       });
@@ -503,6 +512,38 @@ async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId
     return await runAgents(deps, input, at, state, conductor, emit, opts);
   } finally {
     clearInterval(beat);
+  }
+}
+
+/**
+ * The calls the client is sent: the agents' pending calls, each of those with the name and
+ * arguments (compared as JSON, keys in any order) of an earlier one answered by it (`alias`).
+ */
+function clientCalls(pending: PendingCall[], merge: boolean): ToolCall[] {
+  const first = new Map<string, string>();
+  const out: ToolCall[] = [];
+  for (const c of pending) {
+    const same = `${c.name}\u0000${canonicalJson(c.arguments)}`;
+    const alias = merge ? first.get(same) : undefined;
+    if (alias !== undefined) {
+      c.alias = alias;
+      continue;
+    }
+    delete c.alias;
+    first.set(same, c.id);
+    out.push({ id: c.id, name: c.name, arguments: c.arguments });
+  }
+  return out;
+}
+
+/** A JSON text with its objects' keys sorted (the text itself when it is not JSON). */
+function canonicalJson(text: string): string {
+  const sorted = (v: unknown): unknown =>
+    Array.isArray(v) ? v.map(sorted) : v !== null && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, sorted((v as Record<string, unknown>)[k])])) : v;
+  try {
+    return JSON.stringify(sorted(JSON.parse(text)));
+  } catch {
+    return text;
   }
 }
 
@@ -700,8 +741,8 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
   }
 
   if (waiting.length > 0 && !ended) {
-    // every agent that waits: one assistant message with all their calls
-    const calls = waiting.flatMap((i) => state.agents[i]!.pending.map((c) => ({ id: c.id, name: c.name, arguments: c.arguments })));
+    // every agent that waits: one assistant message with all their calls, identical ones merged
+    const calls = clientCalls(waiting.flatMap((i) => state.agents[i]!.pending), input.mergeToolCalls !== false);
     const finalWaits = waiting.includes(schedule.finalStep);
     const result: TurnResult = {
       ...common, status: 'tools', text: finalWaits ? state.agents[schedule.finalStep]!.toolText : '', toolCalls: calls, finishReason: 'tool-calls', workflowFinish: null,
