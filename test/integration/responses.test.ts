@@ -52,14 +52,14 @@ const worker = (name: string, stub: OpenAIStub, price: [string, string] = ['0', 
 });
 
 /** A model kind beside the router and the workers, as fugu-ultra registers: an extension object, extra usage fields, progress events while it streams. */
-const ultraSeen: Array<{ req: ChatRequest; conversation: string | undefined }> = [];
+const ultraSeen: Array<{ req: ChatRequest; conversation: string | undefined; newConversation: string | undefined }> = [];
 const ULTRA_COST = 5_000_000n;
 const ultraLike: ModelHandler = {
   id: 'ultra-like',
   ownedBy: 'fugu',
   visibleTo: () => true,
   complete: async (input) => {
-    ultraSeen.push({ req: input.req, conversation: input.conversation });
+    ultraSeen.push({ req: input.req, conversation: input.conversation, newConversation: input.newConversation });
     return {
       result: { text: 'workflow answer', content: [{ type: 'text', text: 'workflow answer' }], toolCalls: [], usage: { inputTokens: 7, outputTokens: 3 }, finishReason: 'stop', model: 'ultra-like' },
       worker: 'alpha',
@@ -71,7 +71,7 @@ const ultraLike: ModelHandler = {
     };
   },
   stream: async (input) => {
-    ultraSeen.push({ req: input.req, conversation: input.conversation });
+    ultraSeen.push({ req: input.req, conversation: input.conversation, newConversation: input.newConversation });
     const breaks = JSON.stringify(input.req.messages).includes('BREAK');
     async function* events(): AsyncGenerator<AnswerEvent> {
       yield { type: 'progress', progress: { step: 1, worker: 'alpha', status: 'started' } };
@@ -436,7 +436,9 @@ describe('another model kind (fugu-ultra works the same way)', () => {
 
   it("hands the model the conversation's identity: the chain's first response", async () => {
     const r1 = await client().responses.create({ model: 'ultra-like', input: 'First.' });
-    expect(ultraSeen.at(-1)!.conversation).toBe(r1.id);
+    // a new chain: the id a new conversation takes, no constraint (its input may continue a workflow by its call ids)
+    expect(ultraSeen.at(-1)!.newConversation).toBe(r1.id);
+    expect(ultraSeen.at(-1)!.conversation).toBeUndefined();
     const r2 = await client().responses.create({ model: 'gamma', previous_response_id: r1.id, input: 'Second.' });
     await client().responses.create({ model: 'ultra-like', previous_response_id: r2.id, input: 'Third.' });
     expect(ultraSeen.at(-1)!.conversation).toBe(r1.id);

@@ -30,6 +30,8 @@ export type ChatInput = {
   signal: AbortSignal;
   /** an explicit conversation identity (the Responses API's first response of the chain); fugu-ultra keys its state on it */
   conversation?: string;
+  /** the id a new conversation takes (the Responses API's new chain: this response's id); no constraint on a continuation */
+  newConversation?: string;
   /** the request's Idempotency-Key header (fugu-ultra: the same key again gets the stored answer) */
   idempotencyKey?: string;
   /**

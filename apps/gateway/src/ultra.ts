@@ -94,6 +94,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ...(input.batch
         ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key }
         : (input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
+      ...(input.newConversation !== undefined && { newConversation: input.newConversation }),
       ...(options.shared_memory !== undefined && { sharedMemory: options.shared_memory }),
       ...(options.merge_tool_calls !== undefined && { mergeToolCalls: options.merge_tool_calls }),
       ...(input.idempotencyKey !== undefined && !input.batch && { idempotencyKey: input.idempotencyKey }),

@@ -40,7 +40,7 @@ import { parseBody } from '../wire.ts';
 import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
 
 /** Stores a finished response (a no-op with store: false or without a database). */
-type Save = (response: Record<string, unknown>, output: readonly ConversationItem[], worker: string) => Promise<void>;
+type Save = (response: Record<string, unknown>, output: readonly ConversationItem[], worker: string, conversation?: string) => Promise<void>;
 
 const previousNotFound = (id: string, asked: string): GatewayError =>
   new GatewayError(400, id === asked ? `Previous response with id '${id}' not found.` : `Previous response with id '${id}' not found (response '${asked}' continues it, and it is gone).`, {
@@ -82,8 +82,17 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     const shell = new ResponseObject(body, store);
     // the conversation's identity: the root of the chain (this response when it continues none)
     const conversation = history.conversationId ?? shell.id;
-    const save: Save = store ? (response, output, worker) => saveResponse(ctx, { shell, body, keyId, own, conversation, response, output, worker }) : async () => {};
-    const input: ChatInput = { req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), conversation, ...idempotencyKeyOf(request) };
+    // stored under the conversation the answer names (fugu-ultra: its workflow's, which a stateless tool loop continues)
+    const save: Save = store
+      ? (response, output, worker, named) => saveResponse(ctx, { shell, body, keyId, own, conversation: named ?? conversation, response, output, worker })
+      : async () => {};
+    // a chain continued by previous_response_id is that conversation; a new one is this response's,
+    // unless its input continues a workflow by its tool calls' ids (a stateless tool loop: the
+    // whole input sent again, with store: false or without previous_response_id)
+    const input: ChatInput = {
+      req, caller, options: body.fugu ?? {}, record: rec, signal: clientSignal(reply), ...idempotencyKeyOf(request),
+      ...(history.conversationId !== undefined ? { conversation } : { newConversation: conversation }),
+    };
     if (body.stream) {
       const t0 = performance.now();
       const answer = await inResponsesTerms(() => handler.stream(input), origins);
@@ -96,7 +105,7 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     rec.tokensOut = c.result.usage.outputTokens;
     ctx.charge(caller, rec, c.cost);
     const { response, output } = completedResponse(shell, c);
-    await save(response, output, c.worker);
+    await save(response, output, c.worker, c.headers['x-fugu-conversation']);
     return reply.headers(c.headers).send(response);
   });
 
@@ -210,7 +219,7 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
     ctx.charge(input.caller, rec, cost);
     const extension = a.extension?.();
     const response = shell.build({ status, model, output: w.output, usage: responsesUsage(finish.usage, cost, a.usageExtra?.()), incomplete, ...(extension && { extension }) });
-    await save(response, w.output, a.worker);
+    await save(response, w.output, a.worker, a.headers['x-fugu-conversation']);
     await seal();
     raw.write(closing);
     raw.write(w.finish(response));

@@ -107,8 +107,10 @@ export type TurnInput = {
   parallelToolCalls?: boolean;
   temperature?: number;
   maxTokens?: number;
-  /** an explicit conversation id (the Responses API's, or `fugu.conversation`) */
+  /** an explicit conversation id (the Responses API's chain, or `fugu.conversation`): tool results must belong to it */
   conversation?: string;
+  /** the id a new conversation takes when none is named or found in the history's tool calls (a new Responses API chain's) */
+  newConversation?: string;
   /**
    * the new workflow's key, when the caller names it (a batch line: `<batch id>.<line>`); default
    * `ultra.<key id>/<conversation>.<turn>` (`ultra.<conversation>.<turn>` without auth), a new workflow each turn. A turn run again under the same key
@@ -343,7 +345,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     throw bad(`seed: ${input.seed} is out of range for fugu-ultra: a workflow's seed is a 32-bit integer (-2147483648 to 2147483647)`, 'seed');
   }
 
-  const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? `conv_${randomBytes(12).toString('base64url')}`;
+  const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? input.newConversation ?? `conv_${randomBytes(12).toString('base64url')}`;
   // the key's own conversation of that id (another key's of the same id is another conversation)
   const turn = await nextConversationTurn(db, conversationId, input.keyId);
 
