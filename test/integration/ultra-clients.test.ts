@@ -8,6 +8,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import OpenAI from 'openai';
 import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { sql } from 'kysely';
@@ -26,6 +27,8 @@ const isAggregator = (req: RecordedRequest): boolean => JSON.stringify(req.body?
 function replyAs(name: string) {
   return (req: RecordedRequest): StubReply => {
     const last = req.body.messages.at(-1);
+    // a step bounded to 5 tokens is cut
+    if ((req.body.max_completion_tokens ?? req.body.max_tokens) === 5) return { type: 'text', text: `${name} was cut`, finish: 'length', usage: { input: 20, output: 5 } };
     if (isAggregator(req)) return { type: 'text', text: `${name} aggregated`, usage: { input: 40, output: 2 } };
     if (last.role === 'tool') return { type: 'text', text: `${name} read ${last.content}`, usage: { input: 30, output: 4 } };
     return { type: 'tool-calls', calls: [{ id: `own_${name}`, name: 'get_weather', arguments: `{"city":"${name === 'alpha' ? 'Paris' : 'Lyon'}"}` }], usage: { input: 20, output: 3 } };
@@ -93,4 +96,20 @@ describe('fugu-ultra: the Vercel AI SDK\'s Responses API tool loop', () => {
       expect(proposer.body.messages.at(-1)).toEqual({ role: 'tool', tool_call_id: 'own_alpha', content: expect.stringContaining('Paris: 14 C') });
     });
   }
+});
+
+describe('fugu-ultra: one set of stop rules on every path', () => {
+  it('a step cut at the deployment\'s maxTokensPerStep ends a served workflow budget-tokens, as a batch or eval workflow ends (was: the next step ran on the cut answer)', async () => {
+    await publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: { workflow: { maxTokensPerStep: 5 } } });
+    try {
+      const before = stubs.alpha!.requests.length + stubs.beta!.requests.length;
+      const r = await new OpenAI({ apiKey: key, baseURL: url, maxRetries: 0 }).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: 'Say a lot.' }] });
+      expect((r as unknown as { fugu: { finish_reason: string } }).fugu.finish_reason).toBe('budget-tokens');
+      expect(r.choices[0]!.finish_reason).toBe('length');
+      // the proposers were cut: the aggregator never ran
+      expect(stubs.alpha!.requests.length + stubs.beta!.requests.length - before).toBe(2);
+    } finally {
+      await publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: {} });
+    }
+  });
 });

@@ -27,6 +27,7 @@ import type { FuguConfig } from '@fugu/config';
 import type { Logger } from '@fugu/telemetry';
 import { GIVEN_CONDUCTOR, isGivenConductor } from './given.ts';
 import { validateWorkflowOptions, workerReplayParams, type WorkflowOptions } from './options.ts';
+import { budgetPico, cutAtTokenBound, finishReasonOf, overBudget, type WorkflowEnd } from './stop-rules.ts';
 
 /**
  * The fugu router's pick for a question (fixed:router): a pool worker's name. `workers` is the
@@ -207,8 +208,8 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
   let workerCost = 0n;
   let tokensIn = 0;
   let tokensOut = 0;
-  let ended: 'budget-usd' | 'budget-tokens' | 'step-error' | undefined;
-  const maxUsd = options.maxUsd !== undefined ? parseUsd(options.maxUsd) : undefined;
+  let ended: WorkflowEnd | undefined;
+  const budget = budgetPico(options);
 
   // dataflow: a step starts as soon as the steps it sees have answered (never waiting for a
   // level's other steps); once the workflow has ended (a budget, a failure) nothing new starts,
@@ -230,7 +231,7 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
         ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
         cached: r.cached, replay: replay ?? null, error: null,
       });
-      if (options.maxTokensPerStep !== undefined && r.result.finishReason === 'length') ended ??= 'budget-tokens';
+      if (cutAtTokenBound(options, r.result.finishReason)) ended ??= 'budget-tokens';
     } else {
       await env.saveStep({ ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
       ended = 'step-error';
@@ -239,7 +240,7 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
   for (;;) {
     if (!ended) {
       const ready = readySteps(schedule, answers.keys()).filter((i) => !started.has(i));
-      if (ready.length > 0 && maxUsd !== undefined && conductorCost + workerCost >= maxUsd) ended = 'budget-usd';
+      if (ready.length > 0 && overBudget(budget, conductorCost + workerCost)) ended = 'budget-usd';
       else if (ready.length > 0) {
         const calls = ready.map((i) => ({ id: chatId(row.id, i), worker: states[i]!.worker, request: stepRequest(row, options, workflow, i, answers, states, item) }));
         // the steps that became ready together are submitted together (one enqueue), each waited for on its own
@@ -265,7 +266,7 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
   const last = states[schedule.finalStep]!;
   const finalResult = last.result?.status === 'ok' ? last.result.result : undefined;
   const totals: WorkflowFinish = { ...shape, workerTokensIn: tokensIn, workerTokensOut: tokensOut, workerCost: formatUsd(workerCost) };
-  const finishReason = ended === 'step-error' || ended === 'budget-usd' ? ended : finalResult ? (ended ?? 'answered') : (ended ?? 'step-error');
+  const finishReason = finishReasonOf(ended ?? (finalResult ? undefined : 'step-error'));
   const costPico = conductorCost + workerCost;
   if (!finalResult) {
     const r = item ? rewardOf({ parsed: true, costPico }, options.reward) : undefined;

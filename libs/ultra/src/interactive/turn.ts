@@ -27,6 +27,7 @@ import {
 import { isTransientError } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
 import { allowedWorkers, ConductorFailure, replayStepMetadata, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
+import { budgetPico, cutAtTokenBound, finishReasonOf, overBudget, type WorkflowEnd } from '../engine/stop-rules.ts';
 import type { WorkflowOptions } from '../engine/options.ts';
 import { parseToolCallId, signToolCallId, verifyToolCallId } from './ids.ts';
 import { renderToolMemory } from './memory.ts';
@@ -133,6 +134,8 @@ export type TurnInput = {
    */
   mergeToolCalls?: boolean;
   seed?: number;
+  /** the request's other step-level parameters (stop, top_p, response_format, ...): every step's call gets them, over the fields above */
+  params?: Partial<ChatRequest>;
   /** stream the final step's tokens (TurnEvent text-delta) */
   stream: boolean;
 };
@@ -549,6 +552,16 @@ function canonicalJson(text: string): string {
   }
 }
 
+/**
+ * A step's token bound: the deployment's per step (options.maxTokensPerStep, whose cut ends the
+ * workflow `budget-tokens` on every path), and for the final step, whose answer is the
+ * completion, the client's max_tokens too (the smaller).
+ */
+function maxTokensOf(options: Pick<WorkflowOptions, 'maxTokensPerStep'>, client: number | undefined): number | undefined {
+  const bounds = [options.maxTokensPerStep, client].filter((n): n is number => n !== undefined);
+  return bounds.length === 0 ? undefined : Math.min(...bounds);
+}
+
 /** The key of an agent's call: deterministic from the state, so a request that takes the workflow over finds the calls its holder made. */
 const callKey = (workflowId: number, step: number, turn: number, attempt: number): string => `wf${workflowId}.s${step}.t${turn}${attempt > 1 ? `.a${attempt}` : ''}`;
 
@@ -566,11 +579,11 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
   };
   const workers: Tally = { inputTokens: 0, outputTokens: 0, cost: 0n };
   const tools = input.tools && input.tools.length > 0 ? input.tools : undefined;
-  let ended: 'step-error' | 'budget-usd' | undefined;
+  let ended: WorkflowEnd | undefined;
   // the step that failed (after its retries): resumable unless its provider refused the request itself
   let failed: { step: number; resumable: boolean } | undefined;
   // the workflow's budget (options.maxUsd): no step starts once the Conductor and the agents have spent it
-  const maxUsd = state.options.maxUsd !== undefined ? parseUsd(state.options.maxUsd) : undefined;
+  const budget = budgetPico(state.options);
   const spent = (): bigint => parseUsd(state.base.conductorCost ?? '0') + state.agents.reduce((t, a) => t + parseUsd(a.cost), 0n);
   let budgetHit = state.agents.some((a) => a.finish === 'budget-tool-turns');
   const inFlight = new Map<number, Promise<CallOutcome>>();
@@ -621,11 +634,13 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
     const a = state.agents[i]!;
     const worker = workerOf(i);
     a.turns += 1;
+    const maxTokens = maxTokensOf(state.options, i === schedule.finalStep ? input.maxTokens : undefined);
     const req: ChatRequest = {
       messages: a.messages,
       ...(tools && { tools, ...(input.toolChoice !== undefined && { toolChoice: input.toolChoice }), ...(input.parallelToolCalls !== undefined && { parallelToolCalls: input.parallelToolCalls }) }),
       ...((input.temperature ?? state.options.temperature) !== undefined && { temperature: input.temperature ?? state.options.temperature }),
-      ...((state.options.maxTokensPerStep ?? input.maxTokens) !== undefined && { maxTokens: state.options.maxTokensPerStep ?? input.maxTokens }),
+      ...(maxTokens !== undefined && { maxTokens }),
+      ...input.params,
     };
     if (worker.provider === 'replay' && state.itemId !== null) {
       const seenTokens = state.sees[i]!.reduce((n, j) => n + state.agents[j]!.tokensOut, 0);
@@ -649,7 +664,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
           a.status = 'call';
         }
         if (a.status === 'call' && !inFlight.has(i)) {
-          if (maxUsd !== undefined && spent() >= maxUsd) {
+          if (overBudget(budget, spent())) {
             ended = 'budget-usd';
             break;
           }
@@ -715,6 +730,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
       continue;
     }
     a.messages.push({ role: 'assistant', content: r.text });
+    if (cutAtTokenBound(state.options, r.finishReason)) ended ??= 'budget-tokens';
     a.status = 'done';
     a.answer = r.text;
     a.finish = r.finishReason === 'length' ? 'length' : 'stop';
@@ -761,13 +777,13 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
     if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
     if (a.status === 'tools') {
       a.status = 'error';
-      a.error = { code: 'abandoned', message: ended === 'budget-usd' ? 'the workflow reached its budget while this step waited for tool results' : 'another step failed while this step waited for tool results' };
+      a.error = { code: 'abandoned', message: ended === 'step-error' ? 'another step failed while this step waited for tool results' : `the workflow ended (${ended}) while this step waited for tool results` };
     }
   }
   const last = state.agents[schedule.finalStep]!;
   // a budget that ends the workflow before its final step: an answer with no text, cut (finish_reason length)
-  const answered = last.status === 'done' || ended === 'budget-usd';
-  const finishReason: WorkflowFinishReason = ended ?? (budgetHit ? 'budget-tool-turns' : 'answered');
+  const answered = last.status === 'done' || ended === 'budget-usd' || ended === 'budget-tokens';
+  const finishReason: WorkflowFinishReason = finishReasonOf(ended, budgetHit);
   const result: TurnResult | undefined = answered
     ? {
       ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
