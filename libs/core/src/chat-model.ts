@@ -16,7 +16,7 @@ export type ChatRequest = {
   maxTokens?: number;
   reasoningEffort?: ReasoningEffort;
   // ---- standard Chat Completions parameters (each adapter maps what its provider supports;
-  // `unsupportedParams` in @fugu/providers says which a provider cannot honour)
+  // each adapter declares which it honours: PARAM_SUPPORT in @fugu/providers, docs/parameters.md)
   /** stop sequences (OpenAI `stop`, Anthropic `stop_sequences`, Gemini `stopSequences`) */
   stop?: string[];
   /** best-effort determinism */

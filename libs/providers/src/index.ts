@@ -42,4 +42,16 @@ export {
   type ReplayStoreSource,
 } from './factory.ts';
 export { canonicalJson, requestHash, type RequestHashSpec } from './request-hash.ts';
-export { STANDARD_PARAMS, requestedParams, unsupportedParams, type StandardParam } from './params.ts';
+export {
+  ALL_PARAMS,
+  PARAM_SUPPORT,
+  REQUEST_PARAMS,
+  honours,
+  requestedParams,
+  supportsAll,
+  unhonoured,
+  unsupportedParams,
+  type ParamSupport,
+  type RequestParam,
+  type Support,
+} from './params.ts';

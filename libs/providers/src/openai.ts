@@ -18,6 +18,7 @@ import { ConnectionError } from './errors.ts';
 import { mapOpenAIError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, estimatedUsage, requireApiKey, textOf, toolCallParts } from './shared.ts';
 import { ToolCallAssembler } from './tool-call-assembler.ts';
+import { supportsAll, type ParamSupport } from './param-support.ts';
 import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ResponseFormat, StreamEvent, TokenLogprob } from '@fugu/core';
 
 type Flavour = {
@@ -31,6 +32,9 @@ type Flavour = {
 const NO_KEY_PLACEHOLDER = 'no-api-key';
 
 class OpenAIChatCompletionsModel implements ChatModel {
+  /** every request parameter: each is sent by its own wire name (a compatible server that does not know one answers 400, passed on) */
+  static readonly params: ParamSupport = supportsAll();
+  readonly params = OpenAIChatCompletionsModel.params;
   readonly provider: Flavour['provider'];
   readonly modelId: string;
   readonly #client: OpenAI;

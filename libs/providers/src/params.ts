@@ -1,69 +1,37 @@
-// Which standard request parameters each provider path can honour. A parameter "asks for
-// something" only with a value that differs from the provider default (parallel_tool_calls
-// false, logprobs true, a response_format other than text, a non-empty stop list, ...); such a
-// parameter sent to a provider that cannot honour it would be silently dropped, so callers (the
-// gateway) refuse it or route around it instead.
+// Which request parameters each adapter can honour: one table, each row declared by the adapter
+// itself (its class's static `params`, after the Vercel AI SDK's habit of adapters reporting the
+// settings they cannot honour). A parameter "asks for something" only with a value that differs
+// from the provider default (parallel_tool_calls false, logprobs true, a response_format other than
+// text, a non-empty stop list, ...). Two kinds:
 //
-//   openai, openai-compatible   every field below (compatible servers get the same wire fields;
-//                               one that does not know a field answers 400, which is passed on)
-//   anthropic                   stop, parallel_tool_calls, user
-//   google                      stop, seed, penalties, response_format (JSON mode)
-//   replay                      every field: a replay worker returns what was recorded, so
-//                               sampling parameters have nothing to change (they are ignored)
+//   answer  changes the answer: an adapter honours it, or the caller (the gateway) refuses it with
+//           a 400 naming the field, or routes around the worker; never sent and silently dropped
+//   hint    changes no answer (the end user's id, the provider's service tier, its storage and
+//           prompt-cache bucket): passed on where the provider takes it, ignored elsewhere, never
+//           refused
+//
+// docs/parameters.md is generated from this table (apps/gateway/src/parameters.ts; a test keeps
+// it true).
 import type { ProviderKind } from '@fugu/core';
 import type { ChatRequest } from '@fugu/core';
+import { AnthropicChatModel } from './anthropic.ts';
+import { GoogleChatModel } from './google.ts';
+import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
+import { ReplayChatModel } from './replay.ts';
+import { REQUEST_PARAMS, unhonoured, type ParamSupport } from './param-support.ts';
 
-/** The standard fields of ChatRequest beyond messages/tools/sampling, by OpenAI wire name. */
-export const STANDARD_PARAMS = {
-  stop: 'stop',
-  seed: 'seed',
-  frequencyPenalty: 'frequency_penalty',
-  presencePenalty: 'presence_penalty',
-  logitBias: 'logit_bias',
-  logprobs: 'logprobs',
-  topLogprobs: 'top_logprobs',
-  responseFormat: 'response_format',
-  parallelToolCalls: 'parallel_tool_calls',
-  user: 'user',
-  serviceTier: 'service_tier',
-  store: 'store',
-  storeMetadata: 'metadata',
-  verbosity: 'verbosity',
-  promptCacheKey: 'prompt_cache_key',
-} as const satisfies Partial<Record<keyof ChatRequest, string>>;
+export * from './param-support.ts';
 
-export type StandardParam = keyof typeof STANDARD_PARAMS;
-
-const ALL = new Set(Object.keys(STANDARD_PARAMS) as StandardParam[]);
-
-const SUPPORTED: Record<ProviderKind, ReadonlySet<StandardParam>> = {
-  openai: ALL,
-  'openai-compatible': ALL,
-  anthropic: new Set<StandardParam>(['stop', 'parallelToolCalls', 'user']),
-  google: new Set<StandardParam>(['stop', 'seed', 'frequencyPenalty', 'presencePenalty', 'responseFormat']),
-  replay: ALL,
+/** The table: each provider kind's adapter's own declaration. */
+export const PARAM_SUPPORT: Readonly<Record<ProviderKind, ParamSupport>> = {
+  openai: OpenAIChatModel.params,
+  'openai-compatible': OpenAICompatibleChatModel.params,
+  anthropic: AnthropicChatModel.params,
+  google: GoogleChatModel.params,
+  replay: ReplayChatModel.params,
 };
 
-/** The standard parameters a request sets to something other than the provider default. */
-export function requestedParams(req: ChatRequest): StandardParam[] {
-  const out: StandardParam[] = [];
-  for (const p of ALL) {
-    const v = req[p];
-    if (v === undefined || v === null) continue;
-    if (p === 'stop' && (v as string[]).length === 0) continue;
-    if (p === 'parallelToolCalls' && v === true) continue;
-    if ((p === 'logprobs' || p === 'store') && v === false) continue;
-    if (p === 'responseFormat' && (v as { type: string }).type === 'text') continue;
-    if ((p === 'logitBias' || p === 'storeMetadata') && Object.keys(v as object).length === 0) continue;
-    out.push(p);
-  }
-  return out;
-}
-
-/** The requested parameters a provider cannot honour, as OpenAI wire names (e.g. `seed`). */
+/** The requested parameters a provider cannot honour, as Chat Completions names (e.g. `seed`). */
 export function unsupportedParams(provider: ProviderKind, req: ChatRequest): string[] {
-  const ok = SUPPORTED[provider];
-  return requestedParams(req)
-    .filter((p) => !ok.has(p))
-    .map((p) => STANDARD_PARAMS[p]);
+  return unhonoured(PARAM_SUPPORT[provider], req).map((p) => REQUEST_PARAMS[p].chat);
 }

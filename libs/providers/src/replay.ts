@@ -5,7 +5,8 @@
 import { estimateTokens, messageText, type RecordedOutcome } from '@fugu/core';
 import { AbortedError, BadRequestError } from './errors.ts';
 import { buildResult, promptText } from './shared.ts';
-import type { ChatModel, ChatRequest, ChatResult, StreamEvent } from '@fugu/core';
+import { supportsAll, type ParamSupport } from './param-support.ts';
+import type { ChatModel, ChatRequest, ChatResult, FinishReason, StreamEvent } from '@fugu/core';
 
 /** `replay`: further fields of the answer's `providerMetadata.replay` (e.g. a simulated step's rule and p). */
 export type ReplayHit = { itemId: string; outcome: RecordedOutcome; replay?: Record<string, unknown> };
@@ -26,6 +27,31 @@ export interface ReplayStore {
 export const REPLAY_DEFAULT_OUTPUT_TOKENS = 256;
 
 export class ReplayChatModel implements ChatModel {
+  /**
+   * A recorded answer cannot be sampled again: what reshapes it is honoured (max_tokens and stop
+   * cut it, as the model would have stopped), what would have sampled another answer is not.
+   */
+  static readonly params: ParamSupport = supportsAll({
+    temperature: false,
+    topP: false,
+    reasoningEffort: false,
+    toolChoice: { when: (req) => req.toolChoice === undefined || req.toolChoice === 'auto' || req.toolChoice === 'none', note: '"auto" or "none" (a recorded answer calls no tool)' },
+    seed: false,
+    frequencyPenalty: false,
+    presencePenalty: false,
+    logitBias: false,
+    logprobs: false,
+    topLogprobs: false,
+    responseFormat: false,
+    verbosity: false,
+    // hints: nowhere to send them
+    user: false,
+    serviceTier: false,
+    store: false,
+    storeMetadata: false,
+    promptCacheKey: false,
+  });
+  readonly params = ReplayChatModel.params;
   readonly provider = 'replay' as const;
   readonly modelId: string;
   readonly workerName: string;
@@ -62,16 +88,17 @@ export class ReplayChatModel implements ChatModel {
       );
     }
     const { outcome } = hit;
-    const text = outcome.answer ?? `[replay:${this.workerName}] recorded score ${outcome.score}`;
+    const recorded = outcome.answer ?? `[replay:${this.workerName}] recorded score ${outcome.score}`;
     const outputEstimate = outcome.answer !== undefined ? estimateTokens(outcome.answer) : REPLAY_DEFAULT_OUTPUT_TOKENS;
+    const { text, outputTokens, finishReason } = cut(recorded, outcome.tokensOut ?? outputEstimate, req);
     return buildResult({
       text,
       toolCalls: [],
       usage: {
         inputTokens: outcome.tokensIn ?? estimateTokens(promptText(req.messages)),
-        outputTokens: outcome.tokensOut ?? outputEstimate,
+        outputTokens,
       },
-      finishReason: 'stop',
+      finishReason,
       model: this.modelId,
       providerMetadata: { replay: { ...hit.replay, itemId: hit.itemId, score: outcome.score } },
     });
@@ -83,6 +110,25 @@ export class ReplayChatModel implements ChatModel {
     if (r.text) yield { type: 'text-delta', text: r.text };
     yield { type: 'finish', finishReason: r.finishReason, usage: r.usage, model: r.model };
   }
+}
+
+/**
+ * The recorded answer as the request's stop sequences and output limit would have ended it: cut
+ * before the first stop sequence (finish `stop`), then to maxTokens when its tokens are more
+ * (about 4 characters a token; finish `length`, outputTokens = maxTokens).
+ */
+export function cut(text: string, outputTokens: number, req: Pick<ChatRequest, 'stop' | 'maxTokens'>): { text: string; outputTokens: number; finishReason: FinishReason } {
+  let out = text;
+  let tokens = outputTokens;
+  const at = Math.min(...(req.stop ?? []).filter((s) => s !== '').map((s) => (out.includes(s) ? out.indexOf(s) : Infinity)));
+  if (at !== Infinity) {
+    out = out.slice(0, at);
+    tokens = Math.min(tokens, estimateTokens(out));
+  }
+  if (req.maxTokens !== undefined && tokens > req.maxTokens) {
+    return { text: out.slice(0, req.maxTokens * 4), outputTokens: req.maxTokens, finishReason: 'length' };
+  }
+  return { text: out, outputTokens: tokens, finishReason: 'stop' };
 }
 
 function preview(s: string): string {
