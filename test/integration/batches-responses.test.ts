@@ -89,7 +89,7 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
         i % 4 === 0 ? { model: 'fugu', input: prompt }
         : i % 4 === 1 ? { model: workers[i % workers.length]!, input: [{ role: 'user', content: prompt }], instructions: 'Answer briefly.' }
         : i % 4 === 2 ? { model: workers[i % workers.length]!, input: prompt, max_output_tokens: 64, metadata: { line: String(i + 1) } }
-        : { model: 'fugu', input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: prompt }] }], temperature: 0 };
+        : { model: 'fugu', input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: prompt }] }], max_output_tokens: 256 };
       return responsesLine(`r-${i}`, body);
     });
     const { batch, out, errors } = await runBatch(lines, '/v1/responses');

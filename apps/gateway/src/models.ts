@@ -3,7 +3,7 @@
 // further kinds (`fugu-ultra`, the Conductor) are one more registered ModelHandler: the chat
 // plugin only looks a name up here.
 import { performance } from 'node:perf_hooks';
-import type { Usage, WorkerSpec } from '@fugu/core';
+import type { ProviderKind, Usage, WorkerSpec } from '@fugu/core';
 import { isProviderError, unsupportedParams, type ChatRequest, type ChatResult, type StreamEvent } from '@fugu/providers';
 import { routingText } from '@fugu/serving';
 import { InputError } from '@fugu/core';
@@ -155,11 +155,23 @@ export function routerModel(ctx: GatewayContext): ModelHandler {
 }
 
 /**
+ * `fugu.conversation`, `fugu.shared_memory` and `fugu.merge_tool_calls` are fugu-ultra's (its
+ * conversation state, its agents' tool calls): a model that has none (the router, a worker)
+ * refuses them, naming the field, rather than ignore them.
+ */
+export function refuseUltraOptions(options: FuguOptions, model: string): void {
+  for (const k of ['conversation', 'shared_memory', 'merge_tool_calls'] as const) {
+    if (options[k] !== undefined) throw badField(`fugu.${k}`, `is fugu-ultra's (its conversations and agents); model "${model}" has none: leave it out`);
+  }
+}
+
+/**
  * The workers the router may choose for this request: the caller's, narrowed by `fugu.workers`,
- * then to those whose provider can honour every standard parameter asked for. None left: a 400
- * naming the parameter.
+ * then to those whose adapter can honour every parameter asked for (PARAM_SUPPORT: the router
+ * routes around a worker that cannot, rather than refuse). None left: a 400 naming the parameter.
  */
 export function eligibleWorkers(ctx: GatewayContext, input: ChatInput): string[] {
+  refuseUltraOptions(input.options, ROUTER_MODEL);
   let pool = input.caller.allowed;
   const only = input.options.workers;
   if (only) {
@@ -167,14 +179,28 @@ export function eligibleWorkers(ctx: GatewayContext, input: ChatInput): string[]
     if (bad.length > 0) throw badField('fugu.workers', `${bad.map((w) => `"${w}"`).join(', ')} ${bad.length === 1 ? 'is' : 'are'} not among this key's workers (${pool.join(', ')})`);
     pool = pool.filter((w) => only.includes(w));
   }
-  const missing = new Map(pool.map((w) => [w, unsupportedParams(ctx.specs.get(w)!.provider, input.req)]));
-  const capable = pool.filter((w) => missing.get(w)!.length === 0);
-  if (capable.length > 0) return capable;
-  // name the parameter that the most of these workers cannot honour
-  const counts = new Map<string, number>();
-  for (const ps of missing.values()) for (const p of ps) counts.set(p, (counts.get(p) ?? 0) + 1);
-  const param = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]![0];
-  throw badField(param, `no worker this request may use can honour it (workers: ${pool.map((w) => `${w} (${ctx.specs.get(w)!.provider})`).join(', ')})`);
+  const c = capableWorkers(pool, (w) => ctx.specs.get(w)!.provider, input.req);
+  if (c.capable.length > 0) return c.capable;
+  throw c.refusal();
+}
+
+/**
+ * The workers of `pool` whose adapter can honour every parameter `req` asks for (PARAM_SUPPORT),
+ * and the 400 to answer when too few are left: it names the parameter the most of the others
+ * cannot honour, and each worker with its provider.
+ */
+export function capableWorkers(pool: readonly string[], providerOf: (worker: string) => ProviderKind, req: ChatRequest): { capable: string[]; refusal(): GatewayError } {
+  const missing = new Map(pool.map((w) => [w, unsupportedParams(providerOf(w), req)]));
+  return {
+    capable: pool.filter((w) => missing.get(w)!.length === 0),
+    refusal: () => {
+      const counts = new Map<string, number>();
+      for (const ps of missing.values()) for (const p of ps) counts.set(p, (counts.get(p) ?? 0) + 1);
+      const param = [...counts.entries()].sort((a, b) => b[1] - a[1])[0]![0];
+      const cannot = pool.filter((w) => missing.get(w)!.includes(param));
+      return badField(param, `no worker this request may use can honour it (${cannot.length === 1 ? 'the worker' : 'workers'} ${cannot.map((w) => `${w} (${providerOf(w)})`).join(', ')} cannot)`);
+    },
+  };
 }
 
 // ---- a worker called by name ------------------------------------------------------------------
@@ -183,6 +209,7 @@ export function eligibleWorkers(ctx: GatewayContext, input: ChatInput): string[]
 export function planWorker(spec: WorkerSpec, input: ChatInput): Routed {
   if (input.options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "${ROUTER_MODEL}" only (this request calls the worker "${spec.name}")`);
   if (input.options.workers && !input.options.workers.includes(spec.name)) throw badField('fugu.workers', `does not include the worker "${spec.name}" that this request calls`);
+  refuseUltraOptions(input.options, spec.name);
   const missing = unsupportedParams(spec.provider, input.req);
   if (missing.length > 0) throw badField(missing[0]!, `the worker "${spec.name}" (${spec.provider}) cannot honour it; leave it out or call a worker that can`);
   return { candidates: [spec.name], routingMs: 0 };

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
-import type { ChatRequest, ChatResult } from '@fugu/providers';
+import { REQUEST_PARAMS, type ChatRequest, type ChatResult } from '@fugu/providers';
 import { GatewayError, badField, type OpenAIErrorBody } from './errors.ts';
 import type { Completion } from './models.ts';
 import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, toolParametersSchema, usdNumber, type FuguOptions } from './wire.ts';
@@ -132,7 +132,7 @@ export const responsesRequestSchema = z
 export type WireResponsesRequest = z.infer<typeof responsesRequestSchema>;
 
 // Responses parameters the gateway knows but cannot serve: a 400 naming them, not a silent drop.
-const REFUSED: Record<string, string> = {
+export const REFUSED: Record<string, string> = {
   conversation: 'server-side conversations are not supported: continue a response with previous_response_id',
   prompt: 'stored prompt templates are not supported by the gateway',
   max_tool_calls: 'built-in tool call limits are not supported (only function tools are served)',
@@ -180,6 +180,10 @@ export function checkResponsesFields(body: Record<string, unknown>): void {
     if (v === undefined || v === null) continue;
     if (k in REFUSED) throw badField(k, REFUSED[k]!);
     if (!(k in known)) throw badField(k, 'is not a Responses parameter this gateway knows (extensions go in the "fugu" object)');
+  }
+  // a Responses conversation is its chain of stored responses (ChatInput.conversation), for every model
+  if (isObject(body.fugu) && body.fugu.conversation !== undefined && body.fugu.conversation !== null) {
+    throw badField('fugu.conversation', 'on /v1/responses a conversation is its chain of responses: continue one with previous_response_id');
   }
   if (Array.isArray(body.tools)) {
     body.tools.forEach((t: unknown, i) => {
@@ -382,16 +386,29 @@ export function responsesParam(param: string | null, origins: readonly MessageOr
   return `input[${origin}]${field}`;
 }
 
-/** A model's refusal that names a chat message (`messages[i]...`) names the input item it came from instead (responsesParam); one of the conversation, the chain (previous_response_id). */
+/** A request parameter's Responses name where it differs from its Chat Completions name (`max_tokens` -> `max_output_tokens`, `response_format` -> `text.format`, ...). */
+const RESPONSES_NAME: ReadonlyMap<string, string> = new Map(
+  Object.values(REQUEST_PARAMS).flatMap((p): Array<[string, string]> => (p.responses !== null && p.responses !== p.chat ? [[p.chat, p.responses]] : [])),
+);
+
+/**
+ * A model's refusal in this request's terms: one that names a chat message (`messages[i]...`)
+ * names the input item it came from instead (responsesParam); one of the conversation, the chain
+ * (previous_response_id); a parameter, by its Responses name (`text.format`, `reasoning.effort`).
+ */
 export async function inResponsesTerms<T>(call: () => Promise<T>, origins: readonly MessageOrigin[]): Promise<T> {
   try {
     return await call();
   } catch (e) {
-    if (!(e instanceof GatewayError) || !e.param?.startsWith('messages') && e.param !== 'fugu.conversation') throw e;
+    if (!(e instanceof GatewayError) || !e.param) throw e;
+    let param: string;
+    if (e.param.startsWith('messages')) param = responsesParam(e.param, origins) ?? e.param;
     // the conversation a model keeps state under is the chain's (ChatInput.conversation), whatever the body's fugu object says
-    const param = e.param === 'fugu.conversation' ? 'previous_response_id' : responsesParam(e.param, origins);
+    else if (e.param === 'fugu.conversation') param = 'previous_response_id';
+    else if (RESPONSES_NAME.has(e.param)) param = RESPONSES_NAME.get(e.param)!;
+    else throw e;
     const message = e.message.startsWith(`${e.param}: `) ? `${param}: ${e.message.slice(e.param.length + 2)}` : e.message;
-    throw new GatewayError(e.status, message, { type: e.type, param, code: e.errorCode, headers: e.headers });
+    throw new GatewayError(e.status, message, { type: e.type, param, code: e.errorCode, headers: e.headers, cost: e.cost });
   }
 }
 

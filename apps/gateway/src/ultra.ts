@@ -21,7 +21,9 @@ import { InputError, type ChatResult, type ToolCall, type Usage } from '@fugu/co
 import { getUltraDeployment, type Db, type StoredWorker } from '@fugu/db';
 import { runTurn, UltraRequestError, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef } from '@fugu/ultra';
 import type { GatewayContext } from './context.ts';
-import type { AnswerEvent, ChatInput, Completion, ModelHandler, StreamAnswer } from './models.ts';
+import { ALL_PARAMS, REQUEST_PARAMS, requestedParams, type ChatRequest, type RequestParam } from '@fugu/providers';
+import type { ProviderKind } from '@fugu/core';
+import { capableWorkers, type AnswerEvent, type ChatInput, type Completion, type ModelHandler, type StreamAnswer } from './models.ts';
 import { usdNumber } from './wire.ts';
 
 export const ULTRA_MODEL = 'fugu-ultra';
@@ -71,7 +73,9 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     if (options.lambda !== undefined) throw badField('fugu.lambda', `the cost preference applies to model "fugu" only (this request calls "${name}")`);
     // the Responses API's conversations are its chains' first response ids: named through previous_response_id only
     if (options.conversation?.startsWith('resp_')) throw badField('fugu.conversation', 'a Responses API conversation is continued with /v1/responses and previous_response_id');
-    if (req.logprobs) throw badField('logprobs', `is not supported by "${name}" (its answer is a workflow's)`);
+    for (const p of ALL_PARAMS) {
+      if (ULTRA_PARAMS[p] === false && requestedParams(req).includes(p)) throw badField(REQUEST_PARAMS[p].chat, `is not supported by "${name}" (its answer is a workflow's)`);
+    }
     let workers = input.caller.allowed;
     if (options.workers) {
       const bad = options.workers.filter((w) => !workers.includes(w));
@@ -80,6 +84,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     }
     const d = await deployment();
     if (workers.length < d.workers.length) checkRestrictedPool(d, workers, options.workers !== undefined);
+    workers = capableOf(d, workers, req);
     return {
       deployment: d,
       keyId: input.caller.key?.id ?? null,
@@ -91,6 +96,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ...(req.temperature !== undefined && { temperature: req.temperature }),
       ...(req.maxTokens !== undefined && { maxTokens: req.maxTokens }),
       ...(req.seed !== undefined && { seed: req.seed }),
+      ...stepParams(req, d),
       ...(input.batch
         ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key }
         : (input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
@@ -100,6 +106,27 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ...(input.idempotencyKey !== undefined && !input.batch && { idempotencyKey: input.idempotencyKey }),
       stream,
     };
+  }
+
+  /**
+   * The workers whose adapters can honour every parameter the request asks of its steps (seed is
+   * the workflow's own: never a reason to leave a worker out): fugu-ultra runs its workflow on
+   * them, as `fugu` routes only among them. None, or too few for the deployment's fixed topology:
+   * a 400 naming the parameter.
+   */
+  function capableOf(d: UltraDeploymentRef, workers: string[], req: ChatRequest): string[] {
+    const providerOf = (w: string): ProviderKind => (o.workers.find((x) => x.name === w) ?? ctx.specs.get(w)!).provider;
+    const asked = { ...req };
+    delete asked.seed;
+    const c = capableWorkers(workers, providerOf, asked);
+    if (c.capable.length === workers.length) return workers;
+    if (c.capable.length === 0) throw c.refusal();
+    const why = restrictedPoolProblem(d, c.capable);
+    if (why !== undefined) {
+      const { param, message } = c.refusal();
+      throw badField(param!, `${message.slice(param!.length + 2)}, and the workers that can (${c.capable.join(', ')}) cannot run "${name}"'s Conductor: ${why}`);
+    }
+    return c.capable;
   }
 
   const described = (t: TurnResult) => ({
@@ -186,27 +213,82 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
 }
 
 /**
+ * What fugu-ultra does with each request parameter (docs/parameters.md): a string says how it is
+ * honoured, false that it is refused (a 400 naming it). The step-level ones reach every step's
+ * call (TurnInput.params), on workers whose adapters honour them (capableOf).
+ */
+export const ULTRA_PARAMS: Readonly<Record<RequestParam, string | false>> = {
+  temperature: "every step (over the deployment's temperature)",
+  topP: 'every step',
+  maxTokens: "every step (at most the deployment's maxTokensPerStep)",
+  reasoningEffort: 'every step',
+  tools: 'the agents: the client runs their calls',
+  toolChoice: 'every step given the tools',
+  parallelToolCalls: 'every step given the tools',
+  stop: 'every step',
+  seed: "the workflow's seed (its Conductor's sampling) and every step's",
+  frequencyPenalty: 'every step',
+  presencePenalty: 'every step',
+  logitBias: 'every step',
+  logprobs: false,
+  topLogprobs: false,
+  responseFormat: 'every step',
+  verbosity: 'every step',
+  user: 'every step',
+  serviceTier: 'every step',
+  store: 'every step',
+  storeMetadata: 'every step',
+  promptCacheKey: 'every step',
+};
+
+/** Fields TurnInput carries itself (tools and tool choice go to the agents that are given the tools). */
+const TURN_FIELDS = new Set<RequestParam>(['tools', 'toolChoice', 'parallelToolCalls', 'temperature', 'maxTokens']);
+
+/**
+ * The request's step-level parameters (TurnInput.params): every one ULTRA_PARAMS sends to the
+ * steps that TurnInput does not carry itself; max_tokens at most the deployment's per-step limit.
+ */
+export function stepParams(req: ChatRequest, d: Pick<UltraDeploymentRef, 'options'>): { params?: Partial<ChatRequest> } {
+  const params: Record<string, unknown> = {};
+  for (const p of ALL_PARAMS) {
+    if (ULTRA_PARAMS[p] === false || TURN_FIELDS.has(p) || req[p] === undefined) continue;
+    params[p] = req[p];
+  }
+  const cap = d.options.workflow.maxTokensPerStep;
+  if (req.maxTokens !== undefined && cap !== undefined) params.maxTokens = Math.min(req.maxTokens, cap);
+  return Object.keys(params).length > 0 ? { params: params as Partial<ChatRequest> } : {};
+}
+
+/**
  * A restricted pool (the key's workers, narrowed by fugu.workers) must be able to run the
  * deployment's fixed topology (fixed:moa:3 needs three workers, fixed:single:<w> needs w): a 400
  * naming fugu.workers (or the model, when the key's own workers are too few), before anything is
  * stored. llm: Conductors write for any pool, and a policy masks its choices to it.
  */
 function checkRestrictedPool(d: UltraDeploymentRef, workers: readonly string[], fromRequest: boolean): void {
+  const why = restrictedPoolProblem(d, workers);
+  if (why === undefined) return;
+  const whose = fromRequest ? 'the workers this request allows' : "this API key's workers";
+  const message = `${whose} (${workers.join(', ')}) cannot run "${d.name}"'s Conductor: ${why}`;
+  if (fromRequest) throw badField('fugu.workers', message);
+  throw new GatewayError(400, message, { param: 'model', code: 'invalid_value' });
+}
+
+/** Why these workers cannot run the deployment's fixed topology; undefined when they can (or it is not fixed). */
+function restrictedPoolProblem(d: UltraDeploymentRef, workers: readonly string[]): string | undefined {
   let spec;
   try {
     spec = parseConductorSpec(d.conductor);
   } catch {
-    return; // a spec that does not parse fails in the writer, as a conductor_error
+    return undefined; // a spec that does not parse fails in the writer, as a conductor_error
   }
-  if (spec.kind !== 'fixed') return;
+  if (spec.kind !== 'fixed') return undefined;
   try {
     checkConductorSpec(spec, { workers, maxSteps: d.options.workflow.maxSteps });
+    return undefined;
   } catch (e) {
     if (!(e instanceof InputError)) throw e;
-    const whose = fromRequest ? 'the workers this request allows' : "this API key's workers";
-    const message = `${whose} (${workers.join(', ')}) cannot run "${d.name}"'s Conductor: ${e.message}`;
-    if (fromRequest) throw badField('fugu.workers', message);
-    throw new GatewayError(400, message, { param: 'model', code: 'invalid_value' });
+    return e.message;
   }
 }
 

@@ -137,7 +137,7 @@ export type WireChatRequest = z.infer<typeof chatRequestSchema>;
 export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean; merge_tool_calls?: boolean };
 
 // Chat Completions fields the gateway knows but cannot serve: a 400 naming them, not a silent drop.
-const REFUSED: Record<string, string> = {
+export const REFUSED: Record<string, string> = {
   audio: 'audio output is not supported by the gateway',
   prediction: 'predicted outputs are not supported by the gateway',
   web_search_options: 'web search is not supported by the gateway',
