@@ -63,6 +63,7 @@ COPY libs/serving/package.json libs/serving/
 COPY libs/telemetry/package.json libs/telemetry/
 COPY libs/training/package.json libs/training/
 COPY libs/ultra/package.json libs/ultra/
+COPY libs/ultra-training/package.json libs/ultra-training/
 # Then drop `fugu up`'s fallback Postgres binaries (a cluster has its own Postgres) and the ONNX
 # Runtime binaries of other platforms (about 250 MB).
 RUN npm ci --omit=dev --no-audit --no-fund --loglevel=error \

@@ -49,8 +49,12 @@ export default [
             lib('training', ['core', 'config', 'db', 'queue', 'datasets', 'router-model', 'es', 'telemetry', 'report']),
             // batch: the OpenAI Batch API's files, batches and their driver (lines as chat-call jobs)
             lib('batch', ['core', 'telemetry', 'db', 'queue', 'calls']),
-            // ultra: the Conductor on the cluster (conduct jobs, writers, steps as chat calls, batches, reports' data); never serving
-            lib('ultra', ['core', 'config', 'telemetry', 'db', 'queue', 'calls', 'datasets', 'providers', 'conductor', 'router-model', 'training', 'evaluation', 'report', 'grpo']),
+            // ultra: the Conductor's executor and serving (conduct jobs, writers, steps as chat calls, fugu-ultra behind the
+            // OpenAI API); never training-time code: no evaluation batches, reports or GRPO (training: the router's features)
+            lib('ultra', ['core', 'config', 'telemetry', 'db', 'queue', 'calls', 'datasets', 'providers', 'conductor', 'router-model', 'training']),
+            // ultra-training: the Conductor's training-time code on the executor (ultra eval/run, calibrate, GRPO, the reward
+            // service); depends on ultra, never the reverse (apps/gateway imports it only in plugins/rewards.ts)
+            lib('ultra-training', ['core', 'config', 'telemetry', 'db', 'queue', 'calls', 'datasets', 'providers', 'conductor', 'router-model', 'training', 'evaluation', 'report', 'grpo', 'ultra']),
           ],
         },
       ],
@@ -58,6 +62,17 @@ export default [
       '@typescript-eslint/no-non-null-assertion': 'off',
       // `.catch(() => {})` on best-effort cleanup is deliberate
       '@typescript-eslint/no-empty-function': 'off',
+    },
+  },
+  {
+    // the executor (apps/conductor) and the gateway's serving path carry no training-time code: in
+    // apps/gateway only the reward service's route (plugins/rewards.ts) imports @fugu/ultra-training
+    files: ['apps/conductor/**/*.ts', 'apps/gateway/**/*.ts'],
+    ignores: ['apps/gateway/src/plugins/rewards.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        paths: [{ name: '@fugu/ultra-training', message: 'training-time code: only apps/gateway/src/plugins/rewards.ts (the reward service) imports @fugu/ultra-training in the gateway, and apps/conductor never does' }],
+      }],
     },
   },
 ];

@@ -15,7 +15,7 @@
 // for step answers, default 50). Services: FUGU_TEST_REDIS_URL, FUGU_TEST_DATABASE_URL (a fresh
 // database is made and dropped, a queue prefix of its own).
 import { cpus, loadavg } from 'node:os';
-import { backboneFeatures, runGrpo, startGrpoRun } from '@fugu/ultra';
+import { backboneFeatures, runGrpo, startGrpoRun } from '@fugu/ultra-training';
 import { createEvalEnv, startWorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 

@@ -24,7 +24,8 @@ import type { ChatMessage } from '@fugu/core';
 import { serviceEnv } from '@fugu/config';
 import { createApiKey, getDatasetItems, type StoredItem } from '@fugu/db';
 import { resolveWorkerPool } from '@fugu/evaluation';
-import { GIVEN_CONDUCTOR, promptPool, rewardPromptLine, runUltraEval, submitWorkflows, waitForWorkflows, type NewWorkflow, type UltraEvalOptions } from '@fugu/ultra';
+import { GIVEN_CONDUCTOR, submitWorkflows, waitForWorkflows, type NewWorkflow } from '@fugu/ultra';
+import { promptPool, rewardPromptLine, runUltraEval, type UltraEvalOptions } from '@fugu/ultra-training';
 import { createEvalEnv, startWorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess } from '../support/conductor.ts';
 

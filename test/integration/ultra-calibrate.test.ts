@@ -17,7 +17,7 @@ import { serviceEnv } from '@fugu/config';
 import { writeDatasetJsonl, writeWorkerPool } from '@fugu/datasets';
 import { sampleIndices } from '@fugu/evaluation';
 import { startOpenAIStub, type OpenAIStub, type RecordedRequest } from '@fugu/providers/testing';
-import { runCalibration, type CalibrationOptions, type CalibrationResult } from '@fugu/ultra';
+import { runCalibration, type CalibrationOptions, type CalibrationResult } from '@fugu/ultra-training';
 import { createEvalEnv, replayPool, startWorkerProcess, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 

@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getDatasetItems, getConductorRun } from '@fugu/db';
 import { conductQueue } from '@fugu/queue';
-import { rankWorkers, runUltraEval, splitItems, summarizeUltraRun, type UltraEvalOptions } from '@fugu/ultra';
+import { rankWorkers, splitItems } from '@fugu/ultra';
+import { runUltraEval, summarizeUltraRun, type UltraEvalOptions } from '@fugu/ultra-training';
 import { createEvalEnv, replayPool, startWorkerProcess, syntheticItems, writeFixtures, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 

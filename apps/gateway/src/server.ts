@@ -78,7 +78,7 @@ export type GatewayOptions = {
   adminKey?: string;
   log?: Logger;
   registry?: Registry;
-  /** POST /v1/rewards: the reward service (@fugu/ultra createRewardsService) and its body limit; absent: no such route */
+  /** POST /v1/rewards: the reward service (@fugu/ultra-training createRewardsService, through plugins/rewards.ts) and its body limit; absent: no such route */
   rewards?: Omit<RewardsPluginOptions, 'ctx'>;
   /** the Batch API (needs the database): the chat-call queues and the stored pool; absent: no such routes */
   batches?: {

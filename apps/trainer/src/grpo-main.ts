@@ -13,7 +13,7 @@ import { loadConfig } from '@fugu/config';
 import { openContext } from '@fugu/evaluation';
 import { createLogger, Gauge, Registry, startOpsServer, startTracing } from '@fugu/telemetry';
 import type { CrashPoint } from '@fugu/training';
-import { backboneFeatures, runGrpo } from '@fugu/ultra';
+import { backboneFeatures, runGrpo } from '@fugu/ultra-training';
 import { collectDefaultMetrics } from 'prom-client';
 import { envInt } from './env.ts';
 import { superviseCoordinator } from './supervise.ts';

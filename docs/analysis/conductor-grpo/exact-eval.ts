@@ -6,7 +6,8 @@
 // `workers` (comma separated): a restricted pool, as `fugu ultra eval --workers`: the policy's
 // choice masked to them, the router's pick among them, the best single of them.
 import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '../../../libs/conductor/src/index.ts';
-import { backboneFeatures, loadPolicy, routerChoices, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { loadPolicy, routerChoices, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { backboneFeatures } from '../../../libs/ultra-training/src/index.ts';
 import { openLlmrouter } from './llmrouter-db.ts';
 
 const [ids, split = 'test', samplesArg = '0', workersArg] = process.argv.slice(2);

@@ -7,7 +7,8 @@
 // Beside it: the router, the best single worker, and the per-worker regression's single pick.
 //   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/model-based.ts <router checkpoint> [l2] [iterations]
 import { expectedWorkflowCorrect, REPLAY_PRESETS, replayItemOf, type ReplayConfig, type ReplayItem, type ReplayParams } from '../../../libs/conductor/src/index.ts';
-import { backboneFeatures, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { backboneFeatures } from '../../../libs/ultra-training/src/index.ts';
 import { openLlmrouter } from './llmrouter-db.ts';
 
 const [router, l2Arg = '0.001', itersArg = '400'] = process.argv.slice(2);

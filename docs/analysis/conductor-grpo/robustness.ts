@@ -4,7 +4,8 @@
 // step model does not touch it) and the best single worker. A simulation from recorded outcomes.
 //   FUGU_DATABASE_URL=... node docs/analysis/conductor-grpo/robustness.ts <policy,...> <router checkpoint> [split]
 import { conductorPool, expectedWorkflowCorrect, REPLAY_PRESETS, replayItemOf, visibleSteps, type ReplayConfig, type ReplayParams } from '../../../libs/conductor/src/index.ts';
-import { backboneFeatures, loadPolicy, routerChoices, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { loadPolicy, routerChoices, workerReplayParams } from '../../../libs/ultra/src/index.ts';
+import { backboneFeatures } from '../../../libs/ultra-training/src/index.ts';
 import { openLlmrouter } from './llmrouter-db.ts';
 
 const [ids, router, split = 'test'] = process.argv.slice(2);

@@ -1,5 +1,5 @@
 // What `fugu ultra eval` / `fugu report <conductor run>` hand to the Conductor report
-// (conductor-report.ts). Gathered from Postgres by @fugu/ultra; rendered here.
+// (conductor-report.ts). Gathered from Postgres by @fugu/ultra-training; rendered here.
 
 /** One conductor spec's figures over a run (or over several seeds: mean and sd). */
 export type ConductorResult = {

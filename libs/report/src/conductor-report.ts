@@ -5,7 +5,7 @@
 // conductor and the workers, latency, steps per workflow; the topologies the conductors wrote,
 // their finish reasons, the worker distribution per task, and a few workflows step by step. When
 // replay workers answered, the page says plainly that the figures come from the replay step model
-// and lists its parameters. This module only renders; @fugu/ultra gathers the data.
+// and lists its parameters. This module only renders; @fugu/ultra-training gathers the data.
 
 import {
   CHART_W,

@@ -1,7 +1,7 @@
 // The HTML report of a GRPO run (`fugu report <grpo run>`): the run's settings, the reward curve
 // (train rollouts' mean and the validation argmax per iteration), steps per workflow and parse
 // failures, the clip fraction and KL of each update, and the worker and topology mix over
-// iterations. Renders only; the data comes from the caller (@fugu/ultra's GRPO run).
+// iterations. Renders only; the data comes from the caller (@fugu/ultra-training's GRPO run).
 import { CHART_W, esc, fact, figure, fmtInt, fmtTime, htmlDocument, pageFooter, pageHeader, table } from './page.ts';
 import { lineChart, paletteColor, stackedBarChart } from './svg.ts';
 import { REPLAY_NOTE } from './conductor-report.ts';
@@ -21,7 +21,7 @@ export type GrpoReportRun = {
   replay: boolean;
 };
 
-/** One committed iteration's record (libs/ultra's GrpoIterationStats). */
+/** One committed iteration's record (libs/ultra-training's GrpoIterationStats). */
 export type GrpoReportIteration = {
   iteration: number;
   meanReward: number;

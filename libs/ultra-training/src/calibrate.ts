@@ -26,7 +26,7 @@ import { getDatasetItems, getWorkflowSteps, saveDataset, savePool, type Workflow
 import {
   checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, sampleIndices, selectWorkers, type Context, type LocalWorkers,
 } from '@fugu/evaluation';
-import { submitWorkflows, waitForWorkflows, type NewWorkflow, type WorkflowOptions } from './engine/index.ts';
+import { submitWorkflows, waitForWorkflows, type NewWorkflow, type WorkflowOptions } from '@fugu/ultra';
 import { startLocals } from './locals.ts';
 
 export type CalibrationOptions = {

@@ -1,8 +1,10 @@
-// @fugu/ultra: the Conductor (fugu-ultra) on the cluster: executing workflows (conduct jobs ->
-// the conductor writes -> parse -> every ready step a chat-call job -> final answer -> reward ->
-// rows), the writers (llm, policy, fixed), and the evaluation batches (`fugu ultra eval`). What
-// any driver shares (the split and rankings, the flag checks, the local processes) is in leaf
-// modules beside the drivers.
+// @fugu/ultra: the Conductor (fugu-ultra) on the cluster, the executor and serving: executing
+// workflows (conduct jobs -> the conductor writes -> parse -> every ready step a chat-call job ->
+// final answer -> reward -> rows), the writers (llm, policy, fixed), and fugu-ultra served behind
+// the OpenAI API (interactive/). What the executor, serving and the drivers share (the split and
+// rankings, the flag checks, the policy's checkpoints) is in leaf modules beside them. Training-time
+// code (`fugu ultra eval|run|calibrate`, GRPO, the reward service) is @fugu/ultra-training's, which
+// builds on this lib; nothing here imports it.
 export {
   POLICY_FILE_FORMAT,
   exportPolicyCheckpoint,
@@ -10,6 +12,7 @@ export {
   importPolicyCheckpoint,
   initPolicyCheckpoint,
   loadPolicy,
+  policyRecord,
   savePolicyCheckpoint,
   trainingRanking,
   type InitPolicyOptions,
@@ -17,10 +20,5 @@ export {
 } from './policy-store.ts';
 export * from './split.ts';
 export * from './flags.ts';
-export * from './locals.ts';
 export * from './engine/index.ts';
-export * from './eval/index.ts';
-export * from './calibrate.ts';
-export * from './grpo/index.ts';
-export * from './rewards/index.ts';
 export * from './interactive/index.ts';

@@ -1,9 +1,9 @@
 // The split by unique prompt and the rankings made from recorded scores: what `fugu ultra eval`,
 // `fugu ultra run`, a policy's initialisation (policy-store.ts) and any other driver pick items
-// and rank workers by. A leaf: it imports nothing from libs/ultra.
+// and rank workers by (a run's seeded sample of a split, `runItems`, is @fugu/ultra-training's,
+// run-items.ts). A leaf: it imports nothing from libs/ultra.
 import type { DatasetItem } from '@fugu/core';
 import { splitByPrompt } from '@fugu/datasets';
-import { sampleIndices } from '@fugu/evaluation';
 import { SPLIT_FRACTIONS } from '@fugu/training';
 
 export const ULTRA_SPLITS = ['train', 'val', 'test', 'all'] as const;
@@ -14,16 +14,6 @@ export function splitItems(items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt
   if (split === 'all') return items.map((_, i) => i);
   const by = splitByPrompt(items, { seed: splitSeed, fractions: { ...SPLIT_FRACTIONS } });
   return items.flatMap((it, i) => (by.get(it.id) === split ? [i] : []));
-}
-
-/** A run's items: the split, then a seeded sample of it (stable for a seed). */
-export function runItems<T extends Pick<DatasetItem, 'id' | 'prompt'>>(
-  items: readonly T[],
-  o: { split: UltraSplit; splitSeed: number; sample: number | null; seed: number },
-): T[] {
-  const idx = splitItems(items, o.split, o.splitSeed);
-  const chosen = o.sample !== null && o.sample < idx.length ? sampleIndices(idx.length, o.sample, o.seed).map((j) => idx[j]!) : idx;
-  return chosen.map((i) => items[i]!);
 }
 
 /** Each worker's mean recorded score over the given items and how many it averages (0 items: no record). */

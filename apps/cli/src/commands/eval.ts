@@ -17,7 +17,7 @@ import { publishCheckpoint } from './router.ts';
 import { startGateway } from './serving.ts';
 import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
 import { cmdUltraPublish, ULTRA_PUBLISH_DEFAULTS } from './ultra-publish.ts';
-import { grpoReportData, summarizeUltraRuns } from '@fugu/ultra';
+import { grpoReportData, summarizeUltraRuns } from '@fugu/ultra-training';
 
 type EvalFlags = {
   dataset?: string; pool?: string; workers?: string[]; repetitions: number; sample?: number; seed: number; spendCap?: string; runId?: string;

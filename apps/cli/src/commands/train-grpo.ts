@@ -1,7 +1,7 @@
 // `fugu train grpo`: create a GRPO run of the embedded Conductor (or resume one) and coordinate
 // it here, one line per iteration. The rollouts run on the cluster (conduct jobs; local provider
 // workers and conductor processes are started when none is connected) or, with `--rollouts
-// local`, in this process (replay pools). The logic is in @fugu/ultra (src/grpo).
+// local`, in this process (replay pools). The logic is in @fugu/ultra-training (src/grpo).
 import type { Command } from 'commander';
 import type { FuguConfig } from '@fugu/config';
 import { POLICY_HEADS, type PolicyHead } from '@fugu/conductor';
@@ -9,7 +9,7 @@ import { InputError, type ProviderKind } from '@fugu/core';
 import { getGrpoRun, getPoolWorkers, setGrpoRunStatus } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
 import * as localServices from '@fugu/local-services';
-import { backboneFeatures, GRPO_DEFAULTS, runGrpo, startGrpoRun, startLocals, type GrpoConfig, type GrpoStartOptions } from '@fugu/ultra';
+import { backboneFeatures, GRPO_DEFAULTS, runGrpo, startGrpoRun, startLocals, type GrpoConfig, type GrpoStartOptions } from '@fugu/ultra-training';
 import { action, choiceOption, countOption, EXIT, interruptSignal, intOption, listOption, numOption, type Cli } from '../cli.ts';
 import { readReplayFile } from './ultra.ts';
 

@@ -1,5 +1,5 @@
 // `fugu ultra calibrate`: the replay step model's parameters from live two-step workflows. The
-// logic is in @fugu/ultra (calibrate.ts) and @fugu/conductor (src/replay/calibrate.ts).
+// logic is in @fugu/ultra-training (calibrate.ts) and @fugu/conductor (src/replay/calibrate.ts).
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -8,7 +8,7 @@ import type { FuguConfig } from '@fugu/config';
 import type { CellEstimate, ReplayEstimate } from '@fugu/conductor';
 import { openContext } from '@fugu/evaluation';
 import { startLocalConductors, startLocalWorkers } from '@fugu/local-services';
-import { runCalibration, type CalibrationResult } from '@fugu/ultra';
+import { runCalibration, type CalibrationResult } from '@fugu/ultra-training';
 import { action, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, type Cli } from '../cli.ts';
 import { createProgress } from '../progress.ts';
 

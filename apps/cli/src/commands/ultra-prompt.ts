@@ -1,11 +1,12 @@
 // `fugu ultra prompt`: the `llm:` Conductor's prompt as an RL engine's policy prompt, one JSON
 // line per question of a dataset's split (or one question given as an argument), for POST
-// /v1/rewards (docs/rewards.md). The logic is @fugu/ultra's (src/rewards/prompts.ts).
+// /v1/rewards (docs/rewards.md). The logic is @fugu/ultra-training's (src/rewards/prompts.ts).
 import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { promptPool, rewardPromptLine, rewardPrompts, ULTRA_SPLITS, type RewardPromptLine } from '@fugu/ultra';
+import { ULTRA_SPLITS } from '@fugu/ultra';
+import { promptPool, rewardPromptLine, rewardPrompts, type RewardPromptLine } from '@fugu/ultra-training';
 import { resolveWorkerPool } from '@fugu/evaluation';
 import { action, choiceOption, EXIT, intOption, listOption, type Cli } from '../cli.ts';
 

@@ -1,6 +1,7 @@
 // `fugu ultra eval | run | report | list | show` (+ `ultra policy ...` from ./ultra-policy.ts):
-// the Conductor (@fugu/ultra). Batches of workflows through the conduct queue, one free question,
-// the Conductor report of one run or several (seeds), and the runs.
+// the Conductor (@fugu/ultra-training's drivers on @fugu/ultra). Batches of workflows through the
+// conduct queue, one free question, the Conductor report of one run or several (seeds), and the
+// runs.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import type { ReplayConfig } from '@fugu/conductor';
 import path from 'node:path';
@@ -9,9 +10,8 @@ import { conductorRunParseFailures, conductorRunProgress, getConductorRun, listC
 import { openContext } from '@fugu/evaluation';
 import { renderConductorReport, type ConductorReportData } from '@fugu/report';
 import * as localServices from '@fugu/local-services';
-import {
-  checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, ULTRA_SPLITS, type UltraEvalOptions,
-} from '@fugu/ultra';
+import { ULTRA_SPLITS } from '@fugu/ultra';
+import { checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, type UltraEvalOptions } from '@fugu/ultra-training';
 import { InputError } from '@fugu/core';
 import {
   action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, printJson, usdOption, type CommandGroup,

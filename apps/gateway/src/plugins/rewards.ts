@@ -1,14 +1,20 @@
 // POST /v1/rewards: rewards of Conductor completions for an external RL engine (OpenRLHF's
 // remote reward model protocol, or fugu's own shape), each executed as a workflow on the cluster.
-// The logic is @fugu/ultra's reward service (libs/ultra/src/rewards, docs/rewards.md); this route
-// reads the body, authenticates like every API route (a key as a Bearer token, or as the password
-// of HTTP Basic: OpenRLHF's client sends no header of its own, but `requests` sends Basic from
-// ~/.netrc or from user:password@ in the URL), checks the key's spend, and charges it.
+// The logic is @fugu/ultra-training's reward service (libs/ultra-training/src/rewards,
+// docs/rewards.md); this module is apps/gateway's only import of @fugu/ultra-training (main.ts
+// takes createRewardsService from here; the fugu-ultra serving path, ultra.ts, imports only
+// @fugu/ultra). This route reads the body, authenticates like every API route (a key as a Bearer
+// token, or as the password of HTTP Basic: OpenRLHF's client sends no header of its own, but
+// `requests` sends Basic from ~/.netrc or from user:password@ in the URL), checks the key's
+// spend, and charges it.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { parseRewardsRequest, REWARD_LIMITS, type RewardsService } from '@fugu/ultra';
+import { parseRewardsRequest, REWARD_LIMITS, type RewardsService } from '@fugu/ultra-training';
 import type { GatewayContext } from '../context.ts';
 import { GatewayError } from '../errors.ts';
 import { clientSignal } from './shared.ts';
+
+// for main.ts, which builds the service this route runs
+export { createRewardsService, REWARD_LIMITS } from '@fugu/ultra-training';
 
 export type RewardsPluginOptions = { ctx: GatewayContext; service: RewardsService; bodyLimitBytes?: number };
 

@@ -1,4 +1,4 @@
-// GRPO training of the embedded Conductor (libs/ultra/src/grpo): one row per run (`grpo_runs`,
+// GRPO training of the embedded Conductor (libs/ultra-training/src/grpo): one row per run (`grpo_runs`,
 // its committed state: the iteration it asks, the sampling policy's checkpoint, Adam's moments),
 // one per committed iteration (`grpo_iterations`) and one per rollout (`grpo_rollouts`: the
 // sampled decisions with their log-probabilities under the sampling policy, the reward, the

@@ -3,10 +3,8 @@
 import { InputError } from '@fugu/core';
 import { resolveMaxSteps, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
 import type { ConductorRunProgress, ConductorRunRow } from '@fugu/db';
-import type { WorkflowOptions } from '../engine/options.ts';
-import { asFlag } from '../flags.ts';
+import { type WorkflowOptions, asFlag, ULTRA_SPLITS, type UltraSplit } from '@fugu/ultra';
 import type { LocalProcessOptions } from '../locals.ts';
-import { ULTRA_SPLITS, type UltraSplit } from '../split.ts';
 
 export type UltraEvalOptions = LocalProcessOptions & {
   dataset?: string;

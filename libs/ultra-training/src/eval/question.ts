@@ -5,10 +5,8 @@ import { InputError } from '@fugu/core';
 import { resolveMaxSteps } from '@fugu/conductor';
 import { getDatasetItems, saveDataset, savePool, workflowDetails, type WorkflowDetail } from '@fugu/db';
 import { poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
-import { submitWorkflows, waitForWorkflows, type NewWorkflow } from '../engine/index.ts';
-import { asFlag, checkSpecCheckpoints, checkSpecs } from '../flags.ts';
+import { submitWorkflows, waitForWorkflows, type NewWorkflow, asFlag, checkSpecCheckpoints, checkSpecs, trainSplitRanking } from '@fugu/ultra';
 import { startLocals } from '../locals.ts';
-import { trainSplitRanking } from '../split.ts';
 import type { UltraEvalOptions } from './options.ts';
 
 export type UltraQuestionOptions = Pick<UltraEvalOptions, 'localConductors' | 'localWorkers' | 'startLocalConductors' | 'startLocalWorkers' | 'log' | 'signal'> & {

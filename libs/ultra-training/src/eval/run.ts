@@ -13,11 +13,9 @@ import {
 } from '@fugu/db';
 import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
 import { conductQueue } from '@fugu/queue';
-import type { WorkflowOptions } from '../engine/options.ts';
-import { submitWorkflows, type NewWorkflow } from '../engine/submit.ts';
-import { asFlag, checkSpecCheckpoints, checkSpecs } from '../flags.ts';
+import { type WorkflowOptions, submitWorkflows, type NewWorkflow, asFlag, checkSpecCheckpoints, checkSpecs, trainSplitRanking } from '@fugu/ultra';
+import { runItems } from '../run-items.ts';
 import { startLocals } from '../locals.ts';
-import { runItems, trainSplitRanking } from '../split.ts';
 import { checkUltraNumbers, type UltraEvalOptions, type UltraEvalOutcome, type UltraRunOptions } from './options.ts';
 
 const newRunId = (): string => `ultra_${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}_${randomBytes(3).toString('hex')}`;

@@ -6,7 +6,8 @@ import type { DatasetItem, WorkerPool } from '@fugu/core';
 import { conductorRunProgress, createConductorRun, getDatasetItems, listConductorRuns, saveDataset, savePool, setConductorRunStatus, type Db, type StoredWorker } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { formatUltraSummary, summarizeUltraRun, summarizeUltraRuns } from './summary.ts';
-import { rankWorkers, runItems, splitItems } from '../split.ts';
+import { rankWorkers, splitItems } from '@fugu/ultra';
+import { runItems } from '../run-items.ts';
 import { planWorkflows } from './run.ts';
 
 let t: TestDatabase;

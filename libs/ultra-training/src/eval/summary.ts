@@ -6,7 +6,7 @@
 import { estimateTokens, tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
 import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
 import { DEFAULT_REWARD_CONFIG, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
-import { workerReplayParams } from '../engine/options.ts';
+import { workerReplayParams } from '@fugu/ultra';
 import {
   conductorRunItems, exampleWorkflowIds, getConductorRun, getDataset, getPoolWorkers, stepWorkerCounts, workflowCounts, workflowDetails, workflowSpecStats,
   type Db, type StoredWorker, type WorkflowDetail,

@@ -6,7 +6,7 @@ import { POLICY_HEADS, resolveMaxSteps, rewardConfig, validateReplayConfig, type
 import { sourceVersion } from '@fugu/training';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { asFlag } from '../flags.ts';
+import { asFlag } from '@fugu/ultra';
 
 /** The most rollouts one iteration may fan out (Q x G, plus the validation items): one flow, one fan-in. */
 export const MAX_ROLLOUTS_PER_ITERATION = 4096;
@@ -148,9 +148,9 @@ export function checkResumeConfig(runId: string, stored: GrpoConfig, given: Part
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const CODE_DIRS = ['grpo/src', 'conductor/src', 'ultra/src', 'training/src'].map((d) => path.resolve(here, '../../..', d));
+const CODE_DIRS = ['grpo/src', 'conductor/src', 'ultra/src', 'ultra-training/src', 'training/src'].map((d) => path.resolve(here, '../../..', d));
 
-/** The code version of a GRPO run: a hash of the optimiser's, the policy's, the engine's and the loop's sources (FUGU_GRPO_CODE_VERSION overrides). */
+/** The code version of a GRPO run: a hash of the optimiser's, the policy's, the engine's, this lib's and the loop's sources (FUGU_GRPO_CODE_VERSION overrides). */
 export function grpoCodeVersion(env: Record<string, string | undefined> = process.env): string {
   return env.FUGU_GRPO_CODE_VERSION || sourceVersion(CODE_DIRS);
 }

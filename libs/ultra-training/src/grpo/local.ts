@@ -7,8 +7,7 @@ import { answerReplayRequest, policyConductor, type ConductorPolicy } from '@fug
 import type { StoredItem, StoredWorker, WorkflowRow } from '@fugu/db';
 import { createChatModel } from '@fugu/providers';
 import type { ChatCallResult } from '@fugu/calls';
-import type { WorkflowOptions } from '../engine/options.ts';
-import { conductorInput, runWorkflow, type WorkflowEnv } from '../engine/execute.ts';
+import { type WorkflowOptions, conductorInput, runWorkflow, type WorkflowEnv } from '@fugu/ultra';
 import { rolloutResult, type RolloutResult } from './update.ts';
 
 /** Replay models of the pool's workers, answering from the given items (by db id), as the provider worker does. */

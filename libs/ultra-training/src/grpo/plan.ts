@@ -6,7 +6,7 @@
 import { rng } from '@fugu/core';
 import type { StoredItem } from '@fugu/db';
 import { sampleIndices } from '@fugu/evaluation';
-import type { WorkflowOptions } from '../engine/options.ts';
+import type { WorkflowOptions } from '@fugu/ultra';
 import type { GrpoConfig } from './config.ts';
 
 export type PlannedRollout = {

@@ -8,9 +8,7 @@ import {
   commitGrpoIteration, getDatasetItems, getGrpoRun, getPoolWorkers, listGrpoIterations, setGrpoRunStatus,
   type Db, type GrpoRunRecord, type StoredItem, type StoredWorker,
 } from '@fugu/db';
-import type { WorkflowOptions } from '../engine/options.ts';
-import { loadPolicy, policyRecord } from '../policy-store.ts';
-import { splitItems, trainSplitRanking } from '../split.ts';
+import { type WorkflowOptions, loadPolicy, policyRecord, splitItems, trainSplitRanking } from '@fugu/ultra';
 import type { GrpoConfig } from './config.ts';
 import { planIteration, type GrpoItems, type PlannedRollout } from './plan.ts';
 import { grpoFanIn, type GrpoIterationStats, type GrpoUpdate, type RolloutResult } from './update.ts';

@@ -9,9 +9,9 @@
 // dataset and pool files.
 import { InputError, type ChatMessage, type DatasetItem, type WorkerSpec } from '@fugu/core';
 import { renderConductorPrompt, resolveMaxSteps, type ConductorPool } from '@fugu/conductor';
-import { writerPool } from '../engine/execute.ts';
+import { writerPool, ULTRA_SPLITS, type UltraSplit } from '@fugu/ultra';
+import { runItems } from '../run-items.ts';
 import { resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
-import { runItems, ULTRA_SPLITS, type UltraSplit } from '../split.ts';
 
 /** One line of the exported prompt dataset. */
 export type RewardPromptLine = {

@@ -18,8 +18,7 @@ import type { FuguConfig } from '@fugu/config';
 import { getDatasetItems, getWorkflows, listItemKeys, saveDataset, savePool, type Db, type StoredItem, type StoredWorker, type WorkflowRow } from '@fugu/db';
 import { poolContentHash, resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
 import type { Logger } from '@fugu/telemetry';
-import { GIVEN_CONDUCTOR } from '../engine/given.ts';
-import { submitWorkflows, waitForWorkflows, type NewWorkflow } from '../engine/submit.ts';
+import { GIVEN_CONDUCTOR, submitWorkflows, waitForWorkflows, type NewWorkflow } from '@fugu/ultra';
 import type { RewardEntry, RewardsRequest } from './protocol.ts';
 
 export type RewardsServiceOptions = {
