@@ -96,7 +96,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ...(req.temperature !== undefined && { temperature: req.temperature }),
       ...(req.maxTokens !== undefined && { maxTokens: req.maxTokens }),
       ...(req.seed !== undefined && { seed: req.seed }),
-      ...stepParams(req, d),
+      ...stepParams(req),
       ...(input.batch
         ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key }
         : (input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
@@ -220,7 +220,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
 export const ULTRA_PARAMS: Readonly<Record<RequestParam, string | false>> = {
   temperature: "every step (over the deployment's temperature)",
   topP: 'every step',
-  maxTokens: "every step (at most the deployment's maxTokensPerStep)",
+  maxTokens: "the final step (its answer is the completion); the deployment's maxTokensPerStep bounds every step",
   reasoningEffort: 'every step',
   tools: 'the agents: the client runs their calls',
   toolChoice: 'every step given the tools',
@@ -244,18 +244,13 @@ export const ULTRA_PARAMS: Readonly<Record<RequestParam, string | false>> = {
 /** Fields TurnInput carries itself (tools and tool choice go to the agents that are given the tools). */
 const TURN_FIELDS = new Set<RequestParam>(['tools', 'toolChoice', 'parallelToolCalls', 'temperature', 'maxTokens']);
 
-/**
- * The request's step-level parameters (TurnInput.params): every one ULTRA_PARAMS sends to the
- * steps that TurnInput does not carry itself; max_tokens at most the deployment's per-step limit.
- */
-export function stepParams(req: ChatRequest, d: Pick<UltraDeploymentRef, 'options'>): { params?: Partial<ChatRequest> } {
+/** The request's step-level parameters (TurnInput.params): every one ULTRA_PARAMS sends to the steps that TurnInput does not carry itself. */
+export function stepParams(req: ChatRequest): { params?: Partial<ChatRequest> } {
   const params: Record<string, unknown> = {};
   for (const p of ALL_PARAMS) {
     if (ULTRA_PARAMS[p] === false || TURN_FIELDS.has(p) || req[p] === undefined) continue;
     params[p] = req[p];
   }
-  const cap = d.options.workflow.maxTokensPerStep;
-  if (req.maxTokens !== undefined && cap !== undefined) params.maxTokens = Math.min(req.maxTokens, cap);
   return Object.keys(params).length > 0 ? { params: params as Partial<ChatRequest> } : {};
 }
 
