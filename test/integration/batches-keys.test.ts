@@ -119,7 +119,7 @@ afterAll(async () => {
   await env?.cleanup();
 });
 
-describe.skip('keys inside batches', () => {
+describe('keys inside batches', () => {
   it('a key revoked 3 s into a 1,200-line batch: no call starts past the key cache time, the rest are key_revoked, the calls in flight are answered and charged once', { timeout: 300_000 }, async () => {
     const db = env.database.db;
     latencyMs = 100;

@@ -10,7 +10,7 @@
 // dataset item's id, as the provider workers need to answer it from the recorded outcomes.
 import { messageText, parseUsd, type ChatRequest } from '@fugu/core';
 import type { BatchCodec, ResolvedLine } from '@fugu/batch';
-import { getDatasetItems, saveDataset, type ApiKeyRecord, type BatchRow, type Db, type StoredWorker } from '@fugu/db';
+import { getApiKey, getDatasetItems, saveDataset, type ApiKeyRecord, type BatchRow, type Db, type StoredWorker } from '@fugu/db';
 import { resolveDataset } from '@fugu/evaluation';
 import type { ChatResult } from '@fugu/providers';
 import { newRecord, type Caller, type GatewayContext } from './context.ts';
@@ -160,6 +160,25 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
         statusCode: status,
         body: { error: { message: `worker "${call.worker}": ${e?.message ?? 'failed'}`, type: status === 400 ? 'invalid_request_error' : 'server_error', param: null, code: status === 400 ? 'provider_bad_request' : 'provider_error' } },
       };
+    },
+
+    // the batch's key as a live request of it is checked (its revocation, ctx.checkQuota), read
+    // from Postgres each time rather than through the key cache, so a revocation stops the batch
+    // well within the cache's time; its spend: the row's, this gateway's charges not written yet,
+    // and the batch's own not charged yet
+    async keyState(b, uncharged) {
+      if (b.apiKeyId === null) return { room: null };
+      const key = await getApiKey(o.db, b.apiKeyId);
+      if (!key) return { stop: { code: 'key_revoked', message: `the API key ${b.apiKeyId} no longer exists` }, room: null };
+      if (key.revokedAt) return { stop: { code: 'key_revoked', message: `the API key "${key.name}" was revoked on ${key.revokedAt.toISOString()}` }, room: null };
+      key.spent += (ctx.writer?.unwritten(key.id) ?? 0n) + uncharged;
+      try {
+        ctx.checkQuota({ key, allowed: [] });
+      } catch (e) {
+        if (e instanceof GatewayError) return { stop: { code: 'spend_limit_reached', message: e.message }, room: 0n };
+        throw e;
+      }
+      return { room: key.spendLimit === null ? null : key.spendLimit - key.spent };
     },
 
     // a local line (fugu-ultra): the endpoint's answer, its refusals included, as the endpoint gives it

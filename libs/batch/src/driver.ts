@@ -11,8 +11,14 @@
 // wins) for the output file.
 //
 // Flat memory: a driver holds at most `maxInFlight` unanswered lines' ids (it reads the next part
-// only when the answers leave room, and only while fewer than `maxLocal` local lines wait to
-// start) and one part of a file at a time; nothing grows with the batch. Crash safety: every step
+// only when the answers leave room, only while fewer than `maxLocal` local lines wait to start
+// and none of its lines is held back) and one part of a file at a time; nothing grows with the batch.
+//
+// The batch's key: every turn the codec says whether it may still start lines (`keyState`: not
+// revoked, under its spend limit) and what its limit leaves; a line starts only then, and under a
+// limit only as many as the room left pays for at the batch's mean line cost (the part's other
+// calls held back). A key that may not stops the batch as a cancel does, its lines not run in the
+// error file with the reason. Crash safety: every step
 // is written before the next is taken and is idempotent when taken again (lines `on conflict do
 // nothing`, chat calls by id, a local line's answer once, a part charged once), so a driver that
 // takes over a batch goes on where the dead one was (the local lines it left unanswered run
@@ -21,7 +27,6 @@
 // (reconcileChatCalls).
 import { performance } from 'node:perf_hooks';
 import { hostname } from 'node:os';
-import { Job } from 'bullmq';
 import { fromWireError, InputError, parseUsd, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import {
   addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLineAnswers, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatCallStates,
@@ -75,7 +80,20 @@ export type BatchCodec = {
    * (the line is run again later).
    */
   run?(batch: BatchRow, line: { line: number; body: Record<string, unknown> }, calls: LineCalls, signal: AbortSignal): Promise<BatchLineAnswer>;
+  /**
+   * The batch's key now, as a live request of it is checked (asked every turn of the driver, so
+   * within its poll): `stop`, why no line of it may start any more (`key_revoked`,
+   * `spend_limit_reached`); `room`, what its spend limit leaves in picodollars (null: no limit).
+   * `uncharged`: what the batch's answered lines cost that is not charged to the key yet.
+   */
+  keyState?(batch: BatchRow, uncharged: bigint): Promise<KeyState>;
 };
+
+/** What the batch's key allows now (BatchCodec.keyState). */
+export type KeyState = { stop?: { code: 'key_revoked' | 'spend_limit_reached'; message: string }; room: bigint | null };
+
+/** Why the lines of a batch not run could not run, when its key stopped it: on the batch as its `errors`. */
+const KEY_STOPS = new Set(['key_revoked', 'spend_limit_reached']);
 
 export type BatchDriverOptions = {
   db: Db;
@@ -103,11 +121,20 @@ export type BatchDriverOptions = {
 type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; local: Set<number>; completed: number; failed: number; cost: bigint };
 
 /**
- * A batch's local lines in this driver: waiting to start (with their bodies), running, the calls
- * made by each line without an answer yet (its worker calls, those in flight among them, and the
- * ones it made itself: LineCalls.made), the stop.
+ * A batch's lines in this driver not on the queues yet, and its local lines: chat lines held back
+ * (their calls wait for room under the key's spend limit), local lines waiting to start (with
+ * their bodies), running, the calls made by each line without an answer yet (its worker calls,
+ * those in flight among them, and the ones it made itself: LineCalls.made), the stop; and the
+ * lines answered so far with what they cost (the mean cost of a line, for the spend limit).
  */
-type Local = { waiting: Array<{ line: number; body: Record<string, unknown> }>; running: Map<number, Promise<void>>; made: Map<number, Set<string>>; stop: AbortController };
+type Local = {
+  held: ChatCallSpec[];
+  waiting: Array<{ line: number; body: Record<string, unknown> }>;
+  running: Map<number, Promise<void>>;
+  made: Map<number, Set<string>>;
+  stop: AbortController;
+  seen: { lines: number; cost: bigint };
+};
 
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
 
@@ -192,7 +219,7 @@ export class BatchDriver {
   }
 
   async #drive(start: BatchRow, lease: { lost: boolean }): Promise<void> {
-    const local: Local = { waiting: [], running: new Map(), made: new Map(), stop: new AbortController() };
+    const local: Local = { held: [], waiting: [], running: new Map(), made: new Map(), stop: new AbortController(), seen: { lines: 0, cost: 0n } };
     try {
       await this.#driveWith(start, lease, local);
     } finally {
@@ -211,8 +238,10 @@ export class BatchDriver {
     // (the part at nextPart is read again below, its local lines with it)
     for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p, local, p.part < start.nextPart ? start.inputFileId : undefined));
     let submitted = start.submitted;
-    // parts below it are submitted whole; the one at it may have been begun by a dead driver (read again)
+    // parts below it are submitted whole; the one at it may have been begun by a dead driver (read
+    // again); it moves past a part once none of the part's lines is held back
     let nextPart = start.nextPart;
+    let savedPart = start.nextPart;
     const parts = readParts(db, start.inputFileId, start.nextPart);
     let progressAt = performance.now();
     let shown = { completed: start.completed, failed: start.failed };
@@ -226,11 +255,22 @@ export class BatchDriver {
         await this.#settle(b, open, lease, local);
         return this.#finalize(b, ending, lease);
       }
+      // the key, as a live request's: revoked or at its spend limit, no line starts any more (the
+      // calls in flight finish, a revoked key's fugu-ultra lines stop as on a cancel); the batch
+      // ends completed, the lines not run in its error file with the reason
+      const key = b.apiKeyId !== null && this.#o.codec.keyState ? await this.#o.codec.keyState(b, [...open.values()].reduce((t, p) => t + p.cost, 0n)) : { room: null };
+      if (key.stop) {
+        await this.#settle(b, open, lease, local, key.stop.code === 'key_revoked');
+        const errors = [{ code: key.stop.code, message: key.stop.message, param: null, line: null }];
+        if (!(await updateBatchRow(db, id, this.owner, { status: 'finalizing', finalizingAt: 'now', errors }, ['in_progress']))) return;
+        log.warn({ batch: id, reason: key.stop.code }, 'batch stopped by its key');
+        return this.#finalize({ ...b, errors }, 'completed', lease);
+      }
       // the next part, while the answers leave room (one a turn: the answers are counted between
-      // parts) and few local lines wait to start
+      // parts), few local lines wait to start and no line is held back
       const inFlight = sum(open, (p) => p.pending.size + p.local.size);
       let more = false;
-      if (!submitted && inFlight < this.#o.maxInFlight && local.waiting.length < this.#o.maxLocal) {
+      if (!submitted && local.held.length === 0 && inFlight < this.#o.maxInFlight && local.waiting.length < this.#o.maxLocal) {
         const n = await parts.next();
         if (n.done) {
           submitted = true;
@@ -239,14 +279,26 @@ export class BatchDriver {
           const p = await this.#submitPart(b, n.value, local);
           open.set(p.part, p);
           nextPart = n.value.part + 1;
-          await updateBatchRow(db, id, this.owner, { nextPart });
           progressAt = performance.now();
           more = inFlight + p.pending.size + p.local.size < this.#o.maxInFlight && local.waiting.length < this.#o.maxLocal;
         }
       }
-      this.#startLocal(b, local, lease);
+      // lines start as the key's spend limit leaves room: held chat lines onto the queues, then local lines
+      // (started: the lines without an answer counted yet, neither held back nor waiting to start)
+      let room = this.#room(key.room, local, sum(open, (p) => p.pending.size + p.local.size) - local.held.length - local.waiting.length);
+      if (room > 0 && local.held.length > 0) {
+        const go = local.held.splice(0, Math.min(room, local.held.length));
+        await submitChatCalls(this.#client(), go);
+        room -= go.length;
+      }
+      more &&= local.held.length === 0;
+      if (local.held.length === 0 && savedPart !== nextPart) {
+        await updateBatchRow(db, id, this.owner, { nextPart });
+        savedPart = nextPart;
+      }
+      this.#startLocal(b, local, lease, room);
       // the answers
-      if (await this.#collect(id, open, nextPart)) progressAt = performance.now();
+      if (await this.#collect(id, open, nextPart, local.seen)) progressAt = performance.now();
       const done = await batchPartTotals(db, id);
       const now = { completed: done.completed + sum(open, (p) => p.completed), failed: done.failed + sum(open, (p) => p.failed) };
       if (now.completed !== shown.completed || now.failed !== shown.failed) {
@@ -258,7 +310,8 @@ export class BatchDriver {
         return this.#finalize(b, 'completed', lease);
       }
       if (performance.now() - progressAt >= this.#o.stallMs) {
-        const ids = [...open.values()].flatMap((p) => [...p.pending]);
+        const held = new Set(local.held.map((c) => c.id));
+        const ids = [...open.values()].flatMap((p) => [...p.pending].filter((c) => !held.has(c)));
         const back = await reconcileChatCalls(this.#client(), ids).catch(() => []);
         if (back.length > 0) log.warn({ batch: id, n: back.length }, 'put back chat-call jobs that were lost');
         progressAt = performance.now();
@@ -269,6 +322,22 @@ export class BatchDriver {
 
   #client(): ChatCallClientOptions {
     return { ...this.#o.calls, origin: 'batch' };
+  }
+
+  /**
+   * How many more lines may start, `started` being on their way (on the queues unanswered, or
+   * running): no limit, any number; under one, what the room left pays for at the batch's mean
+   * line cost so far, less those started (one at a time before a line has answered), so the key
+   * goes past its limit by what the lines in flight cost beyond that estimate, at most about a line.
+   */
+  #room(left: bigint | null, local: Local, started: number): number {
+    if (left === null) return Infinity;
+    if (left <= 0n) return 0;
+    const { lines, cost } = local.seen;
+    if (lines > 0 && cost === 0n) return Infinity;
+    const mean = lines === 0 ? left : cost / BigInt(lines) || 1n;
+    const fits = Number((left + mean - 1n) / mean);
+    return Math.max(0, fits - started);
   }
 
   /**
@@ -284,7 +353,7 @@ export class BatchDriver {
       else if (r.local && !r.error) o.local.add(r.line);
       else o.failed++;
     }
-    await this.#collect(batchId, new Map([[p.part, o]]), -1);
+    await this.#collect(batchId, new Map([[p.part, o]]), -1, local.seen);
     if (inputFileId !== undefined && o.local.size > 0) {
       const n = await readParts(this.#o.db, inputFileId, p.part).next();
       const lines = n.done ? [] : n.value.lines;
@@ -297,25 +366,29 @@ export class BatchDriver {
    * Looks up the pending lines' call rows; finishes the parts below `finishBelow` whose lines all
    * have one (a part at or past it is being read again). Returns whether anything was answered.
    */
-  async #collect(batchId: string, open: Map<number, OpenPart>, finishBelow: number): Promise<boolean> {
+  async #collect(batchId: string, open: Map<number, OpenPart>, finishBelow: number, seen?: Local['seen']): Promise<boolean> {
     let any = false;
+    const answered = (p: OpenPart, ok: boolean, cost: bigint) => {
+      if (ok) p.completed++;
+      else p.failed++;
+      p.cost += cost;
+      if (seen) {
+        seen.lines++;
+        seen.cost += cost;
+      }
+      any = true;
+    };
     for (const p of [...open.values()]) {
       if (p.pending.size > 0) {
         for (const r of await getChatCallStates(this.#o.db, [...p.pending])) {
           p.pending.delete(r.key);
-          if (r.status === 'ok') p.completed++;
-          else p.failed++;
-          p.cost += parseUsd(r.cost);
-          any = true;
+          answered(p, r.status === 'ok', parseUsd(r.cost));
         }
       }
       if (p.local.size > 0) {
         for (const a of await getBatchLineAnswers(this.#o.db, batchId, [...p.local])) {
           p.local.delete(a.line);
-          if (a.statusCode === 200) p.completed++;
-          else p.failed++;
-          p.cost += a.cost;
-          any = true;
+          answered(p, a.statusCode === 200, a.cost);
         }
       }
       if (p.part < finishBelow && p.pending.size === 0 && p.local.size === 0) {
@@ -326,7 +399,7 @@ export class BatchDriver {
     return any;
   }
 
-  /** Reads, checks and runs one input part; returns it open (its calls pending, its local lines waiting to run). */
+  /** Reads and checks one input part; returns it open (its calls pending, held back until they may start; its local lines waiting to run). */
   async #submitPart(b: BatchRow, input: FilePartLines, local: Local): Promise<OpenPart> {
     const { db, codec } = this.#o;
     const first = input.firstLine;
@@ -380,17 +453,18 @@ export class BatchDriver {
       const bodies = again.map((r) => ({ line: r.line, body: envelopeBody(input.lines[r.line - first]!), worker: r.worker! }));
       for (const r of await codec.resolve(b, bodies)) if (r.ok && !('local' in r)) specs.set(r.line, { id: callId(r.line), worker: r.worker, request: r.request });
     }
-    if (specs.size > 0) await submitChatCalls(this.#client(), [...specs.values()]);
     const p = await this.#openPart(b.id, { part: input.part, firstLine: first, lines: input.lines.length }, local);
+    // its calls without an answer wait to start (held back while the key's spend limit leaves no room)
+    for (const c of specs.values()) if (p.pending.has(c.id)) local.held.push(c);
     // its local lines without an answer (a dead driver's too) wait to run
     for (const line of p.local) local.waiting.push({ line, body: envelopeBody(input.lines[line - first]!) });
     return p;
   }
 
-  /** Starts waiting local lines while fewer than maxLocal run; each stores its answer when it has one. */
-  #startLocal(b: BatchRow, local: Local, lease: { lost: boolean }): void {
+  /** Starts waiting local lines, at most `room`, while fewer than maxLocal run; each stores its answer when it has one. */
+  #startLocal(b: BatchRow, local: Local, lease: { lost: boolean }, room: number): void {
     const { db, codec, log } = this.#o;
-    while (local.running.size < this.#o.maxLocal && local.waiting.length > 0 && !local.stop.signal.aborted) {
+    for (; room > 0 && local.running.size < this.#o.maxLocal && local.waiting.length > 0 && !local.stop.signal.aborted; room--) {
       const l = local.waiting.shift()!;
       if (!codec.run) throw new Error(`batch ${b.id}: line ${l.line} is local, but the codec runs no local lines`);
       const seam = { failed: false };
@@ -447,17 +521,20 @@ export class BatchDriver {
   }
 
   /**
-   * Cancelling (or expiring): the waiting jobs of pending lines are removed, and running ones
-   * answer; then every open part is finished with what it has (a line without an answer failed,
-   * cancelled). No call starts after this.
+   * Cancelling, expiring, or stopped by its key: the waiting jobs of pending lines are removed, and
+   * running ones answer; then every open part is finished with what it has (a line without an
+   * answer failed: not run). No call starts after this. `stopLocal` false (a key at its spend
+   * limit): running local lines finish, as requests in flight do.
    */
-  async #settle(b: BatchRow, open: Map<number, OpenPart>, lease: { lost: boolean }, local: Local): Promise<void> {
+  async #settle(b: BatchRow, open: Map<number, OpenPart>, lease: { lost: boolean }, local: Local, stopLocal = true): Promise<void> {
     const { db } = this.#o;
     const client = this.#client();
-    // local lines: none starts, the running ones stop unanswered (cancelled); their calls' jobs are settled below
+    // held lines never start; local lines: none starts, the running ones stop unanswered (cancelled); their calls' jobs are settled below
+    local.held.length = 0;
     local.waiting.length = 0;
-    local.stop.abort();
+    if (stopLocal) local.stop.abort();
     await Promise.all(local.running.values());
+    local.stop.abort();
     // the calls of the stopped lines (a call of an answered line has its row)
     const made = [...local.made];
     local.made.clear();
@@ -471,16 +548,11 @@ export class BatchDriver {
       if (pending.length === 0) break;
       let running = 0;
       for (let i = 0; i < pending.length; i += 1000) {
-        for (const w of await getChatRequestWorkers(db, pending.slice(i, i + 1000))) {
-          const q = client.queue(providerCallQueueFor(w.provider as ProviderKind, w.id, client.shards));
-          const job = await Job.fromId(q, w.id);
-          const state = job ? await job.getState() : 'unknown';
-          if (state === 'active') running++;
-          else if (job && state !== 'completed' && state !== 'failed' && state !== 'unknown') {
-            // waiting, delayed, prioritized: removed before any worker takes it (a lock means it just started)
-            await job.remove().catch(() => running++);
-          }
-        }
+        const workers = await getChatRequestWorkers(db, pending.slice(i, i + 1000));
+        // all at once: a job not running (waiting, delayed, prioritized, gone) is removed before any
+        // worker takes it; one a worker holds (its lock) is running, and finishes
+        const removed = await Promise.all(workers.map((w) => client.queue(providerCallQueueFor(w.provider as ProviderKind, w.id, client.shards)).remove(w.id).catch(() => 0)));
+        running += removed.filter((r) => r !== 1).length;
       }
       if (running === 0) {
         // nothing runs any more: what has no row now never will
@@ -518,6 +590,8 @@ export class BatchDriver {
     let completed = 0;
     let failed = 0;
     const reqId = (line: number) => `batch_req_${b.id.slice('batch_'.length)}_${line}`;
+    // the lines not run: the key's reason (a batch it stopped), else the cancel's or the expiry's
+    const stop = ending === 'completed' ? b.errors?.find((e) => KEY_STOPS.has(e.code)) : undefined;
     for await (const part of readParts(db, b.inputFileId)) {
       // another driver took over (this one could not renew): it writes the files from the start
       if (lease.lost) throw new Error(`batch ${b.id}: lost its lease while writing its files`);
@@ -536,6 +610,11 @@ export class BatchDriver {
         }
         const call = r?.callId ? calls.get(r.callId) : undefined;
         if (!r || (!call && !r.answer)) {
+          if (stop) {
+            failed++;
+            await err.line(JSON.stringify({ id: reqId(line), custom_id: customId, line, response: null, error: { code: stop.code, message: `line ${line}: not run: ${stop.message}`, param: null, line } }));
+            continue;
+          }
           const code = ending === 'expired' ? 'batch_expired' : 'batch_cancelled';
           const message = `line ${line}: not run: the batch was ${ending === 'expired' ? 'past its completion window' : 'cancelled'} before this request ran`;
           await err.line(JSON.stringify({ id: reqId(line), custom_id: customId, line, response: null, error: { code, message, line } }));

@@ -103,6 +103,12 @@ export async function findApiKey(db: Db, key: string): Promise<ApiKeyRecord | un
   return row ? toRecord(row as Row) : undefined;
 }
 
+/** A key's record by its id (revoked ones included), or undefined: what a running batch of it checks. */
+export async function getApiKey(db: Db, id: string): Promise<ApiKeyRecord | undefined> {
+  const row = await db.selectFrom('api_keys').select(columns).where('id', '=', id).executeTakeFirst();
+  return row ? toRecord(row as Row) : undefined;
+}
+
 export async function listApiKeys(db: Db): Promise<ApiKeyRecord[]> {
   const rows = await db.selectFrom('api_keys').select(columns).orderBy('created_at').orderBy('name').execute();
   return rows.map((r) => toRecord(r as Row));
