@@ -24,8 +24,15 @@
 // added minus the worker-by-name p50 added. Each shape is checked: the stub calls it made per
 // request (= the workflow's agent turns) and its answer.
 //
+// Postgres commits per unit (issue 27, section 5): each fugu-ultra shape's units are run once more
+// at concurrency 1 between two readings of pg_stat_database.xact_commit (every transaction of the
+// bench's database: the gateway's writes and reads), each after 11 s without requests (a backend
+// flushes its counts within 10 s of going idle), less what the gateway commits while idle (its
+// batch driver's polls, the journal's sweeps: an idle window of the same wait before the run).
+//
 // Options (env): BENCH_LATENCY_MS (L, default 50), BENCH_REQUESTS_SCALE (default 1: 100 requests
-// at concurrency 1, 400 at 16, per shape), BENCH_CONCURRENCY (default 1,16). Services:
+// at concurrency 1, 400 at 16, per shape), BENCH_CONCURRENCY (default 1,16), BENCH_COMMITS (default
+// 1; 0 leaves the commits pass out: about 35 s a shape). Services:
 // FUGU_TEST_REDIS_URL and FUGU_TEST_DATABASE_URL (a fresh database is made and dropped).
 import { fork } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -35,6 +42,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
 import { Redis } from 'ioredis';
+import { sql } from 'kysely';
 import { loadConfig, serviceEnv } from '@fugu/config';
 import { createApiKey, publishUltraDeployment } from '@fugu/db';
 import { createTestDatabase } from '@fugu/db/testing';
@@ -214,6 +222,29 @@ async function measure(shape: Shape, n: number, conc: number): Promise<{ samples
   return { samples, errors, secs: (performance.now() - t0) / 1000, callsPerUnit: (stubCalls() - calls0) / n, ...(firstError && { firstError }) };
 }
 
+/** Transactions committed in the bench's database so far, as pg_stat_database has them flushed (this reading commits 2 itself). */
+async function commits(): Promise<number> {
+  await sql`select pg_stat_clear_snapshot()`.execute(database.db);
+  return Number((await sql<{ n: string }>`select xact_commit::text as n from pg_stat_database where datname = current_database()`.execute(database.db)).rows[0]!.n);
+}
+const settle = () => new Promise((r) => setTimeout(r, 11_000));
+
+/** Postgres commits per unit of a shape, net of the gateway's idle commits (see the header). */
+async function commitsPerUnit(shape: Shape, n: number): Promise<number> {
+  if (shape.conductor) await publish(shape.conductor);
+  await settle();
+  const c0 = await commits();
+  await settle();
+  const c1 = await commits();
+  const idlePerMs = Math.max(0, c1 - c0 - 2) / 11_000;
+  const t0 = performance.now();
+  const m = await measure(shape, n, 1);
+  if (m.errors > 0) throw new Error(`${shape.name}: ${m.errors} errors in the commits pass, the first: ${m.firstError}`);
+  await settle();
+  const c2 = await commits();
+  return (c2 - c1 - 2 - idlePerMs * (performance.now() - t0)) / n;
+}
+
 const rows: string[] = [];
 const plain = new Map<number, number>();
 const overPlain: string[] = [];
@@ -246,11 +277,21 @@ for (const conc of levels) {
   }
 }
 
+const commitRows: string[] = [];
+if (process.env.BENCH_COMMITS !== '0') {
+  for (const shape of shapes.filter((x) => !x.name.startsWith('direct'))) {
+    const per = await commitsPerUnit(shape, Math.max(10, Math.round(50 * scale)));
+    commitRows.push(`${shape.name.padEnd(44)} ${per.toFixed(2).padStart(8)}`);
+    log(`${shape.name}: ${per.toFixed(2)} commits per unit`);
+  }
+}
+
 const header = `${'shape'.padEnd(44)} conc  reqs errors  k  p50 ms  p99 ms  added    added     req/s\n${''.padEnd(44)} ${''.padStart(4)} ${''.padStart(5)} ${''.padStart(6)} ${''.padStart(2)}    wall    wall    p50 ms   p99 ms`;
 process.stdout.write(
   `\nfugu-ultra served: wall time per request and what it adds beyond its stub workers' delays (L = ${L} ms; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
     `${header}\n${rows.join('\n')}\n` +
     `\nfugu-ultra over the gateway's plain path (p50 added minus the worker-by-name p50 added, same concurrency)\n${overPlain.join('\n')}\n` +
+    (commitRows.length > 0 ? `\nPostgres commits per unit (a request; tools: the round trip's two), net of the gateway's idle commits\n${commitRows.join('\n')}\n` : '') +
     `errors: ${totalErrors}; load average (1 min) at the end: ${load1()}\n`,
 );
 

@@ -101,7 +101,8 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     expect(rows).toBe(n);
     for (const [i, o] of out.entries()) {
       expect(o.response.status_code).toBe(200);
-      expect(o.response.body).toMatchObject({ object: 'response', status: 'completed', store: false });
+      // a line's status is its direct response's (replay honours max_output_tokens by cutting a longer recorded answer: incomplete)
+      expect(o.response.body).toMatchObject({ object: 'response', store: false });
       const direct = await client.responses.create(lines[i]!.body as never);
       expect(responseShape(o.response.body), `line ${i + 1}`).toEqual(responseShape(direct));
     }

@@ -157,9 +157,9 @@ describe('an agent harness on a scratch folder', () => {
     const client = new OpenAI({ apiKey: key, baseURL: url, maxRetries: 0 });
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'system', content: 'You are a coding agent. Use the tools.' }, { role: 'user', content: TASK1 }];
     const t1 = await harnessTurn(client, 'fugu-ultra', dir, messages);
-    // the proposers' writes (merged in one message), their listings, the aggregator's listing and write, the answer
+    // the proposers' writes (merged in one message), their listings (the same call: the client runs it once), the aggregator's listing and write, the answer
     expect(t1.rounds).toBe(5);
-    expect(t1.toolCalls).toBe(6);
+    expect(t1.toolCalls).toBe(5);
     expect(t1.answer).toBe('summary.txt lists every file');
     expect((await readdir(dir)).sort()).toEqual(['alpha.txt', 'beta.txt', 'summary.txt']);
     expect(await readFile(path.join(dir, 'alpha.txt'), 'utf8')).toBe('notes of alpha');

@@ -98,7 +98,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ...(req.seed !== undefined && { seed: req.seed }),
       ...stepParams(req),
       ...(input.batch
-        ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key }
+        ? { conversation: `conv_${input.batch.key}`, workflowKey: input.batch.key, resumable: false }
         : (input.conversation ?? options.conversation) !== undefined && { conversation: input.conversation ?? options.conversation }),
       ...(input.newConversation !== undefined && { newConversation: input.newConversation }),
       ...(options.shared_memory !== undefined && { sharedMemory: options.shared_memory }),

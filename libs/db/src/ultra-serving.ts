@@ -5,6 +5,7 @@
 import { sql } from 'kysely';
 import type { Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
+import { toWorkflowRow, type NewWorkflowRow, type WorkflowRow } from './workflows.ts';
 
 export type UltraDeployment = { name: string; conductor: string; pool: string; options: Record<string, unknown>; publishedAt: Date };
 
@@ -44,6 +45,29 @@ export async function nextConversationTurn(db: Db, id: string, keyId: string | n
     .returning('turns')
     .executeTakeFirstOrThrow();
   return row.turns;
+}
+
+/**
+ * A new turn of the conversation `id` of this API key and its workflow, in one statement: the
+ * conversation made when new and its turn counted (as nextConversationTurn), and the workflow row
+ * `<keyPrefix><turn>` inserted already claimed (status running, attempts 1). A served turn's
+ * first write (issue 27: at most two commits per step).
+ */
+export async function startConversationTurn(
+  db: Db, c: { conversationId: string; keyId: string | null; keyPrefix: string; workflow: Omit<NewWorkflowRow, 'key' | 'runId' | 'itemId' | 'repeat'> },
+): Promise<{ row: WorkflowRow; turn: number }> {
+  const w = c.workflow;
+  const { rows } = await sql<Record<string, unknown> & { turn: number }>`
+    with conv as (
+      insert into ultra_conversations (id, api_key_id, turns) values (${c.conversationId}, ${c.keyId}, 1)
+      on conflict (key_scope, id) do update set turns = ultra_conversations.turns + 1
+      returning turns
+    )
+    insert into workflows (key, pool_id, question, conductor, seed, repeat, options, status, attempts, started_at)
+    select ${c.keyPrefix} || conv.turns, ${w.poolId}, ${w.question}, ${w.conductor}, ${w.seed}, 0, ${JSON.stringify(w.options)}::jsonb, 'running', 1, now() from conv
+    returning *, (select turns from conv) as turn`.execute(db);
+  const r = rows[0]!;
+  return { row: toWorkflowRow(r), turn: Number(r.turn) };
 }
 
 export type UltraSession = {

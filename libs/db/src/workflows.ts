@@ -94,6 +94,11 @@ type Raw = {
   worker_cost: string; latency_ms: number | null; error: Record<string, unknown> | null; decisions: unknown; created_at: Date; started_at: Date | null; finished_at: Date | null;
 };
 
+/** A workflows row as read (selectAll / returning *) to its WorkflowRow. */
+export function toWorkflowRow(r: unknown): WorkflowRow {
+  return toRow(r as Raw);
+}
+
 function toRow(r: Raw): WorkflowRow {
   return {
     id: Number(r.id), key: r.key, runId: r.run_id, itemId: r.item_id, poolId: r.pool_id, question: r.question, conductor: r.conductor, seed: r.seed, repeat: r.repeat,
@@ -190,19 +195,27 @@ export async function reopenWorkflow(db: Db, id: number): Promise<WorkflowRow | 
   return r && toRow(r as unknown as Raw);
 }
 
+const stepValues = (s: WorkflowStepRow) => ({
+  workflow_id: s.workflowId, idx: s.idx, worker_id: s.workerId, worker: s.worker, subtask: s.subtask, access: JSON.stringify(s.access), sees: JSON.stringify(s.sees),
+  chat_call_id: s.chatCallId, status: s.status, answer: s.answer, tokens_in: s.tokensIn, tokens_out: s.tokensOut, cost: s.cost, latency_ms: s.latencyMs,
+  cached: s.cached, replay: s.replay === null ? null : JSON.stringify(s.replay), error: s.error === null ? null : JSON.stringify(s.error),
+});
+
 /** Writes one step row; the first final row of (workflow, idx) wins (returns false when one existed). */
 export async function saveWorkflowStep(db: Db, s: WorkflowStepRow): Promise<boolean> {
   const res = await db
     .insertInto('workflow_steps')
-    .values({
-      workflow_id: s.workflowId, idx: s.idx, worker_id: s.workerId, worker: s.worker, subtask: s.subtask, access: JSON.stringify(s.access), sees: JSON.stringify(s.sees),
-      chat_call_id: s.chatCallId, status: s.status, answer: s.answer, tokens_in: s.tokensIn, tokens_out: s.tokensOut, cost: s.cost, latency_ms: s.latencyMs,
-      cached: s.cached, replay: s.replay === null ? null : JSON.stringify(s.replay), error: s.error === null ? null : JSON.stringify(s.error),
-    })
+    .values(stepValues(s))
     .onConflict((oc) => oc.columns(['workflow_id', 'idx']).doNothing())
     .returning('idx')
     .executeTakeFirst();
   return res !== undefined;
+}
+
+/** Writes step rows in one statement; the first final row of each (workflow, idx) wins. */
+export async function saveWorkflowSteps(db: Db, steps: readonly WorkflowStepRow[]): Promise<void> {
+  if (steps.length === 0) return;
+  await db.insertInto('workflow_steps').values(steps.map(stepValues)).onConflict((oc) => oc.columns(['workflow_id', 'idx']).doNothing()).execute();
 }
 
 export type WorkflowFinish = {

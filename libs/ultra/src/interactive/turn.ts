@@ -21,8 +21,9 @@ import {
 } from '@fugu/core';
 import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Workflow } from '@fugu/conductor';
 import {
-  appendToolMemory, claimUltraSession, claimWorkflow, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
-  nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveUltraSession, saveWorkflowStep, type Db, type StoredWorker, type UltraSession, type WorkflowFinish, type WorkflowFinishReason, type WorkflowStepSpec,
+  appendToolMemory, claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
+  nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveUltraSession, saveWorkflowSteps, startConversationTurn,
+  type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { isTransientError } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
@@ -125,6 +126,12 @@ export type TurnInput = {
    * continues the workflow where it stopped), as the same tool results sent again do
    */
   idempotencyKey?: string;
+  /**
+   * false: a step that still fails after its call's retries ends the workflow (a Batch API line,
+   * whose error goes to the error file). Default: the workflow waits, and the same request sent
+   * again continues from the failed step
+   */
+  resumable?: boolean;
   /** false: this turn's agents are not shown the conversation's earlier tool traffic */
   sharedMemory?: boolean;
   /**
@@ -242,12 +249,19 @@ const KEPT_REPLIES = 4;
 
 /** One request of fugu-ultra: a new workflow, or the tool results of a waiting one. */
 export async function runTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void = () => {}): Promise<TurnResult> {
-  await expireSessions(deps).catch((e: unknown) => deps.log?.warn({ err: (e as Error).message }, 'fugu-ultra: could not end the workflows past their tool deadline'));
+  // the sweep of overdue workflows: at most once every few seconds per process (a request that comes late ends its own)
+  if (Date.now() - lastSweep >= SWEEP_EVERY_MS) {
+    lastSweep = Date.now();
+    await expireSessions(deps).catch((e: unknown) => deps.log?.warn({ err: (e as Error).message }, 'fugu-ultra: could not end the workflows past their tool deadline'));
+  }
   const results = trailingToolResults(input.messages);
   if (results.length > 0) return continueTurn(deps, input, results, emit);
   if (input.idempotencyKey !== undefined && input.workflowKey === undefined) return idempotentTurn(deps, input, emit);
   return startTurn(deps, input, emit);
 }
+
+const SWEEP_EVERY_MS = 5_000;
+let lastSweep = 0;
 
 /** The print of a turn's first request (a user message last): one per workflow. */
 const START_PRINT = 'start';
@@ -307,7 +321,7 @@ async function resumeTurn(
   if (!resuming) await apply!(st);
   const results = trailingToolResults(input.messages).length;
   emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: st.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
-  return advance(deps, input, { workflowId: s.workflowId, version: claimed.version }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running' });
+  return advance(deps, input, { workflowId: s.workflowId, version: claimed.version, stored: true }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running' });
 }
 
 function replayOf(r: StoredReply): TurnResult {
@@ -349,16 +363,24 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   }
 
   const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? input.newConversation ?? `conv_${randomBytes(12).toString('base64url')}`;
-  // the key's own conversation of that id (another key's of the same id is another conversation)
-  const turn = await nextConversationTurn(db, conversationId, input.keyId);
-
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
   const seed = input.seed ?? 0;
-  const key = input.workflowKey ?? `ultra.${input.keyId === null ? '' : `${input.keyId}/`}${conversationId}.${turn}`;
-  const [workflowId] = await insertWorkflows(db, [{ key, poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> }]);
-  const row = input.workflowKey !== undefined ? await reopenWorkflow(db, workflowId!) : await claimWorkflow(db, workflowId!);
-  if (!row) throw new UltraRequestError(409, `workflow ${key} is already running`, { code: 'workflow_busy' });
+  const fields = { poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> };
+  // the key's own conversation of that id (another key's of the same id is another conversation)
+  let row: WorkflowRow | undefined;
+  let turn: number;
+  if (input.workflowKey === undefined) {
+    // the conversation's turn and its workflow, claimed, in one statement
+    ({ row, turn } = await startConversationTurn(db, { conversationId, keyId: input.keyId, keyPrefix: `ultra.${input.keyId === null ? '' : `${input.keyId}/`}${conversationId}.`, workflow: fields }));
+  } else {
+    // a workflow the caller names (a batch line, an Idempotency-Key): run (again) from its start
+    turn = await nextConversationTurn(db, conversationId, input.keyId);
+    const [id] = await insertWorkflows(db, [{ key: input.workflowKey, ...fields }]);
+    row = await reopenWorkflow(db, id!);
+  }
+  if (!row) throw new UltraRequestError(409, `workflow ${input.workflowKey} is already running`, { code: 'workflow_busy' });
+  const workflowId = row.id;
 
   // the conductor writes for the latest question
   const workers = d.workers;
@@ -399,7 +421,8 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const specs: WorkflowStepSpec[] = workflow.steps.map((s, i) => ({ worker: s.worker, name: names[i]!, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access] }));
 
   // what every agent is told: the conversation so far, and what earlier workflows' tools found
-  const memory = d.options.sharedMemory && input.sharedMemory !== false ? await readToolMemory(db, conversationId, input.keyId, d.options.memoryMaxEntries) : undefined;
+  // (a conversation's first turn has none)
+  const memory = d.options.sharedMemory && input.sharedMemory !== false && turn > 1 ? await readToolMemory(db, conversationId, input.keyId, d.options.memoryMaxEntries) : undefined;
   const memoryText = memory ? renderToolMemory(memory.entries, memory.total, { maxEntries: d.options.memoryMaxEntries, maxChars: d.options.memoryMaxChars }) : '';
   const task = [conversationText(input.messages, lastUserAt), memoryText].filter((t) => t !== '').join('\n\n');
   const system = input.messages.filter((m) => m.role === 'system').map((m) => messageText(m)).join('\n\n');
@@ -414,12 +437,16 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     startedAt: Date.now(),
     replies: [], resume: null,
   };
-  await insertUltraSession(db, { workflowId: workflowId!, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) }, { replace: input.workflowKey !== undefined });
+  // the state is written when the turn ends (one transaction with the steps and the workflow's
+  // end): until then no other request can reach this workflow, except one the caller named by
+  // key (a batch line run again, an Idempotency-Key sent again), which finds its state at once
+  const early = input.workflowKey !== undefined;
+  if (early) await insertUltraSession(db, { workflowId, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) }, { replace: true });
   emit({
     type: 'progress',
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
   });
-  return advance(deps, input, { workflowId: workflowId!, version: 0 }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
+  return advance(deps, input, { workflowId, version: 0, stored: early }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
 }
 
 async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
@@ -496,6 +523,8 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
 }
 
 type Advance = { print: string; takeover: boolean };
+/** The workflow a request advances: its state's version as this request holds it; `stored`: the state has a row (else the turn's end inserts it) */
+type At = { workflowId: number; version: number; stored: boolean };
 type CallOutcome = { i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number };
 
 /**
@@ -504,7 +533,9 @@ type CallOutcome = { i: number; ok: true; result: ChatResult; cost: bigint; ms: 
  * third of the lease); a request that took the workflow over from a dead holder (`takeover`)
  * reuses each call the holder had completed (its row, by its deterministic key).
  */
-async function advance(deps: InteractiveDeps, input: TurnInput, at: { workflowId: number; version: number }, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
+async function advance(deps: InteractiveDeps, input: TurnInput, at: At, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
+  // a state not yet written (a new workflow's first turn) has no lease to renew: no other request can reach it
+  if (!at.stored) return runAgents(deps, input, at, state, conductor, emit, opts);
   const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
   const beat = setInterval(() => {
     renewUltraSession(deps.db, at.workflowId, at.version, new Date(Date.now() + leaseMs)).then(
@@ -565,7 +596,7 @@ function maxTokensOf(options: Pick<WorkflowOptions, 'maxTokensPerStep'>, client:
 /** The key of an agent's call: deterministic from the state, so a request that takes the workflow over finds the calls its holder made. */
 const callKey = (workflowId: number, step: number, turn: number, attempt: number): string => `wf${workflowId}.s${step}.t${turn}${attempt > 1 ? `.a${attempt}` : ''}`;
 
-async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflowId: number; version: number }, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
+async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
   const { db } = deps;
   const d = input.deployment;
   const { workflowId } = at;
@@ -682,7 +713,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
       a.error = toWireError(o.error);
       ended = 'step-error';
       // a provider's 400 is the request's (its tools, its parameters): the same request fails again; anything else can be tried again
-      const resumable = a.error.code !== 'provider-bad-request';
+      const resumable = input.resumable !== false && a.error.code !== 'provider-bad-request';
       failed ??= { step: o.i, resumable };
       if (resumable) {
         // the same request again makes this call again, under a new key; the turn it was is taken again
@@ -748,8 +779,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
     // the workflow waits to be continued: the same request sent again makes the failed call again
     // (the steps that answered are not paid again), until the tool-result deadline
     state.resume = opts.print;
-    await saveSteps(db, workflowId, state);
-    if (!(await saveUltraSession(db, workflowId, at.version, { status: 'tools', state, deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    if (!(await persist(db, at, state, { status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
     const a = state.agents[failed.step]!;
     throw new UltraRequestError(
       502,
@@ -767,8 +797,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
       worker: state.specs[finalWaits ? schedule.finalStep : waiting[0]!]!.name, steps: steps(),
     };
     remember(state, opts.print, result);
-    await saveSteps(db, workflowId, state);
-    if (!(await saveUltraSession(db, workflowId, at.version, { status: 'tools', state, deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    if (!(await persist(db, at, state, { status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
     return result;
   }
 
@@ -791,14 +820,13 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: { workflow
     }
     : undefined;
   if (result) remember(state, opts.print, result);
-  await saveSteps(db, workflowId, state);
   const totals = state.agents.reduce((t, a) => ({ tin: t.tin + a.tokensIn, tout: t.tout + a.tokensOut, cost: t.cost + parseUsd(a.cost) }), { tin: 0, tout: 0, cost: 0n });
-  await finishWorkflow(db, workflowId, {
+  const finish: WorkflowFinish = {
     ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: last.status === 'done' ? null : 'unanswered', reward: null, score: null,
     workerTokensIn: totals.tin, workerTokensOut: totals.tout, workerCost: formatUsd(totals.cost),
     latencyMs: Date.now() - state.startedAt,
-  });
-  await saveUltraSession(db, workflowId, at.version, { status: answered ? 'done' : 'failed', state, deadlineAt: null });
+  };
+  if (!(await persist(db, at, state, { status: answered ? 'done' : 'failed', deadlineAt: null, finish }))) throw lost();
   emit({ type: 'progress', progress: { event: 'workflow.finished', workflow: workflowId, finish_reason: finishReason } });
   if (!result) {
     // the step that failed, numbered as in the fugu object (from 0), and its worker
@@ -891,17 +919,41 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
   return new Date(Date.now() + (deps.leaseMs ?? DEFAULT_LEASE_MS));
 }
 
-/** The step rows of the steps that have ended (each written once). */
-async function saveSteps(db: Db, workflowId: number, state: SessionState): Promise<void> {
-  for (const [i, a] of state.agents.entries()) {
-    if (a.saved || !(a.status === 'done' || a.status === 'error' || a.status === 'skipped')) continue;
-    const spec = state.specs[i]!;
-    await saveWorkflowStep(db, {
-      workflowId, idx: i, workerId: state.workerIds[i]!, worker: spec.name, subtask: spec.subtask, access: spec.access, sees: state.sees[i]!,
-      chatCallId: a.lastKey ?? `wf${workflowId}.s${i}`, status: a.status === 'done' ? 'ok' : a.status, answer: a.status === 'done' ? a.answer : null,
-      tokensIn: a.tokensIn, tokensOut: a.tokensOut, cost: a.cost, latencyMs: a.latencyMs, cached: false, replay: a.replay, error: a.error,
-    });
+/** The rows of the steps that have ended and were not written yet (marked written). */
+function endedSteps(workflowId: number, state: SessionState): WorkflowStepRow[] {
+  return state.agents.flatMap((a, i) => {
+    if (a.saved || !(a.status === 'done' || a.status === 'error' || a.status === 'skipped')) return [];
     a.saved = true;
+    const spec = state.specs[i]!;
+    return [{
+      workflowId, idx: i, workerId: state.workerIds[i]!, worker: spec.name, subtask: spec.subtask, access: spec.access, sees: state.sees[i]!,
+      chatCallId: a.lastKey ?? `wf${workflowId}.s${i}`, status: a.status === 'done' ? 'ok' as const : a.status, answer: a.status === 'done' ? a.answer : null,
+      tokensIn: a.tokensIn, tokensOut: a.tokensOut, cost: a.cost, latencyMs: a.latencyMs, cached: false, replay: a.replay, error: a.error,
+    }];
+  });
+}
+
+/**
+ * A turn's end in one transaction (one commit): the rows of the steps that ended, the workflow's
+ * final write when it ended, and its state (inserted when the turn began without a row, else
+ * saved from the version this request holds). False, with nothing written, when another request
+ * took the workflow over meanwhile.
+ */
+async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish }): Promise<boolean> {
+  const steps = endedSteps(at.workflowId, state);
+  const taken = new Error('taken over');
+  try {
+    await db.transaction().execute(async (tx) => {
+      await saveWorkflowSteps(tx, steps);
+      if (s.finish) await finishWorkflow(tx, at.workflowId, s.finish);
+      const session = { status: s.status, state: state as unknown as Record<string, unknown>, deadlineAt: s.deadlineAt };
+      if (!at.stored) await insertUltraSession(tx, { workflowId: at.workflowId, conversationId: state.conversationId, apiKeyId: state.keyId, ...session });
+      else if (!(await saveUltraSession(tx, at.workflowId, at.version, session))) throw taken;
+    });
+    return true;
+  } catch (e) {
+    if (e === taken) return false;
+    throw e;
   }
 }
 
@@ -923,7 +975,7 @@ async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: U
       a.error = { code: 'tool-timeout', message: `no tool results by ${s.deadlineAt?.toISOString() ?? 'the deadline'}` };
     } else if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
   }
-  await saveSteps(deps.db, s.workflowId, state);
-  await finishWorkflow(deps.db, s.workflowId, { ...state.base, status: 'failed', finishReason: 'tool-timeout', outcome: 'unanswered', latencyMs: Date.now() - state.startedAt });
-  return saveUltraSession(deps.db, s.workflowId, claimed.version, { status: 'failed', state, deadlineAt: s.deadlineAt });
+  return persist(deps.db, { workflowId: s.workflowId, version: claimed.version, stored: true }, state, {
+    status: 'failed', deadlineAt: s.deadlineAt, finish: { ...state.base, status: 'failed', finishReason: 'tool-timeout', outcome: 'unanswered', latencyMs: Date.now() - state.startedAt },
+  });
 }
