@@ -98,6 +98,8 @@ beforeAll(async () => {
     FUGU_DATABASE_URL: database.url,
     FUGU_QUEUE_PREFIX: `fugugw${randomBytes(4).toString('hex')}`,
     FUGU_HOME: home,
+    // the fallback tests send the flaky worker request after request: no cooldown here (its own test below)
+    FUGU_GATEWAY_COOLDOWN_FAILS: '0',
     FUGU_LOG_LEVEL: 'silent',
     FUGU_GATEWAY_BODY_LIMIT_BYTES: String(64 * 1024),
     FUGU_ROUTER_POLL_MS: '200',
@@ -400,9 +402,9 @@ describe('operations', () => {
 
 describe('provider failure and router unavailability policies', () => {
   /** Another gateway over the same pool, with configuration overrides and its own route client. */
-  async function otherGateway(env: Record<string, string>, rc: InProcessRouteClient = routeClient): Promise<{ url: string; close(): Promise<void> }> {
+  async function otherGateway(env: Record<string, string>, rc: InProcessRouteClient = routeClient, withRedis = false): Promise<{ url: string; close(): Promise<void> }> {
     const cfg = loadConfig({ ...serviceEnv(config), ...env });
-    const gw = await buildGateway({ config: cfg, pool, routeClient: rc, db: database.db, env: {}, log: quiet, replayStore: () => replay });
+    const gw = await buildGateway({ config: cfg, pool, routeClient: rc, db: database.db, env: {}, log: quiet, replayStore: () => replay, ...(withRedis && { redis }) });
     await gw.listen({ port: 0, host: '127.0.0.1' });
     return { url: `http://127.0.0.1:${(gw.server.address() as { port: number }).port}/v1`, close: () => gw.close() };
   }
@@ -417,6 +419,28 @@ describe('provider failure and router unavailability policies', () => {
       expect((e as APIError).message).toMatch(/the flaky server broke/);
     } finally {
       await gw.close();
+    }
+  });
+
+  it('a worker that keeps failing is cooled down for routing on every gateway sharing the Redis: the next-best answers without trying it', async () => {
+    const env = { FUGU_GATEWAY_AUTH: 'none', FUGU_GATEWAY_COOLDOWN_FAILS: '2', FUGU_GATEWAY_COOLDOWN_MS: '60000', FUGU_QUEUE_PREFIX: `fugucd${randomBytes(4).toString('hex')}` };
+    const a = await otherGateway(env, routeClient, true);
+    const b = await otherGateway(env, routeClient, true);
+    try {
+      const ask = (url: string) => new OpenAI({ apiKey: 'unused', baseURL: url, maxRetries: 0 }).chat.completions.create({ model: 'fugu', messages: [{ role: 'user', content: VOLCANO }] }).withResponse();
+      const before = stubs.flaky!.requests.length;
+      // two failures on gateway A: each request tried flaky first, then fell back
+      for (let i = 0; i < 2; i++) expect((await ask(a.url)).response.headers.get('x-fugu-fallback-from')).toBe('flaky');
+      expect(stubs.flaky!.requests.length).toBe(before + 2);
+      // gateway B skips it (once the cooldown has reached it)
+      await expect.poll(async () => (await ask(b.url)).response.headers.get('x-fugu-cooled-down')).toBe('flaky');
+      const last = await ask(b.url);
+      expect(last.response.headers.get('x-fugu-fallback-from')).toBeNull();
+      expect(['alpha', 'beta', 'gamma']).toContain(last.data.model);
+      expect(stubs.flaky!.requests.length).toBe(before + 2);
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 

@@ -13,12 +13,14 @@ import { Counter, Histogram, type Logger, type Registry } from '@fugu/telemetry'
 import { GatewayError } from './errors.ts';
 import { checkRouterWorkers } from './workers.ts';
 import { RecordWriter } from './record-writer.ts';
+import type { Cooldowns } from './cooldown.ts';
 
 /** Who is calling: their key (null with auth none) and the workers they may use, in pool order. */
 export type Caller = { key: ApiKeyRecord | null; allowed: string[] };
 
 /** A routing outcome: the decision (absent: the no-router fallback worker), the workers to try in order. */
-export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs: number };
+/** `cooled`: the workers the routing moved last because they are cooled down (cooldown.ts) */
+export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs: number; cooled?: string[] };
 
 /** What one request did, filled as it goes; the access log line and the `requests` row are written from it. */
 export type RequestRecord = {
@@ -167,6 +169,8 @@ export type GatewayContext = {
   seal(rec: RequestRecord, status: number): Promise<void>;
   /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
   route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed>;
+  /** workers cooled down for routing after repeated failures, shared by the gateways (with Redis) */
+  cooldowns?: Cooldowns;
 };
 
 export function newRecord(requestId: string): RequestRecord {
@@ -184,6 +188,7 @@ export function createContext(opts: {
   calls: ProviderCalls;
   log: Logger;
   registry: Registry;
+  cooldowns?: Cooldowns;
 }): GatewayContext {
   const g = opts.config.gateway;
   const { log, pool, registry } = opts;
@@ -367,6 +372,7 @@ export function createContext(opts: {
     charge,
     seal,
     route,
+    ...(opts.cooldowns && { cooldowns: opts.cooldowns }),
   };
 }
 

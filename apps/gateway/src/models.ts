@@ -10,6 +10,7 @@ import { InputError } from '@fugu/core';
 import { scrub } from '@fugu/telemetry';
 import type { BatchCall } from '@fugu/batch';
 import type { CallMeta, Caller, GatewayContext, RequestRecord, Routed } from './context.ts';
+import { skipCooled } from './cooldown.ts';
 import { GatewayError, badField } from './errors.ts';
 import type { FuguOptions } from './wire.ts';
 
@@ -134,7 +135,10 @@ export function defaultRegistry(ctx: GatewayContext): ModelRegistry {
 export function routerModel(ctx: GatewayContext): ModelHandler {
   async function plan(input: ChatInput): Promise<Routed> {
     const allowed = eligibleWorkers(ctx, input);
-    const r = await ctx.route(routingTextOf(input.req), allowed, input.options.lambda);
+    const routed = await ctx.route(routingTextOf(input.req), allowed, input.options.lambda);
+    // a worker cooled down after repeated failures is tried last (the next-best takes its place)
+    const cool = ctx.cooldowns && skipCooled(routed.candidates, await ctx.cooldowns.cooling());
+    const r: Routed = cool && cool.cooled.length > 0 ? { ...routed, candidates: cool.candidates, cooled: cool.cooled } : routed;
     input.record.routingMs = r.routingMs;
     const d = r.decision;
     if (d) {
@@ -249,6 +253,7 @@ export function routingHeaders(r: Routed, worker: string, failed: string[]): Rec
     'x-fugu-routing-ms': r.routingMs.toFixed(2),
     ...(r.decision && { 'x-fugu-checkpoint': r.decision.checkpointId }),
     ...(failed.length > 0 && { 'x-fugu-fallback-from': failed.join(',') }),
+    ...(r.cooled && { 'x-fugu-cooled-down': r.cooled.join(',') }),
   };
 }
 
@@ -271,6 +276,7 @@ async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput,
       } catch (e) {
         const fatal = input.signal.aborted ? new GatewayError(499, 'the client closed the request', { code: 'client_closed' }) : classify(worker, e);
         if (fatal) throw fatal;
+        ctx.cooldowns?.failed(worker);
         failed.push(worker);
         last = e;
         if (i < order.length - 1) {

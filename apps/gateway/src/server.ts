@@ -44,6 +44,7 @@ import { gatewayBatchCodec } from './batch-codec.ts';
 import { createWorkerModels } from './workers.ts';
 import { journalKey, RecordWriter } from './record-writer.ts';
 import { invalidUtf8Error } from './utf8.ts';
+import { redisCooldowns } from './cooldown.ts';
 
 export { ROUTER_MODEL } from './models.ts';
 
@@ -114,6 +115,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     calls,
     log,
     registry: opts.registry ?? new Registry(),
+    ...(opts.redis && g.cooldownFails > 0 && { cooldowns: redisCooldowns(opts.redis, opts.config.queuePrefix, { fails: g.cooldownFails, ms: g.cooldownMs, log }) }),
   });
   const models: ModelRegistry = defaultRegistry(ctx);
   for (const make of opts.extraModels ?? []) models.register(make(ctx));

@@ -186,6 +186,12 @@ export const configSchema = z
          */
         keyCacheMs: nonNegInt.default(1_000),
         /**
+         * `fugu`'s routing skips a worker whose calls failed (retryably) this many times within
+         * cooldownMs, for cooldownMs, on every gateway sharing the Redis (0: never)
+         */
+        cooldownFails: nonNegInt.default(3),
+        cooldownMs: positiveInt.default(30_000),
+        /**
          * the record journal (Redis): an entry older than this is a crashed gateway's, and the
          * sweeps of the live ones write it; they sweep every third of it
          */
@@ -259,6 +265,8 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_RESPONSE_CACHE: 'gateway.responseCache',
   FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
   FUGU_GATEWAY_KEY_CACHE_MS: 'gateway.keyCacheMs',
+  FUGU_GATEWAY_COOLDOWN_FAILS: 'gateway.cooldownFails',
+  FUGU_GATEWAY_COOLDOWN_MS: 'gateway.cooldownMs',
   FUGU_GATEWAY_JOURNAL_GRACE_MS: 'gateway.journalGraceMs',
   FUGU_FILES_MAX_BYTES: 'gateway.filesMaxBytes',
   FUGU_BATCH_MAX_LINES: 'gateway.batchMaxLines',
