@@ -113,3 +113,23 @@ describe('fugu-ultra: one set of stop rules on every path', () => {
     }
   });
 });
+
+describe('fugu-ultra: an Idempotency-Key keys the request', () => {
+  it('the same key again gets the stored answer, charged once; another key runs a new workflow', async () => {
+    const client = new OpenAI({ apiKey: key, baseURL: url, maxRetries: 0 });
+    const ask = (idem: string) => client.chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: 'Keyed by the client.' }] }, { headers: { 'Idempotency-Key': idem } }).withResponse();
+    const before = stubs.alpha!.requests.length + stubs.beta!.requests.length;
+    const first = await ask('idem-1');
+    const calls = stubs.alpha!.requests.length + stubs.beta!.requests.length - before;
+    expect(first.response.headers.get('idempotent-replayed')).toBeNull();
+    const again = await ask('idem-1');
+    expect(again.response.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.response.headers.get('x-fugu-workflow')).toBe(first.response.headers.get('x-fugu-workflow'));
+    expect(again.data.choices[0]!.message).toEqual(first.data.choices[0]!.message);
+    // no agent called again, and the replay costs nothing
+    expect(stubs.alpha!.requests.length + stubs.beta!.requests.length - before).toBe(calls);
+    expect((again.data.usage as unknown as { cost: number }).cost).toBe(0);
+    const other = await ask('idem-2');
+    expect(other.response.headers.get('x-fugu-workflow')).not.toBe(first.response.headers.get('x-fugu-workflow'));
+  });
+});
