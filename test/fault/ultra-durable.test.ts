@@ -116,7 +116,7 @@ afterAll(async () => {
 describe('fugu-ultra under faults', () => {
   let b: { url: string; app: AppProcess };
 
-  it('a gateway killed -9 with 20 workflows mid-step: each retry is answered by another gateway; nothing completed is paid twice; shared memory has no duplicate', async () => {
+  it('a gateway killed -9 with workflows mid-step (20; FUGU_FAULT_WORKFLOWS): each retry is answered by another gateway; nothing completed is paid twice; shared memory has no duplicate', async () => {
     const a = await startGateway();
     b = await startGateway();
     const n = Number(process.env.FUGU_FAULT_WORKFLOWS ?? 20);
