@@ -16,7 +16,6 @@
 // FUGU_FAULT_WORKFLOWS=50 (a), FUGU_FAULT_ABORTS=100 (b), FUGU_FAULT_DOWN_WORKFLOWS=50 with
 // FUGU_FAULT_DOWN_MS=5000 (c); each prints its figure.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fork } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -29,10 +28,9 @@ import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { testRedisUrl } from '../support/eval-env.ts';
-import { watchApp, type AppProcess } from '../support/app-process.ts';
+import { forkGateway, type AppProcess } from '../support/app-process.ts';
 import { paidPico, spentPico, workflowCalls } from '../support/paid.ts';
 
-const gatewayMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../apps/gateway/src/main.ts');
 const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -66,15 +64,9 @@ const gateways: AppProcess[] = [];
 const secret = randomBytes(32).toString('hex');
 
 async function startGateway(): Promise<{ url: string; app: AppProcess }> {
-  const child = fork(gatewayMain, [], {
-    env: {
-      PATH: process.env.PATH, ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_ULTRA_ID_SECRET: secret,
-    },
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
-  const app = await watchApp(child, 'gateway');
-  gateways.push(app);
-  return { url: `http://127.0.0.1:${app.ready.port}/v1`, app };
+  const g = await forkGateway({ ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_ULTRA_ID_SECRET: secret });
+  gateways.push(g.app);
+  return g;
 }
 
 const continuations = (name: string): RecordedRequest[] => stubs[name]!.requests.filter((r) => r.body?.messages && continuation(r));

@@ -5,7 +5,6 @@
 // that made the call, the dependent step runs, the workflow finishes once. Every agent turn is
 // exactly one chat_calls row. Stub providers play the workers; real Postgres and Redis.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fork } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -18,9 +17,8 @@ import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { testRedisUrl } from '../support/eval-env.ts';
-import { watchApp, type AppProcess } from '../support/app-process.ts';
+import { forkGateway, type AppProcess } from '../support/app-process.ts';
 
-const gatewayMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../apps/gateway/src/main.ts');
 const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -45,15 +43,9 @@ const gateways: AppProcess[] = [];
 const secret = randomBytes(32).toString('hex');
 
 async function startGateway(): Promise<{ url: string; app: AppProcess }> {
-  const child = fork(gatewayMain, [], {
-    env: {
-      PATH: process.env.PATH, ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_ULTRA_ID_SECRET: secret,
-    },
-    stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-  });
-  const app = await watchApp(child, 'gateway');
-  gateways.push(app);
-  return { url: `http://127.0.0.1:${app.ready.port}/v1`, app };
+  const g = await forkGateway({ ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_ULTRA_ID_SECRET: secret });
+  gateways.push(g.app);
+  return g;
 }
 
 beforeAll(async () => {

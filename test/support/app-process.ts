@@ -1,7 +1,7 @@
 // An app process (`node apps/<app>/src/<main>.ts`, the container's command) started by a test:
 // its stderr kept, its exit awaited, and the 'ready' message it sends its parent over IPC
 // (port, id) awaited; a start that fails rejects with the last of its stderr.
-import type { ChildProcess } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 
 export type Exit = { code: number | null; signal: NodeJS.Signals | null };
 export type ReadyMessage = { type: 'ready'; port?: number; id?: string };
@@ -45,4 +45,13 @@ export async function watchApp(child: ChildProcess, what: string): Promise<AppPr
       return exited;
     },
   };
+}
+
+const gatewayMain = new URL('../../apps/gateway/src/main.ts', import.meta.url).pathname;
+
+/** The gateway as deployed (`node apps/gateway/src/main.ts`) with this environment, ready, and its base URL. */
+export async function forkGateway(env: Record<string, string | undefined>): Promise<{ url: string; app: AppProcess }> {
+  const child = fork(gatewayMain, [], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'ignore', 'pipe', 'ipc'] });
+  const app = await watchApp(child, 'gateway');
+  return { url: `http://127.0.0.1:${app.ready.port}/v1`, app };
 }
