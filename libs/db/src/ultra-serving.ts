@@ -168,7 +168,9 @@ export type ToolMemoryEntry = { seq: number; workflowId: number; step: number; n
 export async function appendToolMemory(db: Db, conversationId: string, keyId: string | null, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'> & { callId?: string }>): Promise<void> {
   if (entries.length === 0) return;
   const scope = scopeOf(keyId);
-  await db.transaction().execute(async (tx) => {
+  // in the caller's transaction when given one (a served turn's end), else in one of its own
+  const inTx = (run: (tx: Db) => Promise<void>): Promise<void> => (db.isTransaction ? run(db) : db.transaction().execute(run));
+  await inTx(async (tx) => {
     // one writer per conversation at a time (a row lock on the conversation)
     await sql`select 1 from ultra_conversations where key_scope = ${scope} and id = ${conversationId} for update`.execute(tx);
     const ids = entries.flatMap((e) => (e.callId !== undefined ? [e.callId] : []));

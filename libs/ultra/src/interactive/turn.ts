@@ -304,7 +304,7 @@ function busy(workflowId: number, s: Pick<UltraSession, 'deadlineAt'> | undefine
  * request's tool results, unless the request resumes a turn that failed at a step.
  */
 async function resumeTurn(
-  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, apply?: (state: SessionState) => Promise<void>,
+  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, apply?: (state: SessionState) => MemoryEntry[],
 ): Promise<TurnResult> {
   const state = readState(s);
   const stored = state.replies.find((r) => r.print === print);
@@ -318,10 +318,10 @@ async function resumeTurn(
   const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
   if (!claimed) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
   const st = readState(claimed);
-  if (!resuming) await apply!(st);
+  const memory = resuming ? [] : apply!(st);
   const results = trailingToolResults(input.messages).length;
   emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: st.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
-  return advance(deps, input, { workflowId: s.workflowId, version: claimed.version, stored: true }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running' });
+  return advance(deps, input, { workflowId: s.workflowId, version: claimed.version, stored: true }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
 }
 
 function replayOf(r: StoredReply): TurnResult {
@@ -501,8 +501,8 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
     throw bad(`workflow ${workflowId} waits for the result of every tool call of its message; missing: ${missing.join(', ')}`, 'messages', 'missing_tool_results');
   }
   // each result goes back to the agent that made the call, under that agent's own call id
-  return resumeTurn(deps, input, s, print, emit, async (st) => {
-    const memory: Array<{ workflowId: number; step: number; name: string; arguments: string; result: string; callId: string }> = [];
+  return resumeTurn(deps, input, s, print, emit, (st) => {
+    const memory: MemoryEntry[] = [];
     st.agents.forEach((a, i) => {
       if (a.status !== 'tools') return;
       a.messages.push({
@@ -517,12 +517,14 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
       a.pending = [];
       a.status = 'call';
     });
-    // idempotent by call id: a request taken over after its holder died appends nothing twice
-    if (input.deployment.options.sharedMemory) await appendToolMemory(db, st.conversationId, st.keyId, memory);
+    // appended with the turn's end (idempotent by call id: a request that takes the workflow over appends nothing twice)
+    return input.deployment.options.sharedMemory ? memory : [];
   });
 }
 
-type Advance = { print: string; takeover: boolean };
+/** `memory`: the shared-memory entries of the tool results this request gave, appended when its turn ends */
+type Advance = { print: string; takeover: boolean; memory?: MemoryEntry[] };
+type MemoryEntry = { workflowId: number; step: number; name: string; arguments: string; result: string; callId: string };
 /** The workflow a request advances: its state's version as this request holds it; `stored`: the state has a row (else the turn's end inserts it) */
 type At = { workflowId: number; version: number; stored: boolean };
 type CallOutcome = { i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number };
@@ -779,7 +781,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
     // the workflow waits to be continued: the same request sent again makes the failed call again
     // (the steps that answered are not paid again), until the tool-result deadline
     state.resume = opts.print;
-    if (!(await persist(db, at, state, { status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    if (!(await persist(db, at, state, { memory: opts.memory, status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
     const a = state.agents[failed.step]!;
     throw new UltraRequestError(
       502,
@@ -797,7 +799,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
       worker: state.specs[finalWaits ? schedule.finalStep : waiting[0]!]!.name, steps: steps(),
     };
     remember(state, opts.print, result);
-    if (!(await persist(db, at, state, { status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    if (!(await persist(db, at, state, { memory: opts.memory, status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
     return result;
   }
 
@@ -826,7 +828,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
     workerTokensIn: totals.tin, workerTokensOut: totals.tout, workerCost: formatUsd(totals.cost),
     latencyMs: Date.now() - state.startedAt,
   };
-  if (!(await persist(db, at, state, { status: answered ? 'done' : 'failed', deadlineAt: null, finish }))) throw lost();
+  if (!(await persist(db, at, state, { memory: opts.memory, status: answered ? 'done' : 'failed', deadlineAt: null, finish }))) throw lost();
   emit({ type: 'progress', progress: { event: 'workflow.finished', workflow: workflowId, finish_reason: finishReason } });
   if (!result) {
     // the step that failed, numbered as in the fugu object (from 0), and its worker
@@ -939,12 +941,13 @@ function endedSteps(workflowId: number, state: SessionState): WorkflowStepRow[] 
  * saved from the version this request holds). False, with nothing written, when another request
  * took the workflow over meanwhile.
  */
-async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish }): Promise<boolean> {
+async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
   const steps = endedSteps(at.workflowId, state);
   const taken = new Error('taken over');
   try {
     await db.transaction().execute(async (tx) => {
       await saveWorkflowSteps(tx, steps);
+      if (s.memory && s.memory.length > 0) await appendToolMemory(tx, state.conversationId, state.keyId, s.memory);
       if (s.finish) await finishWorkflow(tx, at.workflowId, s.finish);
       const session = { status: s.status, state: state as unknown as Record<string, unknown>, deadlineAt: s.deadlineAt };
       if (!at.stored) await insertUltraSession(tx, { workflowId: at.workflowId, conversationId: state.conversationId, apiKeyId: state.keyId, ...session });
