@@ -13,12 +13,12 @@ import { formatUsd, InputError, parseUsd, toWireError, type ChatRequest, type Ch
 import { isProviderError } from '@fugu/providers';
 import {
   conductorPool, encodeReplayStepRequest, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, REPLAY_STEP_METADATA, renderWorkerPrompt,
-  rewardOf, scheduleOf, readySteps, scoreWorkflow, sourcesOf, visibleSteps,
+  rewardOf, readySteps, scoreWorkflow,
   type Conductor, type ConductorInput, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
 } from '@fugu/conductor';
 import {
   claimWorkflow, finishWorkflow, getChatCalls, getItems, getPoolWorkers, getWorkflows, saveWorkflowStep,
-  type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow, type WorkflowStepSpec,
+  type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow,
 } from '@fugu/db';
 import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls, type CallPipeline, type ChatCallClientOptions, type ChatCallEvents, type ChatCallResult } from '@fugu/calls';
 import { verify } from '@fugu/datasets';
@@ -28,6 +28,7 @@ import type { Logger } from '@fugu/telemetry';
 import { GIVEN_CONDUCTOR, isGivenConductor } from './given.ts';
 import { validateWorkflowOptions, workerReplayParams, type WorkflowOptions } from './options.ts';
 import { budgetPico, cutAtTokenBound, finishReasonOf, overBudget, type WorkflowEnd } from './stop-rules.ts';
+import { planWorkflow } from './plan.ts';
 
 /**
  * The fugu router's pick for a question (fixed:router): a pool worker's name. `workers` is the
@@ -164,40 +165,23 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
   const pool = writerPool(allowedWorkers(workers, options));
   // ---- the conductor writes
   const out = await env.write(row, options, workers, pool, item);
-  const conductorCost = out.costPico ?? 0n;
-  const base: WorkflowFinish = {
-    completion: out.text,
-    promptVersion: out.promptVersion ?? null,
-    logprob: out.logprob ?? null,
-    conductorTokensIn: out.usage?.inputTokens ?? 0,
-    conductorTokensOut: out.usage?.outputTokens ?? 0,
-    conductorCost: formatUsd(conductorCost),
-    ...(out.decisions !== undefined && { decisions: out.decisions }),
-  };
 
-  // ---- parse
-  const parsed = parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: options.maxSteps });
-  if (!parsed.ok) {
+  // ---- parse and plan
+  const plan = planWorkflow(out, pool, options.maxSteps);
+  const { base, conductorCost } = plan;
+  if (!plan.ok) {
     const longer = options.maxSteps < MAX_STEPS_LIMIT ? parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: MAX_STEPS_LIMIT }) : undefined;
     const tooLong = longer?.ok === true;
     const r = rewardOf({ parsed: false, costPico: conductorCost }, options.reward);
     return {
-      ...base, finishReason: tooLong ? 'budget-steps' : 'parse-error', parseOk: false, parseError: { ...parsed.error },
+      ...base, finishReason: tooLong ? 'budget-steps' : 'parse-error', parseOk: false, parseError: { ...plan.error },
       reward: r.reward, outcome: r.outcome, ...(tooLong && { nSteps: longer.workflow.steps.length }),
     };
   }
-  const workflow = parsed.workflow;
-  const schedule = scheduleOf(workflow);
-  const stepSpecs: WorkflowStepSpec[] = workflow.steps.map((s) => ({
-    worker: s.worker, name: pool.workers[s.worker]!.name, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access],
-  }));
-  const shape: WorkflowFinish = { ...base, parseOk: true, parseError: null, steps: stepSpecs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath };
+  const { workflow, schedule, specs: stepSpecs, shape, names, sees: seen, sources } = plan;
 
   // ---- the steps, each as soon as its inputs are ready
   const byName = new Map(workers.map((w) => [w.name, w]));
-  const seen = workflow.steps.map((_, i) => visibleSteps(workflow, i));
-  const names = workflow.steps.map((s) => pool.workers[s.worker]!.name);
-  const sources = sourcesOf(names.map((worker, i) => ({ worker, sees: seen[i]! })));
   const states: StepState[] = names.map((name, i) => ({ idx: i, worker: byName.get(name)!, sees: seen[i]!, sources: sources[i]! }));
   // what a step's row says about the step itself, whatever became of it
   const stepBase = (st: StepState) => ({

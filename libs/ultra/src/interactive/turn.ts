@@ -19,7 +19,7 @@ import {
   formatUsd, messageText, parseUsd, toWireError,
   type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage, type WireError,
 } from '@fugu/core';
-import { PARSE_LIMITS, parseConductorSpec, parseWorkflow, renderWorkerPrompt, scheduleOf, sourcesOf, visibleSteps, type Workflow } from '@fugu/conductor';
+import { PARSE_LIMITS, parseConductorSpec, renderWorkerPrompt, scheduleOf, type Workflow } from '@fugu/conductor';
 import {
   appendToolMemory, claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
   nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveUltraSession, saveWorkflowSteps, startConversationTurn,
@@ -29,6 +29,7 @@ import { isTransientError } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
 import { allowedWorkers, ConductorFailure, replayStepMetadata, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
 import { budgetPico, cutAtTokenBound, finishReasonOf, overBudget, type WorkflowEnd } from '../engine/stop-rules.ts';
+import { planWorkflow } from '../engine/plan.ts';
 import type { WorkflowOptions } from '../engine/options.ts';
 import { parseToolCallId, signToolCallId, verifyToolCallId } from './ids.ts';
 import { renderToolMemory } from './memory.ts';
@@ -391,34 +392,25 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     out = await writeWorkflow(deps.writer, row, options, workers, pool, undefined);
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
-    await finishWorkflow(db, workflowId!, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
+    await finishWorkflow(db, workflowId, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) could not write a workflow: ${e.message}`, { code: 'conductor_error' });
   }
   const conductorTally: Tally = { inputTokens: out.usage?.inputTokens ?? 0, outputTokens: out.usage?.outputTokens ?? 0, cost: out.costPico ?? 0n };
-  const base: WorkflowFinish = {
-    completion: out.text, promptVersion: out.promptVersion ?? null, logprob: out.logprob ?? null,
-    conductorTokensIn: conductorTally.inputTokens, conductorTokensOut: conductorTally.outputTokens, conductorCost: formatUsd(conductorTally.cost),
-    ...(out.decisions !== undefined && { decisions: out.decisions }),
-  };
-  const parsed = parseWorkflow(out.text, { poolSize: pool.workers.length, maxSteps: options.maxSteps });
-  if (!parsed.ok) {
-    await finishWorkflow(db, workflowId!, { ...base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...parsed.error }, outcome: 'unanswered' });
+  const plan = planWorkflow(out, pool, options.maxSteps);
+  if (!plan.ok) {
+    await finishWorkflow(db, workflowId, { ...plan.base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...plan.error }, outcome: 'unanswered' });
     if (parseConductorSpec(d.conductor).kind !== 'llm' && out.text.length > PARSE_LIMITS.listChars) {
       // a writer that renders its workflow (fixed:, policy:) fails only at the parser's limits: it repeats the message in every subtask
       throw new UltraRequestError(
         400,
-        `the message (${question.length} characters) is too long for fugu-ultra's Conductor (${d.conductor}): its workflow repeats the message in every step's subtask, ${out.text.length} characters, past the ${PARSE_LIMITS.listChars} a workflow list may have (${parsed.error.message}); send a shorter message`,
+        `the message (${question.length} characters) is too long for fugu-ultra's Conductor (${d.conductor}): its workflow repeats the message in every step's subtask, ${out.text.length} characters, past the ${PARSE_LIMITS.listChars} a workflow list may have (${plan.error.message}); send a shorter message`,
         { param: `messages[${lastUserAt}].content`, code: 'context_length_exceeded', cost: conductorTally.cost },
       );
     }
-    throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${parsed.error.message}`, { code: 'conductor_error', cost: conductorTally.cost });
+    throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${plan.error.message}`, { code: 'conductor_error', cost: conductorTally.cost });
   }
-  const workflow = parsed.workflow;
-  const schedule = scheduleOf(workflow);
-  const names = workflow.steps.map((s) => pool.workers[s.worker]!.name);
+  const { schedule, names, sees, specs, sources } = plan;
   const byName = new Map(workers.map((w) => [w.name, w]));
-  const sees = workflow.steps.map((_, i) => visibleSteps(workflow, i));
-  const specs: WorkflowStepSpec[] = workflow.steps.map((s, i) => ({ worker: s.worker, name: names[i]!, subtask: s.subtask, access: s.access === 'all' || s.access === 'none' ? s.access : [...s.access] }));
 
   // what every agent is told: the conversation so far, and what earlier workflows' tools found
   // (a conversation's first turn has none)
@@ -430,10 +422,10 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const state: SessionState = {
     v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, task, system,
     specs, workerIds: names.map((n) => byName.get(n)!.id), sees,
-    sources: sourcesOf(names.map((worker, i) => ({ worker, sees: sees[i]! }))),
+    sources,
     itemId: deps.itemOf?.(question) ?? null, seed, options,
     agents: names.map(() => newAgent()), callSeq: 0, toolTurns: 0,
-    base: { ...base, parseOk: true, parseError: null, steps: specs, topology: schedule.topology, nSteps: schedule.size, criticalPath: schedule.criticalPath },
+    base: plan.shape,
     startedAt: Date.now(),
     replies: [], resume: null,
   };
