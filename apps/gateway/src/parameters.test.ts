@@ -15,7 +15,7 @@ describe('docs/parameters.md', () => {
     const text = await readFile(DOC, 'utf8');
     const from = text.indexOf(BEGIN_MARK);
     const to = text.indexOf(END_MARK);
-    expect(from, 'the begin marker').toBeGreaterThanOrEqual(0);
+    expect(from, 'the begin marker').not.toBe(-1);
     expect(to, 'the end marker').toBeGreaterThan(from);
     const want = `${BEGIN_MARK}\n\n${parametersMarkdown()}\n\n`;
     const have = text.slice(from, to);
