@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI from 'openai';
-import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { createOpenAI } from '@ai-sdk/openai';
 import { sql } from 'kysely';
 import type { FastifyInstance } from 'fastify';
@@ -131,5 +131,32 @@ describe('fugu-ultra: an Idempotency-Key keys the request', () => {
     expect((again.data.usage as unknown as { cost: number }).cost).toBe(0);
     const other = await ask('idem-2');
     expect(other.response.headers.get('x-fugu-workflow')).not.toBe(first.response.headers.get('x-fugu-workflow'));
+  });
+});
+
+describe('fugu-ultra: the Vercel AI SDK\'s streamed chat tool loop', () => {
+  it('streamText over openai.chat runs the tool loop to its final answer, streamed', async () => {
+    const openai = createOpenAI({ apiKey: key, baseURL: url });
+    const ran: string[] = [];
+    const r = streamText({
+      model: openai.chat('fugu-ultra'),
+      prompt: 'Compare the weather in Paris and Lyon (streamed).',
+      tools: {
+        get_weather: tool({
+          description: 'The weather in a city',
+          inputSchema: jsonSchema<{ city: string }>({ type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }),
+          execute: async ({ city }) => {
+            ran.push(city);
+            return `${city}: 14 C`;
+          },
+        }),
+      },
+      stopWhen: stepCountIs(5),
+    });
+    let text = '';
+    for await (const delta of r.textStream) text += delta;
+    expect(text).toBe('alpha aggregated');
+    expect((await r.steps).length).toBe(2);
+    expect(ran.sort()).toEqual(['Lyon', 'Paris']);
   });
 });
