@@ -2,12 +2,11 @@
 // schedule, step requests, the reward) with each step answered by the replay provider in this
 // process instead of a chat-call job. No queue, no step rows, no workflows row: a laptop runs
 // many seeds fast, and `local.test.ts` shows that the rewards equal the cluster path's.
-import { formatUsd, InputError, tokenCost, type ChatModel } from '@fugu/core';
+import { InputError, tokenCost, type ChatModel } from '@fugu/core';
 import { answerReplayRequest, policyConductor, type ConductorPolicy } from '@fugu/conductor';
 import type { StoredItem, StoredWorker, WorkflowRow } from '@fugu/db';
 import { createChatModel } from '@fugu/providers';
-import type { ChatCallResult } from '@fugu/calls';
-import { type WorkflowOptions, conductorInput, runWorkflow, type WorkflowEnv } from '@fugu/ultra';
+import { type WorkflowOptions, conductorInput, runWorkflow, type StepOutcome, type WorkflowEnv } from '@fugu/ultra';
 import { rolloutResult, type RolloutResult } from './update.ts';
 
 /** Replay models of the pool's workers, answering from the given items (by db id), as the provider worker does. */
@@ -47,12 +46,11 @@ export async function localRollout(o: {
   const env: WorkflowEnv = {
     write: (row, options, workers, pool, item) => conductor.write({ ...conductorInput(row, options, workers, pool, item), features: o.features }),
     runSteps: (calls) =>
-      calls.map(async (c): Promise<ChatCallResult> => {
+      calls.map(async (c): Promise<StepOutcome> => {
         const result = await o.models(c.worker).generate(c.request);
-        const cost = tokenCost(result.usage.inputTokens, result.usage.outputTokens, c.worker.prices);
-        return { id: c.id, status: 'ok', result, cost: formatUsd(cost), cached: false, latencyMs: 0, attempts: 1, worker: c.worker.name };
+        return { ok: true, result, cost: tokenCost(result.usage.inputTokens, result.usage.outputTokens, c.worker.prices), ms: 0 };
       }),
-    saveStep: async () => undefined,
+    saveSteps: async () => undefined,
   };
   const row = { id: 0, question: o.item.prompt, seed: o.seed, conductor: o.spec, itemId: o.item.dbId, poolId: o.poolId } as WorkflowRow;
   return rolloutResult(await runWorkflow(env, row, o.options, o.workers, o.item), null);

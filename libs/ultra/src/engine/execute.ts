@@ -2,22 +2,21 @@
 //
 //   claim -> the Conductor writes (fixed: rendered topology; llm: one call through the call
 //   pipeline in this process, key `wf<id>.conductor`, reused when its row exists) -> parse ->
-//   schedule -> every step as soon as the steps it reads have answered (dataflow, no level
-//   barrier), as a chat-call job `wf<id>.s<idx>` (provider workers, shared limits, cache, cost) -> step rows -> the last step's answer -> verifier -> reward ->
-//   the one final write.
+//   plan -> the one executor (executor.ts: dataflow over the steps, the stop rules), each step's
+//   call a chat-call job `wf<id>.s<idx>` (provider workers, shared limits, cache, cost) -> step
+//   rows -> the last step's answer -> verifier -> reward -> the one final write.
 //
 // Postgres is the truth. A re-execution after a crash reads the conductor's completion and the
 // answered steps back from their chat_calls rows (never called again) and finishes the row once.
 import type { Queue } from 'bullmq';
-import { formatUsd, InputError, parseUsd, toWireError, type ChatRequest, type ChatResult, type WireError, type WorkerSpec } from '@fugu/core';
+import { InputError, parseUsd, toWireError, type ChatRequest, type ChatResult, type WireError, type WorkerSpec } from '@fugu/core';
 import { isProviderError } from '@fugu/providers';
 import {
-  conductorPool, encodeReplayStepRequest, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, REPLAY_STEP_METADATA, renderWorkerPrompt,
-  rewardOf, readySteps, scoreWorkflow,
-  type Conductor, type ConductorInput, type ConductorOutput, type ConductorPool, type ConductorSpec, type Workflow, type WorkflowReward,
+  conductorPool, fixedConductor, llmConductor, MAX_STEPS_LIMIT, parseConductorSpec, parseWorkflow, rewardOf, scoreWorkflow,
+  type Conductor, type ConductorInput, type ConductorOutput, type ConductorPool, type ConductorSpec, type WorkflowReward,
 } from '@fugu/conductor';
 import {
-  claimWorkflow, finishWorkflow, getChatCalls, getItems, getPoolWorkers, getWorkflows, saveWorkflowStep,
+  claimWorkflow, finishWorkflow, getChatCalls, getItems, getPoolWorkers, getWorkflows, saveWorkflowSteps,
   type Db, type StoredItem, type StoredWorker, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow,
 } from '@fugu/db';
 import { defaultChatCallJobOptions, submitChatCalls, waitForChatCalls, type CallPipeline, type ChatCallClientOptions, type ChatCallEvents, type ChatCallResult } from '@fugu/calls';
@@ -26,9 +25,9 @@ import type { ConductJobResult } from '@fugu/queue';
 import type { FuguConfig } from '@fugu/config';
 import type { Logger } from '@fugu/telemetry';
 import { GIVEN_CONDUCTOR, isGivenConductor } from './given.ts';
-import { validateWorkflowOptions, workerReplayParams, type WorkflowOptions } from './options.ts';
-import { budgetPico, cutAtTokenBound, finishReasonOf, overBudget, type WorkflowEnd } from './stop-rules.ts';
+import { validateWorkflowOptions, type WorkflowOptions } from './options.ts';
 import { planWorkflow } from './plan.ts';
+import { endedStepRows, endSteps, finishOf, newStepsState, runSteps, stepTotals, type StepOutcome, type StepRunner } from './executor.ts';
 
 /**
  * The fugu router's pick for a question (fixed:router): a pool worker's name. `workers` is the
@@ -58,17 +57,9 @@ export type EngineDeps = {
   signal?: AbortSignal;
 };
 
+/** A step's call key on the job path: the step's one call (a served step's turns and tries add `.t<turn>[.a<n>]`). */
 const chatId = (workflowId: number, idx: number): string => `wf${workflowId}.s${idx}`;
 export const conductorCallKey = (workflowId: number): string => `wf${workflowId}.conductor`;
-
-type StepState = {
-  idx: number;
-  worker: StoredWorker;
-  sees: number[];
-  /** the replay step's sources: the other workers whose answers reach it (sourcesOf) */
-  sources: string[];
-  result?: ChatCallResult;
-};
 
 /** A conductor that could not write: the workflow ends `conductor-error` with this message. */
 export class ConductorFailure extends Error {
@@ -113,31 +104,33 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   }
 }
 
-/** A step's chat call (the steps that became ready together are submitted together). */
-export type StepCall = { id: string; worker: StoredWorker; request: ChatRequest };
-
 /**
- * What runWorkflow needs around it: who writes, how a step's call runs, where a step's row
- * goes. The cluster's (engineSteps): the writers of the conductor process, chat-call jobs on the
- * provider queues waited on in Postgres, workflow_steps rows. The in-process rollout path
- * (grpo/local.ts) runs the same function with the replay provider called in this process.
+ * What runWorkflow needs around it: who writes, how a step's call runs (the executor's step
+ * runner), where the step rows go. The cluster's (engineSteps): the writers of the conductor
+ * process, chat-call jobs on the provider queues waited on in Postgres, workflow_steps rows. The
+ * in-process rollout path (grpo/local.ts) runs the same function with the replay provider called
+ * in this process.
  */
 export type WorkflowEnv = {
   write(row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput>;
-  /** submits the calls at once; one promise per call, in order, each settling when its own call is answered */
-  runSteps(calls: StepCall[]): Array<Promise<ChatCallResult>>;
-  saveStep(step: WorkflowStepRow): Promise<unknown>;
+  runSteps: StepRunner;
+  /** the step rows, once the workflow has ended (one write) */
+  saveSteps(steps: WorkflowStepRow[]): Promise<unknown>;
 };
 
 function engineSteps(deps: EngineDeps): WorkflowEnv {
   const client: ChatCallClientOptions = { db: deps.db, queue: deps.queue, jobOptions: defaultChatCallJobOptions(deps.config.worker), shards: deps.config.providerQueueShards, origin: 'conductor' };
   return {
     write: (r, options, workers, pool, item) => writeWorkflow(deps, r, options, workers, pool, item),
-    runSteps: (calls) => {
+    runSteps: (steps) => {
       // one waiter for the calls submitted together; each call's promise settles as its own
       // result comes in, so a step waits only for the steps it reads
-      const settle = new Map<string, { resolve: (r: ChatCallResult) => void; reject: (e: unknown) => void }>();
-      const answered = calls.map((c) => new Promise<ChatCallResult>((resolve, reject) => settle.set(c.id, { resolve, reject })));
+      const calls = steps.map((c) => {
+        c.agent.lastKey = chatId(c.workflowId, c.step);
+        return { id: c.agent.lastKey, worker: c.worker, request: c.request };
+      });
+      const settle = new Map<string, { resolve: (r: StepOutcome) => void; reject: (e: unknown) => void }>();
+      const answered = calls.map((c) => new Promise<StepOutcome>((resolve, reject) => settle.set(c.id, { resolve, reject })));
       void (async () => {
         await submitChatCalls(client, calls);
         await waitForChatCalls(deps.db, calls.map((c) => c.id), {
@@ -147,13 +140,18 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
           timeoutMs: deps.stepTimeoutMs ?? 600_000,
           reconcile: { client },
           ...(deps.signal && { signal: deps.signal }),
-          onResults: (results) => results.forEach((r) => settle.get(r.id)?.resolve(r)),
+          onResults: (results) => results.forEach((r) => settle.get(r.id)?.resolve(stepOutcome(r))),
         });
       })().catch((e: unknown) => settle.forEach((s) => s.reject(e)));
       return answered;
     },
-    saveStep: (step) => saveWorkflowStep(deps.db, step),
+    saveSteps: (steps) => saveWorkflowSteps(deps.db, steps),
   };
+}
+
+/** A chat-call job's result as the executor's step outcome. */
+export function stepOutcome(r: ChatCallResult): StepOutcome {
+  return r.status === 'ok' ? { ok: true, result: r.result, cost: parseUsd(r.cost), cached: r.cached, ms: r.latencyMs } : { ok: false, error: r.error, ms: r.latencyMs };
 }
 
 /**
@@ -178,127 +176,33 @@ export async function runWorkflow(env: WorkflowEnv, row: WorkflowRow, options: W
       reward: r.reward, outcome: r.outcome, ...(tooLong && { nSteps: longer.workflow.steps.length }),
     };
   }
-  const { workflow, schedule, specs: stepSpecs, shape, names, sees: seen, sources } = plan;
-
-  // ---- the steps, each as soon as its inputs are ready
-  const byName = new Map(workers.map((w) => [w.name, w]));
-  const states: StepState[] = names.map((name, i) => ({ idx: i, worker: byName.get(name)!, sees: seen[i]!, sources: sources[i]! }));
-  // what a step's row says about the step itself, whatever became of it
-  const stepBase = (st: StepState) => ({
-    workflowId: row.id, idx: st.idx, workerId: st.worker.id, worker: st.worker.name, subtask: workflow.steps[st.idx]!.subtask,
-    access: stepSpecs[st.idx]!.access, sees: st.sees, chatCallId: chatId(row.id, st.idx),
-  });
-  const answers = new Map<number, string>();
-  let workerCost = 0n;
-  let tokensIn = 0;
-  let tokensOut = 0;
-  let ended: WorkflowEnd | undefined;
-  const budget = budgetPico(options);
-
-  // dataflow: a step starts as soon as the steps it sees have answered (never waiting for a
-  // level's other steps); once the workflow has ended (a budget, a failure) nothing new starts,
-  // and the steps in flight are waited for and recorded
-  const started = new Set<number>();
-  const inFlight = new Map<number, Promise<{ i: number; r: ChatCallResult }>>();
-  const record = async (i: number, r: ChatCallResult): Promise<void> => {
-    const st = states[i]!;
-    st.result = r;
-    const common = { ...stepBase(st), latencyMs: r.latencyMs };
-    if (r.status === 'ok') {
-      const cost = parseUsd(r.cost);
-      workerCost += cost;
-      tokensIn += r.result.usage.inputTokens;
-      tokensOut += r.result.usage.outputTokens;
-      answers.set(i, r.result.text);
-      const replay = replayCell(r.result);
-      await env.saveStep({
-        ...common, status: 'ok', answer: r.result.text, tokensIn: r.result.usage.inputTokens, tokensOut: r.result.usage.outputTokens, cost: r.cost,
-        cached: r.cached, replay: replay ?? null, error: null,
-      });
-      if (cutAtTokenBound(options, r.result.finishReason)) ended ??= 'budget-tokens';
-    } else {
-      await env.saveStep({ ...common, status: 'error', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: r.error });
-      ended = 'step-error';
-    }
-  };
-  for (;;) {
-    if (!ended) {
-      const ready = readySteps(schedule, answers.keys()).filter((i) => !started.has(i));
-      if (ready.length > 0 && overBudget(budget, conductorCost + workerCost)) ended = 'budget-usd';
-      else if (ready.length > 0) {
-        const calls = ready.map((i) => ({ id: chatId(row.id, i), worker: states[i]!.worker, request: stepRequest(row, options, workflow, i, answers, states, item) }));
-        // the steps that became ready together are submitted together (one enqueue), each waited for on its own
-        const results = env.runSteps(calls);
-        ready.forEach((i, k) => {
-          started.add(i);
-          inFlight.set(i, results[k]!.then((r) => ({ i, r })));
-        });
-      }
-    }
-    if (inFlight.size === 0) break;
-    const { i, r } = await Promise.race(inFlight.values());
-    inFlight.delete(i);
-    await record(i, r);
-  }
-  // steps a budget or a failure left unrun
-  for (const st of states) {
-    if (st.result) continue;
-    await env.saveStep({ ...stepBase(st), latencyMs: 0, status: 'skipped', answer: null, tokensIn: 0, tokensOut: 0, cost: '0', cached: false, replay: null, error: null });
-  }
+  // ---- the steps, by the one executor
+  const state = newStepsState(plan, { task: row.question, workers, itemId: item ? String(item.dbId) : null, seed: row.seed, options });
+  const byId = new Map(workers.map((w) => [w.id, w]));
+  const run = await runSteps(state, { workflowId: row.id, workerOf: (i) => byId.get(state.workerIds[i]!)!, run: env.runSteps, resumable: false });
+  endSteps(state, run.ended);
+  await env.saveSteps(endedStepRows(row.id, state));
 
   // ---- the final answer and the reward
-  const last = states[schedule.finalStep]!;
-  const finalResult = last.result?.status === 'ok' ? last.result.result : undefined;
-  const totals: WorkflowFinish = { ...shape, workerTokensIn: tokensIn, workerTokensOut: tokensOut, workerCost: formatUsd(workerCost) };
-  const finishReason = finishReasonOf(ended ?? (finalResult ? undefined : 'step-error'));
-  const costPico = conductorCost + workerCost;
-  if (!finalResult) {
+  const last = state.agents[plan.schedule.finalStep]!;
+  const totals: WorkflowFinish = { ...plan.shape, ...stepTotals(state) };
+  const finishReason = finishOf(state, run);
+  const costPico = conductorCost + run.tally.cost;
+  if (last.status !== 'done') {
     const r = item ? rewardOf({ parsed: true, costPico }, options.reward) : undefined;
     return { ...totals, finishReason, finalAnswer: null, outcome: 'unanswered', reward: r?.reward ?? null };
   }
-  if (!item) return { ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, score: null };
+  const text = last.answer ?? '';
+  if (!item) return { ...totals, finishReason, finalAnswer: text, outcome: null, reward: null, score: null };
   let reward: WorkflowReward;
   try {
-    reward = await scoreWorkflow({ parsed: true, finalAnswer: finalResult.text, verify: (a) => verify(item, a, finalResult.providerMetadata), costPico }, options.reward);
+    reward = await scoreWorkflow({ parsed: true, finalAnswer: text, verify: (a) => verify(item, a, last.replay === null ? undefined : { replay: last.replay }), costPico }, options.reward);
   } catch (e) {
     if (!(e instanceof InputError)) throw e;
     // an answer nothing here can check (e.g. code from a live model): no reward, with the reason
-    return { ...totals, finishReason, finalAnswer: finalResult.text, outcome: null, reward: null, error: toWireError(e) };
+    return { ...totals, finishReason, finalAnswer: text, outcome: null, reward: null, error: toWireError(e) };
   }
-  return { ...totals, finishReason, finalAnswer: finalResult.text, score: reward.score ?? null, outcome: reward.outcome, reward: reward.reward };
-}
-
-function replayCell(r: ChatResult): Record<string, unknown> | undefined {
-  const rep = r.providerMetadata?.['replay'];
-  return rep !== null && typeof rep === 'object' ? (rep as Record<string, unknown>) : undefined;
-}
-
-function outputTokensOf(r: ChatCallResult | undefined): number {
-  return r?.status === 'ok' ? r.result.usage.outputTokens : 0;
-}
-
-/** The chat request of step i: the worker prompt; for a replay worker on an item, the replay step's inputs in its metadata. */
-function stepRequest(row: WorkflowRow, options: WorkflowOptions, workflow: Workflow, i: number, answers: ReadonlyMap<number, string>, states: readonly StepState[], item: StoredItem | undefined): ChatRequest {
-  const prompt = renderWorkerPrompt({ question: row.question, workflow, step: i, answers, ...(options.workerPrompt !== undefined && { template: options.workerPrompt }) });
-  const st = states[i]!;
-  const req: ChatRequest = { messages: prompt.messages, ...(options.maxTokensPerStep !== undefined && { maxTokens: options.maxTokensPerStep }) };
-  if (st.worker.provider === 'replay' && item) {
-    // what the step reads: the answers of the steps it sees (all answered before it runs)
-    const seenTokens = st.sees.reduce((n, j) => n + outputTokensOf(states[j]!.result), 0);
-    req.metadata = replayStepMetadata({ itemId: String(item.dbId), seed: row.seed, options, worker: st.worker, sources: st.sources, seenTokens });
-  }
-  return req;
-}
-
-/**
- * A replay worker's step request metadata: the item (`itemId`, as the replay store keys it) and
- * the replay step model's inputs (sources, the answers' tokens it reads, the worker's parameters).
- */
-export function replayStepMetadata(o: {
-  itemId: string; seed: number; options: Pick<WorkflowOptions, 'replay'>; worker: Pick<WorkerSpec, 'name' | 'model' | 'description' | 'size'>; sources: string[]; seenTokens: number;
-}): Record<string, string> {
-  const { sizeClass: _sizeClass, ...params } = workerReplayParams(o.options.replay, o.worker);
-  return { itemId: o.itemId, [REPLAY_STEP_METADATA]: encodeReplayStepRequest({ seed: o.seed, sources: o.sources, seenTokens: o.seenTokens, params }) };
+  return { ...totals, finishReason, finalAnswer: text, score: reward.score ?? null, outcome: reward.outcome, reward: reward.reward };
 }
 
 // ---- the writers ---------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 export * from './options.ts';
 export * from './stop-rules.ts';
 export * from './plan.ts';
+export * from './executor.ts';
 export * from './submit.ts';
 export * from './execute.ts';
 export * from './router-pick.ts';

@@ -17,18 +17,21 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   formatUsd, messageText, parseUsd, toWireError,
-  type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage, type WireError,
+  type ChatMessage, type ChatRequest, type ChatResult, type FinishReason, type StreamEvent, type ToolCall, type ToolChoice, type ToolDefinition, type ToolResultPart, type Usage,
 } from '@fugu/core';
-import { PARSE_LIMITS, parseConductorSpec, renderWorkerPrompt, scheduleOf, type Workflow } from '@fugu/conductor';
+import { PARSE_LIMITS, parseConductorSpec } from '@fugu/conductor';
 import {
   appendToolMemory, claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
   nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveUltraSession, saveWorkflowSteps, startConversationTurn,
-  type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepRow, type WorkflowStepSpec,
+  type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { isTransientError } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
-import { allowedWorkers, ConductorFailure, replayStepMetadata, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
-import { budgetPico, cutAtTokenBound, finishReasonOf, overBudget, type WorkflowEnd } from '../engine/stop-rules.ts';
+import { allowedWorkers, ConductorFailure, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
+import {
+  endedStepRows, endSteps, failedOutcome, finishOf, newStepsState, runSteps, stepTotals, workflowOf,
+  type AgentStatus, type PendingCall, type StepCall, type StepOutcome, type StepsState,
+} from '../engine/executor.ts';
 import { planWorkflow } from '../engine/plan.ts';
 import type { WorkflowOptions } from '../engine/options.ts';
 import { parseToolCallId, signToolCallId, verifyToolCallId } from './ids.ts';
@@ -177,59 +180,16 @@ export type TurnResult = {
 
 // ---- the durable state --------------------------------------------------------------------
 
-type AgentStatus = 'waiting' | 'call' | 'tools' | 'done' | 'error' | 'skipped';
-/** `alias`: the client-visible call that answers this one (another agent's identical call of the same message, merged) */
-type PendingCall = { id: string; agentCallId: string; name: string; arguments: string; alias?: string };
-type AgentState = {
-  status: AgentStatus;
-  /** the agent's private transcript: its prompt, then its own tool calls and their results */
-  messages: ChatMessage[];
-  turns: number;
-  toolTurns: number;
-  pending: PendingCall[];
-  /** text the agent wrote beside its pending tool calls */
-  toolText: string;
-  answer: string | null;
-  finish: string | null;
-  tokensIn: number;
-  tokensOut: number;
-  /** USD decimal */
-  cost: string;
-  latencyMs: number;
-  lastKey: string | null;
-  replay: Record<string, unknown> | null;
-  error: WireError | null;
-  saved: boolean;
-  /** the try of the agent's current call (its key's `.a<n>` past the first): a failed or lost call is made again under a new key (v2) */
-  attempt: number;
-};
-
 /** A turn's answer as stored with the state (v2): the same request sent again gets it back. */
 type StoredReply = Omit<TurnResult, 'usage' | 'replayed'> & { usage: { conductor: TallyJson; workers: TallyJson } };
 type TallyJson = { inputTokens: number; outputTokens: number; cost: string };
 
-type SessionState = {
+/** A served workflow's durable state: the executor's, with the conversation's fields. */
+type SessionState = StepsState & {
   v: 2;
   conductor: string;
   conversationId: string;
   keyId: string | null;
-  /** the agents' task (the conversation so far and the shared memory) */
-  task: string;
-  /** the client's system messages, first in every agent's transcript */
-  system: string;
-  /** the parsed steps with their workers' names (the workflow is read back from them) */
-  specs: WorkflowStepSpec[];
-  workerIds: number[];
-  sees: number[][];
-  sources: string[][];
-  itemId: string | null;
-  seed: number;
-  options: WorkflowOptions;
-  agents: AgentState[];
-  callSeq: number;
-  toolTurns: number;
-  /** the workflow row's final write, less what the steps add */
-  base: WorkflowFinish;
   startedAt: number;
   /** the answers of the latest turns by their request's print (requestPrint), newest last (v2) */
   replies: Array<{ print: string; reply: StoredReply }>;
@@ -409,8 +369,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     }
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${plan.error.message}`, { code: 'conductor_error', cost: conductorTally.cost });
   }
-  const { schedule, names, sees, specs, sources } = plan;
-  const byName = new Map(workers.map((w) => [w.name, w]));
+  const { schedule, specs } = plan;
 
   // what every agent is told: the conversation so far, and what earlier workflows' tools found
   // (a conversation's first turn has none)
@@ -420,14 +379,8 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const system = input.messages.filter((m) => m.role === 'system').map((m) => messageText(m)).join('\n\n');
 
   const state: SessionState = {
-    v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, task, system,
-    specs, workerIds: names.map((n) => byName.get(n)!.id), sees,
-    sources,
-    itemId: deps.itemOf?.(question) ?? null, seed, options,
-    agents: names.map(() => newAgent()), callSeq: 0, toolTurns: 0,
-    base: plan.shape,
-    startedAt: Date.now(),
-    replies: [], resume: null,
+    ...newStepsState(plan, { task, system, workers, itemId: deps.itemOf?.(question) ?? null, seed, options }),
+    v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, startedAt: Date.now(), replies: [], resume: null,
   };
   // the state is written when the turn ends (one transaction with the steps and the workflow's
   // end): until then no other request can reach this workflow, except one the caller named by
@@ -519,7 +472,6 @@ type Advance = { print: string; takeover: boolean; memory?: MemoryEntry[] };
 type MemoryEntry = { workflowId: number; step: number; name: string; arguments: string; result: string; callId: string };
 /** The workflow a request advances: its state's version as this request holds it; `stored`: the state has a row (else the turn's end inserts it) */
 type At = { workflowId: number; version: number; stored: boolean };
-type CallOutcome = { i: number; ok: true; result: ChatResult; cost: bigint; ms: number } | { i: number; ok: false; error: unknown; ms: number };
 
 /**
  * Runs the agents until nothing is in flight; saves the state; answers with tool calls or the
@@ -577,16 +529,6 @@ function canonicalJson(text: string): string {
   }
 }
 
-/**
- * A step's token bound: the deployment's per step (options.maxTokensPerStep, whose cut ends the
- * workflow `budget-tokens` on every path), and for the final step, whose answer is the
- * completion, the client's max_tokens too (the smaller).
- */
-function maxTokensOf(options: Pick<WorkflowOptions, 'maxTokensPerStep'>, client: number | undefined): number | undefined {
-  const bounds = [options.maxTokensPerStep, client].filter((n): n is number => n !== undefined);
-  return bounds.length === 0 ? undefined : Math.min(...bounds);
-}
-
 /** The key of an agent's call: deterministic from the state, so a request that takes the workflow over finds the calls its holder made. */
 const callKey = (workflowId: number, step: number, turn: number, attempt: number): string => `wf${workflowId}.s${step}.t${turn}${attempt > 1 ? `.a${attempt}` : ''}`;
 
@@ -594,29 +536,17 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
   const { db } = deps;
   const d = input.deployment;
   const { workflowId } = at;
-  const workflow: Workflow = { steps: state.specs.map(({ worker, subtask, access }) => ({ worker, subtask, access })) };
-  const schedule = scheduleOf(workflow);
+  const { schedule } = workflowOf(state);
   const byId = new Map(d.workers.map((w) => [w.id, w]));
   const workerOf = (i: number): StoredWorker => {
     const w = byId.get(state.workerIds[i]!);
     if (!w) throw new UltraRequestError(503, `workflow ${workflowId}'s step ${i} runs on worker ${state.specs[i]!.name}, which this gateway's pool no longer has`, { code: 'worker_unavailable' });
     return w;
   };
-  const workers: Tally = { inputTokens: 0, outputTokens: 0, cost: 0n };
-  const tools = input.tools && input.tools.length > 0 ? input.tools : undefined;
-  let ended: WorkflowEnd | undefined;
-  // the step that failed (after its retries): resumable unless its provider refused the request itself
-  let failed: { step: number; resumable: boolean } | undefined;
-  // the workflow's budget (options.maxUsd): no step starts once the Conductor and the agents have spent it
-  const budget = budgetPico(state.options);
-  const spent = (): bigint => parseUsd(state.base.conductorCost ?? '0') + state.agents.reduce((t, a) => t + parseUsd(a.cost), 0n);
-  let budgetHit = state.agents.some((a) => a.finish === 'budget-tool-turns');
-  const inFlight = new Map<number, Promise<CallOutcome>>();
   const retry = deps.retry ?? DEFAULT_RETRY;
 
-  /** One call of agent i: the holder's completed call when taking over, else the worker's, tried again on a transient error. */
-  const callAgent = async (i: number, worker: StoredWorker, req: ChatRequest, streamed: boolean): Promise<{ result: ChatResult; cost: bigint }> => {
-    const a = state.agents[i]!;
+  /** The served step runner: an agent's call through the gateway's seam; the holder's completed call when taking over; tried again on a transient error. */
+  const callAgent = async ({ step: i, worker, request: req, agent: a, streamed }: StepCall): Promise<StepOutcome> => {
     if (opts.takeover) {
       // the calls its holder made of this turn (the next tries' keys too: a holder may have tried again)
       const tries = [0, 1, 2, 3].map((k) => a.attempt + k);
@@ -628,7 +558,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
         a.lastKey = prior.key;
         const result = prior.response as unknown as ChatResult;
         if (streamed && result.text) emit({ type: 'text-delta', text: result.text });
-        return { result, cost: parseUsd(prior.cost) };
+        return { ok: true, result, cost: parseUsd(prior.cost) };
       }
       // failed, or in flight when its holder died (no row): one more call, under its own key (both rows kept)
       a.attempt = Math.max(a.attempt, ...tries.filter((n) => rows.has(callKey(workflowId, i, a.turns, n)))) + 1;
@@ -639,15 +569,16 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
       a.lastKey = key;
       let emitted = false;
       try {
-        return await (streamed
+        const o = await (streamed
           ? streamCall(deps, worker, req, key, (text) => {
             emitted = true;
             emit({ type: 'text-delta', text });
           })
           : deps.call(worker, req, key));
+        return { ok: true, result: o.result, cost: o.cost };
       } catch (e) {
         const wait = Math.max(Math.min(MAX_BACKOFF_MS, retry.baseMs * 2 ** (n - 1)), (e as { retryAfterMs?: number }).retryAfterMs ?? 0);
-        if (!isTransientError(e) || emitted || n > retry.attempts || Date.now() - t0 + wait > retry.deadlineMs) throw e;
+        if (!isTransientError(e) || emitted || n > retry.attempts || Date.now() - t0 + wait > retry.deadlineMs) return failedOutcome(e);
         emit({ type: 'progress', progress: { event: 'step.retry', workflow: workflowId, step: i, worker: worker.name, attempt: a.attempt + 1, error: toWireError(e).message } });
         a.attempt += 1;
         await new Promise((r) => setTimeout(r, wait));
@@ -655,112 +586,21 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
     }
   };
 
-  const launch = (i: number): void => {
-    const a = state.agents[i]!;
-    const worker = workerOf(i);
-    a.turns += 1;
-    const maxTokens = maxTokensOf(state.options, i === schedule.finalStep ? input.maxTokens : undefined);
-    const req: ChatRequest = {
-      messages: a.messages,
-      ...(tools && { tools, ...(input.toolChoice !== undefined && { toolChoice: input.toolChoice }), ...(input.parallelToolCalls !== undefined && { parallelToolCalls: input.parallelToolCalls }) }),
-      ...((input.temperature ?? state.options.temperature) !== undefined && { temperature: input.temperature ?? state.options.temperature }),
-      ...(maxTokens !== undefined && { maxTokens }),
-      ...input.params,
-    };
-    if (worker.provider === 'replay' && state.itemId !== null) {
-      const seenTokens = state.sees[i]!.reduce((n, j) => n + state.agents[j]!.tokensOut, 0);
-      req.metadata = replayStepMetadata({ itemId: state.itemId, seed: state.seed, options: state.options, worker, sources: state.sources[i]!, seenTokens });
-    }
-    emit({ type: 'progress', progress: { event: a.turns === 1 ? 'step.started' : 'step.continued', workflow: workflowId, step: i, worker: worker.name, turn: a.turns } });
-    const t0 = Date.now();
-    const p = callAgent(i, worker, req, input.stream && i === schedule.finalStep).then(
-      (o): CallOutcome => ({ i, ok: true, result: o.result, cost: o.cost, ms: Date.now() - t0 }),
-      (error: unknown): CallOutcome => ({ i, ok: false, error, ms: Date.now() - t0 }),
-    );
-    inFlight.set(i, p);
-  };
-
-  for (;;) {
-    if (!ended) {
-      for (let i = 0; i < schedule.size; i++) {
-        const a = state.agents[i]!;
-        if (a.status === 'waiting' && schedule.inputs[i]!.every((j) => state.agents[j]!.status === 'done')) {
-          a.messages = agentPrompt(state, workflow, i);
-          a.status = 'call';
-        }
-        if (a.status === 'call' && !inFlight.has(i)) {
-          if (overBudget(budget, spent())) {
-            ended = 'budget-usd';
-            break;
-          }
-          launch(i);
-        }
-      }
-    }
-    if (inFlight.size === 0) break;
-    const o = await Promise.race(inFlight.values());
-    inFlight.delete(o.i);
-    const a = state.agents[o.i]!;
-    const worker = workerOf(o.i);
-    a.latencyMs += o.ms;
-    if (!o.ok) {
-      a.error = toWireError(o.error);
-      ended = 'step-error';
-      // a provider's 400 is the request's (its tools, its parameters): the same request fails again; anything else can be tried again
-      const resumable = input.resumable !== false && a.error.code !== 'provider-bad-request';
-      failed ??= { step: o.i, resumable };
-      if (resumable) {
-        // the same request again makes this call again, under a new key; the turn it was is taken again
-        a.status = 'call';
-        a.turns -= 1;
-        a.attempt += 1;
-      } else a.status = 'error';
-      emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'error', error: a.error.message } });
-      continue;
-    }
-    const r = o.result;
-    a.attempt = 1;
-    a.error = null;
-    a.tokensIn += r.usage.inputTokens;
-    a.tokensOut += r.usage.outputTokens;
-    a.cost = formatUsd(parseUsd(a.cost) + o.cost);
-    workers.inputTokens += r.usage.inputTokens;
-    workers.outputTokens += r.usage.outputTokens;
-    workers.cost += o.cost;
-    const rep = r.providerMetadata?.['replay'];
-    if (rep !== null && typeof rep === 'object') a.replay = rep as Record<string, unknown>;
-    if (tools && r.toolCalls.length > 0) {
-      if (a.toolTurns >= d.options.maxToolTurnsPerAgent || state.toolTurns >= d.options.maxToolTurnsPerWorkflow) {
-        // past a bound: the step ends with what the agent wrote, and says why
-        a.status = 'done';
-        a.finish = 'budget-tool-turns';
-        a.answer = r.text;
-        budgetHit = true;
-        emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'done', finish: a.finish } });
-        continue;
-      }
-      a.toolTurns += 1;
-      state.toolTurns += 1;
-      a.messages.push({
-        role: 'assistant',
-        content: [...(r.text ? [{ type: 'text' as const, text: r.text }] : []), ...r.toolCalls.map((c) => ({ type: 'tool-call' as const, id: c.id, name: c.name, arguments: c.arguments }))],
-      });
-      a.pending = r.toolCalls.map((c) => ({
-        id: signToolCallId(deps.secret, state.keyId, state.conversationId, { workflowId, step: o.i, seq: ++state.callSeq }),
-        agentCallId: c.id, name: c.name, arguments: c.arguments,
-      }));
-      a.toolText = r.text;
-      a.status = 'tools';
-      emit({ type: 'progress', progress: { event: 'step.tool_calls', workflow: workflowId, step: o.i, worker: worker.name, calls: a.pending.map((c) => ({ id: c.id, name: c.name })) } });
-      continue;
-    }
-    a.messages.push({ role: 'assistant', content: r.text });
-    if (cutAtTokenBound(state.options, r.finishReason)) ended ??= 'budget-tokens';
-    a.status = 'done';
-    a.answer = r.text;
-    a.finish = r.finishReason === 'length' ? 'length' : 'stop';
-    emit({ type: 'progress', progress: { event: 'step.finished', workflow: workflowId, step: o.i, worker: worker.name, status: 'done', finish: a.finish } });
-  }
+  const { ended, failed, budgetHit, tally: workers } = await runSteps(state, {
+    workflowId, workerOf, run: (calls) => calls.map(callAgent), resumable: input.resumable !== false,
+    request: {
+      ...(input.tools && { tools: input.tools }),
+      ...(input.toolChoice !== undefined && { toolChoice: input.toolChoice }),
+      ...(input.parallelToolCalls !== undefined && { parallelToolCalls: input.parallelToolCalls }),
+      ...(input.temperature !== undefined && { temperature: input.temperature }),
+      ...(input.maxTokens !== undefined && { maxTokens: input.maxTokens }),
+      ...(input.params && { params: input.params }),
+      stream: input.stream,
+    },
+    toolTurns: { perAgent: d.options.maxToolTurnsPerAgent, perWorkflow: d.options.maxToolTurnsPerWorkflow },
+    signCall: (step, seq) => signToolCallId(deps.secret, state.keyId, state.conversationId, { workflowId, step, seq }),
+    emit: (progress) => emit({ type: 'progress', progress }),
+  });
 
   const waiting = state.agents.flatMap((a, i) => (a.status === 'tools' ? [i] : []));
   const steps = (): TurnStep[] => state.agents.map((a, i) => ({ step: i, worker: state.specs[i]!.name, access: state.specs[i]!.access, status: a.status, toolTurns: a.toolTurns, finish: a.finish }));
@@ -796,17 +636,11 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
   }
 
   // the workflow has ended: agents that could not run (a failed step) are skipped
-  for (const a of state.agents) {
-    if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
-    if (a.status === 'tools') {
-      a.status = 'error';
-      a.error = { code: 'abandoned', message: ended === 'step-error' ? 'another step failed while this step waited for tool results' : `the workflow ended (${ended}) while this step waited for tool results` };
-    }
-  }
+  endSteps(state, ended);
   const last = state.agents[schedule.finalStep]!;
   // a budget that ends the workflow before its final step: an answer with no text, cut (finish_reason length)
   const answered = last.status === 'done' || ended === 'budget-usd' || ended === 'budget-tokens';
-  const finishReason: WorkflowFinishReason = finishReasonOf(ended, budgetHit);
+  const finishReason: WorkflowFinishReason = finishOf(state, { ended, budgetHit });
   const result: TurnResult | undefined = answered
     ? {
       ...common, status: 'done', text: last.answer ?? '', toolCalls: [], finishReason: last.finish === 'length' || last.status !== 'done' ? 'length' : 'stop', workflowFinish: finishReason,
@@ -814,11 +648,9 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
     }
     : undefined;
   if (result) remember(state, opts.print, result);
-  const totals = state.agents.reduce((t, a) => ({ tin: t.tin + a.tokensIn, tout: t.tout + a.tokensOut, cost: t.cost + parseUsd(a.cost) }), { tin: 0, tout: 0, cost: 0n });
   const finish: WorkflowFinish = {
     ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: last.status === 'done' ? null : 'unanswered', reward: null, score: null,
-    workerTokensIn: totals.tin, workerTokensOut: totals.tout, workerCost: formatUsd(totals.cost),
-    latencyMs: Date.now() - state.startedAt,
+    ...stepTotals(state), latencyMs: Date.now() - state.startedAt,
   };
   if (!(await persist(db, at, state, { memory: opts.memory, status: answered ? 'done' : 'failed', deadlineAt: null, finish }))) throw lost();
   emit({ type: 'progress', progress: { event: 'workflow.finished', workflow: workflowId, finish_reason: finishReason } });
@@ -855,13 +687,6 @@ async function streamCall(deps: InteractiveDeps, worker: StoredWorker, req: Chat
   return { result, cost: await s.cost(usage) };
 }
 
-/** An agent's first messages: the client's system messages, then the worker prompt of its step (the answers it may see). */
-function agentPrompt(state: SessionState, workflow: Workflow, i: number): ChatMessage[] {
-  const answers = new Map(state.agents.flatMap((a, j) => (a.status === 'done' ? [[j, a.answer ?? ''] as const] : [])));
-  const prompt = renderWorkerPrompt({ question: state.task, workflow, step: i, answers, ...(state.options.workerPrompt !== undefined && { template: state.options.workerPrompt }) });
-  return [...(state.system ? [{ role: 'system' as const, content: state.system }] : []), ...prompt.messages];
-}
-
 /** The conversation as the agents read it: earlier user and assistant text (no tool traffic), then the latest message. */
 function conversationText(messages: readonly ChatMessage[], lastUserAt: number): string {
   const latest = messageText(messages[lastUserAt]!).trim();
@@ -892,10 +717,6 @@ async function conversationOfHistory(deps: InteractiveDeps, input: TurnInput): P
   return undefined;
 }
 
-function newAgent(): AgentState {
-  return { status: 'waiting', messages: [], turns: 0, toolTurns: 0, pending: [], toolText: '', answer: null, finish: null, tokensIn: 0, tokensOut: 0, cost: '0', latencyMs: 0, lastKey: null, replay: null, error: null, saved: false, attempt: 1 };
-}
-
 /** The state of a session, of this version or the previous (read as this one); a 409 naming both for any other. */
 function readState(s: UltraSession): SessionState {
   const st = s.state as unknown as Omit<SessionState, 'v'> & { v: number };
@@ -913,20 +734,6 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
   return new Date(Date.now() + (deps.leaseMs ?? DEFAULT_LEASE_MS));
 }
 
-/** The rows of the steps that have ended and were not written yet (marked written). */
-function endedSteps(workflowId: number, state: SessionState): WorkflowStepRow[] {
-  return state.agents.flatMap((a, i) => {
-    if (a.saved || !(a.status === 'done' || a.status === 'error' || a.status === 'skipped')) return [];
-    a.saved = true;
-    const spec = state.specs[i]!;
-    return [{
-      workflowId, idx: i, workerId: state.workerIds[i]!, worker: spec.name, subtask: spec.subtask, access: spec.access, sees: state.sees[i]!,
-      chatCallId: a.lastKey ?? `wf${workflowId}.s${i}`, status: a.status === 'done' ? 'ok' as const : a.status, answer: a.status === 'done' ? a.answer : null,
-      tokensIn: a.tokensIn, tokensOut: a.tokensOut, cost: a.cost, latencyMs: a.latencyMs, cached: false, replay: a.replay, error: a.error,
-    }];
-  });
-}
-
 /**
  * A turn's end in one transaction (one commit): the rows of the steps that ended, the workflow's
  * final write when it ended, and its state (inserted when the turn began without a row, else
@@ -934,7 +741,7 @@ function endedSteps(workflowId: number, state: SessionState): WorkflowStepRow[] 
  * took the workflow over meanwhile.
  */
 async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
-  const steps = endedSteps(at.workflowId, state);
+  const steps = endedStepRows(at.workflowId, state);
   const taken = new Error('taken over');
   try {
     await db.transaction().execute(async (tx) => {
