@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './testing.ts';
 import { getPoolWorkers, savePool } from './repositories.ts';
-import { claimWorkflow, finishWorkflow, getWorkflowByKey, getWorkflows, getWorkflowSteps, insertWorkflows, saveWorkflowStep, type WorkflowStepRow } from './workflows.ts';
+import { claimWorkflow, finishWorkflow, getWorkflowByKey, getWorkflows, getWorkflowSteps, insertWorkflows, saveWorkflowSteps, type WorkflowStepRow } from './workflows.ts';
 
 let t: TestDatabase;
 let poolId: number;
@@ -61,11 +61,11 @@ describe('workflow rows', () => {
 
   it('keeps the first row of a step', async () => {
     const [id] = await insertWorkflows(t.db, [{ key: 'steps', poolId, question: 'q', conductor: 'fixed:chain', seed: 1, options: {} }]);
-    expect(await saveWorkflowStep(t.db, step(id!, 1, 'second'))).toBe(true);
-    expect(await saveWorkflowStep(t.db, step(id!, 0, 'first'))).toBe(true);
-    expect(await saveWorkflowStep(t.db, step(id!, 0, 'again'))).toBe(false);
+    await saveWorkflowSteps(t.db, [step(id!, 1, 'second'), step(id!, 0, 'first')]);
+    // a re-execution writes its rows again: the first of each step stays
+    await saveWorkflowSteps(t.db, [step(id!, 0, 'again'), step(id!, 2, 'third')]);
     const steps = await getWorkflowSteps(t.db, id!);
-    expect(steps.map((s) => [s.idx, s.answer])).toEqual([[0, 'first'], [1, 'second']]);
+    expect(steps.map((s) => [s.idx, s.answer])).toEqual([[0, 'first'], [1, 'second'], [2, 'third']]);
     expect(steps[0]).toMatchObject({ access: 'none', sees: [], replay: { rule: 'recorded', correct: true }, cost: '0.000001000000' });
   });
 });

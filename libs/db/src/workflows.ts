@@ -201,17 +201,6 @@ const stepValues = (s: WorkflowStepRow) => ({
   cached: s.cached, replay: s.replay === null ? null : JSON.stringify(s.replay), error: s.error === null ? null : JSON.stringify(s.error),
 });
 
-/** Writes one step row; the first final row of (workflow, idx) wins (returns false when one existed). */
-export async function saveWorkflowStep(db: Db, s: WorkflowStepRow): Promise<boolean> {
-  const res = await db
-    .insertInto('workflow_steps')
-    .values(stepValues(s))
-    .onConflict((oc) => oc.columns(['workflow_id', 'idx']).doNothing())
-    .returning('idx')
-    .executeTakeFirst();
-  return res !== undefined;
-}
-
 /** Writes step rows in one statement; the first final row of each (workflow, idx) wins. */
 export async function saveWorkflowSteps(db: Db, steps: readonly WorkflowStepRow[]): Promise<void> {
   if (steps.length === 0) return;
