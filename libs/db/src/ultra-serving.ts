@@ -105,18 +105,19 @@ export async function getUltraSession(db: Db, workflowId: number): Promise<Ultra
 /**
  * Takes a session for one request: from `tools` (waiting for results), or from `running` whose
  * lease (`deadline_at`) has passed (its gateway died mid-step); status running, version + 1, the
- * new lease. Undefined when another request holds it or the version moved on.
+ * new lease. Returns the version the request now holds (the state is the one read at `version`:
+ * it is not sent back); undefined when another request holds it or the version moved on.
  */
-export async function claimUltraSession(db: Db, workflowId: number, version: number, leaseUntil: Date): Promise<UltraSession | undefined> {
+export async function claimUltraSession(db: Db, workflowId: number, version: number, leaseUntil: Date): Promise<number | undefined> {
   const row = await db
     .updateTable('ultra_sessions')
     .set((eb) => ({ status: 'running' as const, version: eb('version', '+', 1), deadline_at: leaseUntil, updated_at: new Date() }))
     .where('workflow_id', '=', String(workflowId) as never)
     .where('version', '=', version)
     .where(sql<boolean>`(status = 'tools' or (status = 'running' and deadline_at < now()))`)
-    .returningAll()
+    .returning('version')
     .executeTakeFirst();
-  return row && toSession(row as unknown as SessionRaw);
+  return row?.version;
 }
 
 /**

@@ -277,12 +277,13 @@ async function resumeTurn(
     throw bad(`workflow ${s.workflowId} has ended (${s.status}); send the question again`, 'messages', 'tool_call_already_answered');
   }
   const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
-  if (!claimed) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
-  const st = readState(claimed);
+  if (claimed === undefined) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
+  // the state read at the version claimed (a fresh copy: the turn changes it)
+  const st = readState(s);
   const memory = resuming ? [] : apply!(st);
   const results = trailingToolResults(input.messages).length;
   emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: st.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
-  return advance(deps, input, { workflowId: s.workflowId, version: claimed.version, stored: true }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
+  return advance(deps, input, { workflowId: s.workflowId, version: claimed, stored: true }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
 }
 
 function replayOf(r: StoredReply): TurnResult {
@@ -768,8 +769,8 @@ export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'leaseMs
 
 async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: UltraSession): Promise<boolean> {
   const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
-  if (!claimed) return false;
-  const state = readState(claimed);
+  if (claimed === undefined) return false;
+  const state = readState(s);
   for (const a of state.agents) {
     if (a.status === 'tools') {
       a.status = 'error';
@@ -777,7 +778,7 @@ async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: U
       a.error = { code: 'tool-timeout', message: `no tool results by ${s.deadlineAt?.toISOString() ?? 'the deadline'}` };
     } else if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
   }
-  return persist(deps.db, { workflowId: s.workflowId, version: claimed.version, stored: true }, state, {
+  return persist(deps.db, { workflowId: s.workflowId, version: claimed, stored: true }, state, {
     status: 'failed', deadlineAt: s.deadlineAt, finish: { ...state.base, status: 'failed', finishReason: 'tool-timeout', outcome: 'unanswered', latencyMs: Date.now() - state.startedAt },
   });
 }
