@@ -5,7 +5,8 @@
 // The gateway runs as its own process (`node apps/gateway/src/main.ts`, as deployed) with a pool
 // file of two stub OpenAI-compatible workers (alpha, beta) that answer every call after a fixed
 // delay L (BENCH_LATENCY_MS, default 50), and a fugu-ultra deployment published in Postgres
-// (publishUltraDeployment; re-published between shapes: the gateway reads it per request). The
+// (publishUltraDeployment; re-published between shapes with the message `fugu ultra publish`
+// sends, so the gateway drops the deployment it reuses at once). The
 // real `openai` client sends every request; the stubs and the load generator share this process.
 //
 // Shapes (k = the stub calls on the request's critical path):
@@ -44,11 +45,12 @@ import OpenAI from 'openai';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { loadConfig, serviceEnv } from '@fugu/config';
-import { createApiKey, publishUltraDeployment } from '@fugu/db';
+import { createApiKey } from '@fugu/db';
 import { createTestDatabase } from '@fugu/db/testing';
 import { writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { watchApp } from '../support/app-process.ts';
+import { publishUltraAndTell } from '../support/ultra-publish.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gatewayMain = path.resolve(here, '../../apps/gateway/src/main.ts');
@@ -91,7 +93,7 @@ await writeWorkerPool(poolFile, {
   name: 'bench-ultra',
   workers: ['alpha', 'beta'].map((n) => ({ name: n, provider: 'openai-compatible' as const, model: `${n}-model`, baseUrl: stubs[n]!.baseURL, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } })),
 });
-const publish = (conductor: string) => publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor, pool: 'bench-ultra', options: {} });
+const publish = (conductor: string) => publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor, pool: 'bench-ultra', options: {} });
 await publish('fixed:single:alpha');
 const { key } = await createApiKey(database.db, { name: 'bench-ultra' });
 

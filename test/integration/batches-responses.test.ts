@@ -14,7 +14,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { sql } from 'kysely';
-import { publishUltraDeployment } from '@fugu/db';
 import { startOpenAIStub, type OpenAIStub } from '@fugu/providers/testing';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -24,6 +23,7 @@ import { waitFor } from '../support/eval-env.ts';
 import type { AppProcess } from '../support/app-process.ts';
 import { paidPico, spentPico, workflowCalls } from '../support/paid.ts';
 import { batchEnded, batchLine, fileLines, jsonl, startBatchStack, uploadBatchFile, type BatchStack } from '../support/batch-stack.ts';
+import { publishUltraAndTell } from '../support/ultra-publish.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -66,7 +66,7 @@ const workflowShape = ({ workflow, conversation, ...rest }: Json) => ({ ...rest,
 beforeAll(async () => {
   stack = await startBatchStack();
   ({ workers, prompts } = stack);
-  await publishUltraDeployment(stack.env.database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
+  await publishUltraAndTell(stack.env.config, stack.env.database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
   worker = await stack.startWorker();
   // (prose instead of the lists when the question asks for it)
   planner = await startOpenAIStub({ defaultReply: (req) => ({ type: 'text', text: JSON.stringify(req.body?.messages ?? []).includes('GARBLE') ? 'I would rather answer myself.' : PLANNED }) });
@@ -204,7 +204,7 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
 
   it("a fugu-ultra line whose llm: Conductor writes no valid workflow: the endpoint's 502 is its error, and the Conductor's call is charged", { timeout: 120_000 }, async () => {
     const db = stack.env.database.db;
-    await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'llm:planner', pool: 'llmrouter', options: {} });
+    await publishUltraAndTell(stack.env.config, db, { name: 'fugu-ultra', conductor: 'llm:planner', pool: 'llmrouter', options: {} });
     try {
       const lines = [
         batchLine('ok', { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[73]! }] }),
@@ -222,14 +222,14 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
       expect(paid).toBeGreaterThan(okCost);
       expect(BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${batch.id}`.execute(db)).rows[0]!.c)).toBe(paid);
     } finally {
-      await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
+      await publishUltraAndTell(stack.env.config, db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
     }
   });
 
   // fixed:moa:2 makes no call of its own; llm:planner's Conductor call is made in the gateway's process (not a chat-call job)
   it.each(['fixed:moa:2', 'llm:planner'])("a fugu-ultra batch (%s) cancelled with lines mid-workflow: the stopped lines' calls are charged, every row's cost once", { timeout: 180_000 }, async (conductor) => {
     const db = stack.env.database.db;
-    await publishUltraDeployment(db, { name: 'fugu-ultra', conductor, pool: 'llmrouter', options: {} });
+    await publishUltraAndTell(stack.env.config, db, { name: 'fugu-ultra', conductor, pool: 'llmrouter', options: {} });
     const spent = () => spentPico(db, stack.full.id);
     const spentBefore = await spent();
     const lines = Array.from({ length: 40 }, (_, i) => batchLine(`c-${i}`, { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[90 + i]! }] }));
@@ -270,7 +270,7 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     const charged = BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${b.id}`.execute(db)).rows[0]!.c);
     expect(charged).toBe(paid);
     expect((await spent()) - spentBefore).toBe(paid);
-    await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
+    await publishUltraAndTell(stack.env.config, db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
   });
 
   it('fugu batch submit --endpoint /v1/responses', { timeout: 120_000 }, async () => {

@@ -30,7 +30,7 @@ import type { FastifyInstance } from 'fastify';
 import { rng, type Rng, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { createCallPipeline } from '@fugu/calls';
-import { createApiKey, getWorkflows, publishUltraDeployment, savePool, type StoredWorker } from '@fugu/db';
+import { createApiKey, getWorkflows, savePool, type StoredWorker } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { createChatModel } from '@fugu/providers';
@@ -41,6 +41,7 @@ import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
 import { paidPico, spentPico, workflowCalls } from '../support/paid.ts';
 import type { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
+import { publishUltraAndTell } from '../support/ultra-publish.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -104,7 +105,7 @@ const secret = randomBytes(32);
 const quiet = createLogger({ name: 'ultra-bad-input-test', level: 'silent' });
 
 const client = (apiKey = fullKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 30_000 });
-const publish = (conductor: string, options: Record<string, unknown> = {}) => publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor, pool: pool.name, options });
+const publish = (conductor: string, options: Record<string, unknown> = {}) => publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor, pool: pool.name, options });
 const stubCalls = (): Record<string, number> => Object.fromEntries(Object.entries(stubs).map(([n, s]) => [n, s.requests.length]));
 
 beforeAll(async () => {

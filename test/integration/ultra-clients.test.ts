@@ -14,14 +14,15 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { sql } from 'kysely';
 import type { FastifyInstance } from 'fastify';
 import type { WorkerPool } from '@fugu/core';
-import { loadConfig } from '@fugu/config';
-import { createApiKey, getWorkflows, publishUltraDeployment, savePool } from '@fugu/db';
+import { loadConfig, type FuguConfig } from '@fugu/config';
+import { createApiKey, getWorkflows, savePool } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { createLogger } from '@fugu/telemetry';
 import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
+import { publishUltraAndTell } from '../support/ultra-publish.ts';
 
 const isAggregator = (req: RecordedRequest): boolean => JSON.stringify(req.body?.messages ?? []).includes('Work already done by other agents');
 function replyAs(name: string) {
@@ -41,16 +42,17 @@ const stubs: Record<string, OpenAIStub> = {};
 let app: FastifyInstance;
 let url: string;
 let key: string;
+let config: FuguConfig;
 
 beforeAll(async () => {
   database = await createTestDatabase();
   home = await mkdtemp(path.join(tmpdir(), 'fugu-ultra-clients-'));
-  const config = loadConfig({ FUGU_REDIS_URL: testRedisUrl(), FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fuguuc${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_LOG_LEVEL: 'silent' });
+  config = loadConfig({ FUGU_REDIS_URL: testRedisUrl(), FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fuguuc${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_LOG_LEVEL: 'silent' });
   for (const n of ['alpha', 'beta']) stubs[n] = await startOpenAIStub({ defaultReply: replyAs(n) });
   const pool: WorkerPool = { name: 'ultra-clients', workers: ['alpha', 'beta'].map((n) => stubWorker(n, stubs[n]!)) };
   const stored = await savePool(database.db, pool, poolContentHash(pool));
   ({ app, url } = await startUltraGateway({ config, db: database.db, pool, stored, secret: randomBytes(32), log: createLogger({ name: 'ultra-clients-test', level: 'silent' }) }));
-  await publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: pool.name, options: {} });
+  await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: pool.name, options: {} });
   key = (await createApiKey(database.db, { name: 'clients' })).key;
 });
 
@@ -100,7 +102,7 @@ describe('fugu-ultra: the Vercel AI SDK\'s Responses API tool loop', () => {
 
 describe('fugu-ultra: one set of stop rules on every path', () => {
   it('a step cut at the deployment\'s maxTokensPerStep ends a served workflow budget-tokens, as a batch or eval workflow ends (was: the next step ran on the cut answer)', async () => {
-    await publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: { workflow: { maxTokensPerStep: 5 } } });
+    await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: { workflow: { maxTokensPerStep: 5 } } });
     try {
       const before = stubs.alpha!.requests.length + stubs.beta!.requests.length;
       const r = await new OpenAI({ apiKey: key, baseURL: url, maxRetries: 0 }).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: 'Say a lot.' }] });
@@ -109,7 +111,7 @@ describe('fugu-ultra: one set of stop rules on every path', () => {
       // the proposers were cut: the aggregator never ran
       expect(stubs.alpha!.requests.length + stubs.beta!.requests.length - before).toBe(2);
     } finally {
-      await publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: {} });
+      await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: {} });
     }
   });
 });

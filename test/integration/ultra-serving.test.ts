@@ -17,13 +17,14 @@ import OpenAI, { APIError } from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { formatUsd, parseUsd, tokenCost, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
-import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, publishUltraDeployment, savePool, type StoredWorker } from '@fugu/db';
+import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, savePool, type StoredWorker } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { createLogger } from '@fugu/telemetry';
 import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
+import { publishUltraAndTell } from '../support/ultra-publish.ts';
 
 const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
 const QUESTION = 'Should I take an umbrella in Paris today?';
@@ -69,7 +70,7 @@ async function startGateway(): Promise<string> {
 }
 
 const client = (apiKey = fullKey, url = baseURL) => new OpenAI({ apiKey, baseURL: url, maxRetries: 0, timeout: 30_000 });
-const publish = (options: Record<string, unknown> = {}, conductor = 'fixed:moa:2') => publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor, pool: pool.name, options });
+const publish = (options: Record<string, unknown> = {}, conductor = 'fixed:moa:2') => publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor, pool: pool.name, options });
 const requestsTo = (name: string) => stubs[name]!.requests.filter((r) => r.body?.messages);
 
 beforeAll(async () => {

@@ -9,7 +9,7 @@ import { RouterUnavailableError, type RouteClient } from '@fugu/serving';
 import type { Logger } from '@fugu/telemetry';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
-import { ultraModel } from '../../apps/gateway/src/ultra.ts';
+import { ultraModel, type UltraServingOptions } from '../../apps/gateway/src/ultra.ts';
 
 /** A worker served by a stub OpenAI-compatible server at the given prices per million tokens (input, output). */
 export const stubWorker = (name: string, stub: { baseURL: string }, price: [string, string] = ['1', '2']): WorkerSpec => ({
@@ -23,6 +23,8 @@ export async function startUltraGateway(o: {
   config: FuguConfig; db: Db; pool: WorkerPool; stored: { poolId: number; workers: StoredWorker[] }; secret: Buffer; log: Logger;
   /** the llm: Conductor's call pipeline (fixed and policy Conductors never call it) */
   pipeline?: CallPipeline;
+  /** the deployment's reuse: its time, its subscription to publishes, its reader (default: the config's, getUltraDeployment) */
+  ultra?: Pick<UltraServingOptions, 'cacheMs' | 'invalidations' | 'read'>;
 }): Promise<{ app: FastifyInstance; url: string; records: RecordWriter }> {
   // the rows written behind the answers: `records.flush()` waits for those of the answers received so far
   const records = new RecordWriter(o.db, o.log);
@@ -32,6 +34,7 @@ export async function startUltraGateway(o: {
       (ctx) => ultraModel(ctx, {
         db: o.db, poolId: o.stored.poolId, workers: o.stored.workers,
         deps: { writer: { db: o.db, config: o.config, pipeline: o.pipeline ?? (undefined as never), log: o.log }, secret: o.secret, log: o.log },
+        ...o.ultra,
       }),
     ],
   });

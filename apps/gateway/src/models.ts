@@ -102,6 +102,8 @@ export interface ModelHandler {
    * workers run as one chat-call job each instead (libs/batch).
    */
   readonly batchable?: boolean;
+  /** releases what the handler holds (fugu-ultra: its subscription to publishes), when the gateway closes */
+  close?(): Promise<void>;
 }
 
 export class ModelRegistry {

@@ -118,7 +118,8 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     ...(opts.redis && g.cooldownFails > 0 && { cooldowns: redisCooldowns(opts.redis, opts.config.queuePrefix, { fails: g.cooldownFails, ms: g.cooldownMs, log }) }),
   });
   const models: ModelRegistry = defaultRegistry(ctx);
-  for (const make of opts.extraModels ?? []) models.register(make(ctx));
+  const extraModels = (opts.extraModels ?? []).map((make) => make(ctx));
+  for (const h of extraModels) models.register(h);
 
   const app = Fastify({
     logger: false, bodyLimit: g.bodyLimitBytes, return503OnClosing: true, requestIdHeader: false, genReqId: requestIdOf,
@@ -161,6 +162,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
 
   app.addHook('onClose', async () => {
     await calls.close?.();
+    await Promise.all(extraModels.map((h) => h.close?.()));
   });
   // the Batch API's driver: this gateway's share of the open batches (gateway.batchDrivers; 0: none, the routes stay)
   const batchDriver: BatchDriver | undefined | null =

@@ -1,6 +1,8 @@
 // `model: "fugu-ultra"`: the Conductor behind the OpenAI API, one more ModelHandler of the
 // registry. The deployment (`fugu ultra publish`: a Conductor spec, its pool and options) is read
-// from Postgres on every request, so a new publish takes effect without a restart. Each request
+// from Postgres and reused for gateway.ultraCacheMs (FUGU_GATEWAY_ULTRA_CACHE_MS, 1 s); a publish
+// tells the gateways on Redis (`<prefix>:ultra:published`) and they drop it at once, so a new
+// publish takes effect from the next request, without a restart. Each request
 // is one turn of libs/ultra's interactive state machine: a new workflow for a user message, or
 // the client's tool results going back to the agents that asked; the agents' calls go through
 // the gateway's call seam (rate limits, cache, exact cost, a chat_calls row each). The response
@@ -18,8 +20,11 @@ import path from 'node:path';
 import { GatewayError, badField } from './errors.ts';
 import { checkConductorSpec, parseConductorSpec } from '@fugu/conductor';
 import { InputError, type ChatResult, type ToolCall, type Usage } from '@fugu/core';
-import { getUltraDeployment, type Db, type StoredWorker } from '@fugu/db';
-import { runTurn, UltraRequestError, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef } from '@fugu/ultra';
+import { getUltraDeployment, type Db, type StoredWorker, type UltraDeployment } from '@fugu/db';
+import { createRedis, type RedisClient } from '@fugu/queue';
+import {
+  runTurn, UltraRequestError, ultraPublishedChannel, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef, type UltraPublishedMessage,
+} from '@fugu/ultra';
 import type { GatewayContext } from './context.ts';
 import { ALL_PARAMS, REQUEST_PARAMS, requestedParams, type ChatRequest, type RequestParam } from '@fugu/providers';
 import type { ProviderKind } from '@fugu/core';
@@ -37,6 +42,15 @@ export type UltraServingOptions = {
   workers: readonly StoredWorker[];
   /** everything of InteractiveDeps but the calls, which go through the gateway's seam */
   deps: Omit<InteractiveDeps, 'call' | 'stream' | 'db'>;
+  /** how long a deployment read is reused, from the start of its read (default gateway.ultraCacheMs; 0: read on every request) */
+  cacheMs?: number;
+  /**
+   * where publishes are heard (`fugu ultra publish`'s message drops the reused deployment at once):
+   * default the config's Redis and queue prefix; false: none (a publish is served within cacheMs)
+   */
+  invalidations?: { redisUrl: string; queuePrefix: string } | false;
+  /** reads the deployment (default getUltraDeployment; a test counts the reads) */
+  read?: (db: Db, name: string) => Promise<UltraDeployment | undefined>;
 };
 
 export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHandler {
@@ -53,8 +67,18 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       ? { ...deps, writer: { ...deps.writer, made: batch.made }, call: batch.call, stream: () => Promise.reject(new Error('a batch line does not stream')), ...(batch.itemOf && { itemOf: batch.itemOf }) }
       : deps;
 
-  async function deployment(): Promise<UltraDeploymentRef> {
-    const d = await getUltraDeployment(o.db, name);
+  const cache = deploymentCache({
+    name,
+    ttlMs: o.cacheMs ?? ctx.config.gateway.ultraCacheMs,
+    load: readDeployment,
+    invalidations: o.invalidations ?? { redisUrl: ctx.config.redisUrl, queuePrefix: ctx.config.queuePrefix },
+    log: ctx.log,
+  });
+  const deployment = (): Promise<UltraDeploymentRef> => cache.get();
+
+  /** The deployment as stored, checked against this gateway's pool, its options validated: a 503 when it cannot be served. */
+  async function readDeployment(): Promise<UltraDeploymentRef> {
+    const d = await (o.read ?? getUltraDeployment)(o.db, name);
     if (!d) throw new GatewayError(503, `no Conductor is published as "${name}": run \`fugu ultra publish --conductor <spec>\``, { code: 'model_not_published' });
     if (d.pool !== ctx.pool.name) {
       throw new GatewayError(503, `"${name}" was published for the pool "${d.pool}", but this gateway serves "${ctx.pool.name}" (publish it again with --pool, or set FUGU_GATEWAY_POOL)`, { code: 'model_not_published' });
@@ -158,6 +182,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     ownedBy: 'fugu',
     visibleTo: (caller) => caller.allowed.some((w) => o.workers.some((x) => x.name === w)),
     batchable: true,
+    close: () => cache.close(),
 
     async complete(input): Promise<Completion> {
       // the request's row names its workflow from the moment it is written (a workflow that fails too)
@@ -208,6 +233,80 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
         extension: () => done && described(done).extension,
         usageExtra: () => done && described(done).usageExtra,
       };
+    },
+  };
+}
+
+/**
+ * The deployment of one model name, reused for `ttlMs` from the start of the read that got it
+ * (the key cache's rule, context.ts; 0: a read on every request): requests in that time share one
+ * read, and concurrent requests share one read too. Only a deployment this gateway can serve is
+ * kept (a 503 is read again at the next request). With `invalidations`, a subscriber hears
+ * `fugu ultra publish`'s message on `<prefix>:ultra:published` and the kept deployment is dropped
+ * at once (a read already in flight then is not kept either: it may predate the publish); when its
+ * connection comes back (messages may have been missed) everything kept is dropped too. Without
+ * Redis, a publish is served within ttlMs.
+ */
+export function deploymentCache(o: {
+  name: string;
+  ttlMs: number;
+  load: () => Promise<UltraDeploymentRef>;
+  invalidations: { redisUrl: string; queuePrefix: string } | false;
+  log?: { warn(obj: object, msg: string): void };
+}): { get(): Promise<UltraDeploymentRef>; forget(): void; close(): Promise<void> } {
+  let kept: { ref: UltraDeploymentRef; until: number } | undefined;
+  let loading: Promise<UltraDeploymentRef> | undefined;
+  // bumped by every invalidation: a read started before one is not kept
+  let generation = 0;
+  const forget = (): void => {
+    generation += 1;
+    kept = undefined;
+    loading = undefined;
+  };
+
+  let sub: RedisClient | undefined;
+  if (o.ttlMs > 0 && o.invalidations) {
+    const channel = ultraPublishedChannel(o.invalidations.queuePrefix);
+    sub = createRedis(o.invalidations.redisUrl, 'worker');
+    sub.on('message', (ch: string, text: string) => {
+      if (ch !== channel) return;
+      let named: string | undefined;
+      try {
+        named = (JSON.parse(text) as Partial<UltraPublishedMessage>).name;
+      } catch {
+        // unreadable: dropped all the same
+      }
+      if (named === undefined || named === o.name) forget();
+    });
+    // (re)connected: a publish may have gone by while the connection was down
+    sub.on('ready', forget);
+    sub.subscribe(channel).catch((e: unknown) => sub && o.log?.warn({ channel, err: (e as Error).message }, `fugu-ultra: cannot subscribe to publishes; "${o.name}" is read again every ${o.ttlMs} ms`));
+  }
+
+  return {
+    get(): Promise<UltraDeploymentRef> {
+      if (o.ttlMs === 0) return o.load();
+      if (kept && kept.until > performance.now()) return Promise.resolve(kept.ref);
+      if (!loading) {
+        const at = generation;
+        const started = performance.now();
+        const p: Promise<UltraDeploymentRef> = o
+          .load()
+          .then((ref) => {
+            if (at === generation) kept = { ref, until: started + o.ttlMs };
+            return ref;
+          })
+          .finally(() => {
+            if (loading === p) loading = undefined;
+          });
+        loading = p;
+      }
+      return loading;
+    },
+    forget,
+    async close(): Promise<void> {
+      sub?.disconnect();
+      sub = undefined;
     },
   };
 }

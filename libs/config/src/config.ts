@@ -186,6 +186,13 @@ export const configSchema = z
          */
         keyCacheMs: nonNegInt.default(1_000),
         /**
+         * how long a gateway reuses the fugu-ultra deployment (its Conductor, pool and options)
+         * before reading it again: `fugu ultra publish` also tells the gateways at once (Redis
+         * pub/sub), so this bounds what a missed message (Redis down) can keep; 0: read on every
+         * request
+         */
+        ultraCacheMs: nonNegInt.default(1_000),
+        /**
          * `fugu`'s routing skips a worker whose calls failed (retryably) this many times within
          * cooldownMs, for cooldownMs, on every gateway sharing the Redis (0: never)
          */
@@ -265,6 +272,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_RESPONSE_CACHE: 'gateway.responseCache',
   FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
   FUGU_GATEWAY_KEY_CACHE_MS: 'gateway.keyCacheMs',
+  FUGU_GATEWAY_ULTRA_CACHE_MS: 'gateway.ultraCacheMs',
   FUGU_GATEWAY_COOLDOWN_FAILS: 'gateway.cooldownFails',
   FUGU_GATEWAY_COOLDOWN_MS: 'gateway.cooldownMs',
   FUGU_GATEWAY_JOURNAL_GRACE_MS: 'gateway.journalGraceMs',

@@ -18,6 +18,7 @@ describe('gateway configuration', () => {
       limitWaitMs: 2_000,
       logMessages: false,
       keyCacheMs: 1_000,
+      ultraCacheMs: 1_000,
       cooldownFails: 3,
       cooldownMs: 30_000,
       journalGraceMs: 30_000,

@@ -1,10 +1,13 @@
 // `fugu ultra publish`: the Conductor that model `fugu-ultra` (or --name) serves on a pool, with
 // its workflow bounds, tool-loop bounds and shared-memory limits (@fugu/ultra interactive/publish.ts).
-// Gateways read the deployment on every request: it takes effect at once, without a restart.
+// Stored in Postgres, then announced on Redis (`<prefix>:ultra:published`): every gateway drops the
+// deployment it reuses and serves the new one from its next request, without a restart (Redis
+// unreachable: within their FUGU_GATEWAY_ULTRA_CACHE_MS).
 import type { Command } from 'commander';
 import type { FuguConfig } from '@fugu/config';
 import { loadLlmRouter } from '@fugu/datasets';
 import { openContext, resolveWorkerPool } from '@fugu/evaluation';
+import { createRedis } from '@fugu/queue';
 import { INTERACTIVE_DEFAULTS, publishUltra, trainSplitRanking } from '@fugu/ultra';
 import { action, EXIT, intOption, listOption, usdOption, type Cli } from '../cli.ts';
 
@@ -70,10 +73,18 @@ export async function cmdUltraPublish(config: FuguConfig, f: UltraPublishFlags):
     memoryMaxChars: f.memoryChars,
   };
   const ctx = await openContext({ redis: false, config });
+  // the message to the gateways: one try (Redis unreachable: they read it within their ultraCacheMs)
+  const redis = createRedis(config.redisUrl, 'producer', { retryStrategy: () => null });
   try {
-    const { deployment, previous } = await publishUltra(ctx.db, { name: f.name, conductor: f.conductor, pool, options, endpoints: config.conductor.endpoints.map((e) => e.name) });
-    return `${deployment.name}: ${previous ? `${previous.conductor} -> ` : ''}${deployment.conductor} on pool ${deployment.pool}`;
+    const { deployment, previous, told } = await publishUltra(ctx.db, {
+      name: f.name, conductor: f.conductor, pool, options, endpoints: config.conductor.endpoints.map((e) => e.name), announce: { redis, queuePrefix: config.queuePrefix },
+    });
+    return (
+      `${deployment.name}: ${previous ? `${previous.conductor} -> ` : ''}${deployment.conductor} on pool ${deployment.pool}` +
+      (told ? '' : ` (Redis unreachable: gateways serve it within FUGU_GATEWAY_ULTRA_CACHE_MS = ${config.gateway.ultraCacheMs} ms)`)
+    );
   } finally {
+    redis.disconnect();
     await ctx.close();
   }
 }
