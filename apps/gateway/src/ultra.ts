@@ -322,7 +322,7 @@ export const ULTRA_PARAMS: Readonly<Record<RequestParam, string | false>> = {
   maxTokens: "the final step (its answer is the completion); the deployment's maxTokensPerStep bounds every step",
   reasoningEffort: 'every step',
   tools: 'the agents: the client runs their calls',
-  toolChoice: 'every step given the tools',
+  toolChoice: 'every step given the tools; "required" or a named tool holds for an agent\'s first call only (then auto, or it could never answer)',
   parallelToolCalls: 'every step given the tools',
   stop: 'every step',
   seed: "the workflow's seed (its Conductor's sampling) and every step's",

@@ -134,15 +134,16 @@ describe('the one executor (runSteps)', () => {
     expect((await done).failed).toEqual({ step: 0, resumable: false });
   });
 
-  it('tools: an agent that asks for the client tools waits with signed ids; past its tool-turn bound its step ends budget-tool-turns', async () => {
+  it('tools: an agent that asks for the client tools waits with signed ids; a forced tool_choice holds for its first call only; past its tool-turn bound its step ends budget-tool-turns', async () => {
     const single: Workflow = { steps: [{ worker: 1, subtask: 'solve', access: 'none' }] };
     const tools = [{ name: 'weather', description: 'the weather', parameters: { type: 'object', properties: {} } }];
     const call = answer('', { toolCalls: [{ id: 'agent-1', name: 'weather', arguments: '{}' }], finishReason: 'tool-calls' });
     const state = stateOf(single);
     const r = manualRunner();
-    const ctx = ctxOf(r.run, { workerOf: () => workers[1]!, request: { tools }, toolTurns: { perAgent: 1, perWorkflow: 5 }, signCall: (step, seq) => `call_fu_${step}_${seq}` });
+    const ctx = ctxOf(r.run, { workerOf: () => workers[1]!, request: { tools, toolChoice: 'required' }, toolTurns: { perAgent: 1, perWorkflow: 5 }, signCall: (step, seq) => `call_fu_${step}_${seq}` });
     let done = runSteps(state, ctx);
     await r.release(0, { ok: true, result: call, cost: 1n });
+    expect(r.calls.get(0)!.request.toolChoice).toBe('required');
     expect((await done).ended).toBeUndefined();
     expect(state.agents[0]!.status).toBe('tools');
     expect(state.agents[0]!.pending.map((p) => [p.id, p.agentCallId])).toEqual([['call_fu_0_1', 'agent-1']]);
@@ -151,6 +152,8 @@ describe('the one executor (runSteps)', () => {
     state.agents[0]!.status = 'call';
     done = runSteps(state, ctx);
     await r.release(0, { ok: true, result: { ...call, text: 'it is sunny, I think' }, cost: 1n });
+    // with its results, a forced tool choice is `auto` again: the agent may answer
+    expect(r.calls.get(0)!.request.toolChoice).toBe('auto');
     const run = await done;
     expect(state.agents[0]!.finish).toBe('budget-tool-turns');
     expect(finishOf(state, run)).toBe('budget-tool-turns');

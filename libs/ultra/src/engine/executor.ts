@@ -159,6 +159,15 @@ function maxTokensOf(options: Pick<WorkflowOptions, 'maxTokensPerStep'>, client:
   return bounds.length === 0 ? undefined : Math.min(...bounds);
 }
 
+/**
+ * The client's tool_choice for an agent's call: as given on its first call; once the agent has had
+ * tool results, a choice that forces a tool (`required`, a named tool) is `auto` again, or the
+ * agent could never answer (the OpenAI Agents SDK's reset_tool_choice, on by default there too).
+ */
+function toolChoiceOf(choice: ToolChoice, a: Pick<AgentState, 'toolTurns'>): ToolChoice {
+  return a.toolTurns > 0 && (choice === 'required' || typeof choice === 'object') ? 'auto' : choice;
+}
+
 /** An agent's first messages: the client's system messages, then the worker prompt of its step (the answers it may see). */
 function agentPrompt(state: StepsState, workflow: Workflow, i: number): ChatMessage[] {
   const answers = new Map(state.agents.flatMap((a, j) => (a.status === 'done' ? [[j, a.answer ?? ''] as const] : [])));
@@ -193,7 +202,7 @@ export async function runSteps(state: StepsState, ctx: StepsContext): Promise<St
     const maxTokens = maxTokensOf(state.options, i === schedule.finalStep ? req.maxTokens : undefined);
     const request: ChatRequest = {
       messages: a.messages,
-      ...(tools && { tools, ...(req.toolChoice !== undefined && { toolChoice: req.toolChoice }), ...(req.parallelToolCalls !== undefined && { parallelToolCalls: req.parallelToolCalls }) }),
+      ...(tools && { tools, ...(req.toolChoice !== undefined && { toolChoice: toolChoiceOf(req.toolChoice, a) }), ...(req.parallelToolCalls !== undefined && { parallelToolCalls: req.parallelToolCalls }) }),
       ...(req.temperature !== undefined && { temperature: req.temperature }),
       ...(maxTokens !== undefined && { maxTokens }),
       ...req.params,
