@@ -5,7 +5,7 @@
 import { sql } from 'kysely';
 import type { Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
-import { toWorkflowRow, type NewWorkflowRow, type WorkflowRow } from './workflows.ts';
+import { finishWorkflowQuery, stepRecord, toWorkflowRow, type NewWorkflowRow, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow } from './workflows.ts';
 
 export type UltraDeployment = { name: string; conductor: string; pool: string; options: Record<string, unknown>; publishedAt: Date };
 
@@ -135,15 +135,38 @@ export async function renewUltraSession(db: Db, workflowId: number, version: num
   return Number(r.numUpdatedRows) === 1;
 }
 
-/** Saves a session's state from `version` (version + 1); false when the version moved on (nothing written). */
-export async function saveUltraSession(db: Db, workflowId: number, version: number, s: { status: UltraSessionStatus; state: Record<string, unknown>; deadlineAt: Date | null }): Promise<boolean> {
-  const r = await db
-    .updateTable('ultra_sessions')
-    .set((eb) => ({ status: s.status, state: JSON.stringify(s.state), deadline_at: s.deadlineAt, version: eb('version', '+', 1), updated_at: new Date() }))
-    .where('workflow_id', '=', String(workflowId) as never)
-    .where('version', '=', version)
-    .executeTakeFirst();
-  return Number(r.numUpdatedRows) === 1;
+/**
+ * A served turn's end in one statement (atomic, one round trip): the session saved from
+ * `version` (or inserted, for a turn that began without a row), and only when that succeeded the
+ * rows of the steps that ended (the first row of each step wins) and the workflow's final write.
+ * False, with nothing written, when the version moved on (another request took the workflow over).
+ * Run inside the caller's transaction when it has one (the shared memory's append).
+ */
+export async function saveTurn(db: Db, o: {
+  workflowId: number;
+  session: { status: UltraSessionStatus; state: Record<string, unknown>; deadlineAt: Date | null } & ({ version: number } | { insert: { conversationId: string; apiKeyId: string | null } });
+  steps: readonly WorkflowStepRow[];
+  finish?: WorkflowFinish;
+}): Promise<boolean> {
+  const { workflowId: id, session: se } = o;
+  const session = 'version' in se
+    ? db.updateTable('ultra_sessions')
+      .set((eb) => ({ status: se.status, state: JSON.stringify(se.state), deadline_at: se.deadlineAt, version: eb('version', '+', 1), updated_at: new Date() }))
+      .where('workflow_id', '=', String(id) as never)
+      .where('version', '=', se.version)
+      .returning('workflow_id')
+    : db.insertInto('ultra_sessions')
+      .values({ workflow_id: id, conversation_id: se.insert.conversationId, api_key_id: se.insert.apiKeyId, status: se.status, state: JSON.stringify(se.state), deadline_at: se.deadlineAt })
+      .returning('workflow_id');
+  const saved = sql<boolean>`exists (select 1 from saved)`;
+  const parts = [sql`saved as (${session})`];
+  if (o.steps.length > 0) {
+    const cols = sql.join(Object.keys(stepRecord(o.steps[0]!)).map((c) => sql.ref(c)));
+    parts.push(sql`steps as (insert into workflow_steps (${cols}) select ${cols} from jsonb_populate_recordset(null::workflow_steps, ${JSON.stringify(o.steps.map(stepRecord))}::jsonb) where ${saved} on conflict (workflow_id, idx) do nothing)`);
+  }
+  if (o.finish) parts.push(sql`finished as (${finishWorkflowQuery(db, id, o.finish).where(saved)})`);
+  const r = await sql<{ n: number }>`with ${sql.join(parts)} select count(*)::int as n from saved`.execute(db);
+  return r.rows[0]!.n === 1;
 }
 
 /** Sessions waiting for tool results past their deadline (at most `limit`), oldest first. */
@@ -172,22 +195,21 @@ export async function appendToolMemory(db: Db, conversationId: string, keyId: st
   // in the caller's transaction when given one (a served turn's end), else in one of its own
   const inTx = (run: (tx: Db) => Promise<void>): Promise<void> => (db.isTransaction ? run(db) : db.transaction().execute(run));
   await inTx(async (tx) => {
-    // one writer per conversation at a time (a row lock on the conversation)
+    // one writer per conversation at a time (a row lock on the conversation); then one statement,
+    // whose snapshot (taken after the lock) sees the last writer's entries: the new ones numbered
+    // on from the last seq, those whose call is already there left out
     await sql`select 1 from ultra_conversations where key_scope = ${scope} and id = ${conversationId} for update`.execute(tx);
-    const ids = entries.flatMap((e) => (e.callId !== undefined ? [e.callId] : []));
-    const have = ids.length === 0
-      ? new Set<string>()
-      : new Set((await tx.selectFrom('ultra_tool_log').select('call_id').where('key_scope', '=', scope).where('conversation_id', '=', conversationId).where('call_id', 'in', ids).execute()).map((r) => r.call_id));
-    const fresh = entries.filter((e) => e.callId === undefined || !have.has(e.callId));
-    if (fresh.length === 0) return;
-    const { rows } = await sql<{ last: number | null }>`select max(seq) as last from ultra_tool_log where key_scope = ${scope} and conversation_id = ${conversationId}`.execute(tx);
-    const last = rows[0]?.last ?? 0;
-    await tx
-      .insertInto('ultra_tool_log')
-      .values(fresh.map((e, i) => ({
-        key_scope: scope, conversation_id: conversationId, seq: last + i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
-      })))
-      .execute();
+    const rows = entries.map((e, i) => ({
+      key_scope: scope, conversation_id: conversationId, seq: i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
+    }));
+    await sql`
+      insert into ultra_tool_log (key_scope, conversation_id, seq, workflow_id, step, name, arguments, result, call_id)
+      select e.key_scope, e.conversation_id,
+             (select coalesce(max(seq), 0) from ultra_tool_log where key_scope = ${scope} and conversation_id = ${conversationId}) + row_number() over (order by e.seq),
+             e.workflow_id, e.step, e.name, e.arguments, e.result, e.call_id
+      from jsonb_populate_recordset(null::ultra_tool_log, ${JSON.stringify(rows)}::jsonb) e
+      where e.call_id is null
+         or not exists (select 1 from ultra_tool_log t where t.key_scope = e.key_scope and t.conversation_id = e.conversation_id and t.call_id = e.call_id)`.execute(tx);
   });
 }
 

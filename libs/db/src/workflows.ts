@@ -195,6 +195,13 @@ export async function reopenWorkflow(db: Db, id: number): Promise<WorkflowRow | 
   return r && toRow(r as unknown as Raw);
 }
 
+/** A step row's columns as JSON values (jsonb_populate_recordset over workflow_steps reads them). */
+export const stepRecord = (s: WorkflowStepRow) => ({
+  workflow_id: s.workflowId, idx: s.idx, worker_id: s.workerId, worker: s.worker, subtask: s.subtask, access: s.access, sees: s.sees,
+  chat_call_id: s.chatCallId, status: s.status, answer: s.answer, tokens_in: s.tokensIn, tokens_out: s.tokensOut, cost: s.cost, latency_ms: s.latencyMs,
+  cached: s.cached, replay: s.replay, error: s.error,
+});
+
 const stepValues = (s: WorkflowStepRow) => ({
   workflow_id: s.workflowId, idx: s.idx, worker_id: s.workerId, worker: s.worker, subtask: s.subtask, access: JSON.stringify(s.access), sees: JSON.stringify(s.sees),
   chat_call_id: s.chatCallId, status: s.status, answer: s.answer, tokens_in: s.tokensIn, tokens_out: s.tokensOut, cost: s.cost, latency_ms: s.latencyMs,
@@ -238,7 +245,13 @@ const json = (v: unknown): string | null => (v === null || v === undefined ? nul
 
 /** The one final write of a workflow (status done unless given), only from running; returns whether it was written. */
 export async function finishWorkflow(db: Db, id: number, f: WorkflowFinish): Promise<boolean> {
-  const res = await db
+  const res = await finishWorkflowQuery(db, id, f).returning('id').executeTakeFirst();
+  return res !== undefined;
+}
+
+/** finishWorkflow's statement, not run (a served turn's end runs it in its own statement: saveTurn). */
+export function finishWorkflowQuery(db: Db, id: number, f: WorkflowFinish) {
+  return db
     .updateTable('workflows')
     .set({
       status: f.status ?? 'done',
@@ -268,10 +281,7 @@ export async function finishWorkflow(db: Db, id: number, f: WorkflowFinish): Pro
       ...(f.decisions !== undefined && { decisions: json(f.decisions) }),
     })
     .where('id', '=', id)
-    .where('status', '=', 'running')
-    .returning('id')
-    .executeTakeFirst();
-  return res !== undefined;
+    .where('status', '=', 'running');
 }
 
 /** How many of these workflows are finished (done or failed): a count, cheap to poll. */

@@ -22,7 +22,7 @@ import {
 import { PARSE_LIMITS, parseConductorSpec } from '@fugu/conductor';
 import {
   appendToolMemory, claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
-  nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveUltraSession, saveWorkflowSteps, startConversationTurn,
+  nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveTurn, startConversationTurn,
   type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { isTransientError } from '@fugu/providers';
@@ -736,22 +736,28 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
 }
 
 /**
- * A turn's end in one transaction (one commit): the rows of the steps that ended, the workflow's
- * final write when it ended, and its state (inserted when the turn began without a row, else
- * saved from the version this request holds). False, with nothing written, when another request
- * took the workflow over meanwhile.
+ * A turn's end in one statement (one round trip, one commit; saveTurn): its state (inserted when
+ * the turn began without a row, else saved from the version this request holds), the rows of the
+ * steps that ended and the workflow's final write when it ended; with the tool results' shared
+ * memory, one transaction with its append. False, with nothing written, when another request took
+ * the workflow over meanwhile.
  */
 async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
-  const steps = endedStepRows(at.workflowId, state);
+  const turn = {
+    workflowId: at.workflowId,
+    session: {
+      status: s.status, state: state as unknown as Record<string, unknown>, deadlineAt: s.deadlineAt,
+      ...(at.stored ? { version: at.version } : { insert: { conversationId: state.conversationId, apiKeyId: state.keyId } }),
+    },
+    steps: endedStepRows(at.workflowId, state),
+    ...(s.finish && { finish: s.finish }),
+  };
+  if (!s.memory || s.memory.length === 0) return saveTurn(db, turn);
   const taken = new Error('taken over');
   try {
     await db.transaction().execute(async (tx) => {
-      await saveWorkflowSteps(tx, steps);
-      if (s.memory && s.memory.length > 0) await appendToolMemory(tx, state.conversationId, state.keyId, s.memory);
-      if (s.finish) await finishWorkflow(tx, at.workflowId, s.finish);
-      const session = { status: s.status, state: state as unknown as Record<string, unknown>, deadlineAt: s.deadlineAt };
-      if (!at.stored) await insertUltraSession(tx, { workflowId: at.workflowId, conversationId: state.conversationId, apiKeyId: state.keyId, ...session });
-      else if (!(await saveUltraSession(tx, at.workflowId, at.version, session))) throw taken;
+      await appendToolMemory(tx, state.conversationId, state.keyId, s.memory!);
+      if (!(await saveTurn(tx, turn))) throw taken;
     });
     return true;
   } catch (e) {
