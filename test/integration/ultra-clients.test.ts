@@ -114,6 +114,23 @@ describe('fugu-ultra: one set of stop rules on every path', () => {
       await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: {} });
     }
   });
+
+  it("the workflow's temperature is the llm: Conductor's, as in a batch or eval workflow; the steps get the client's (was: every served step got the Conductor's)", async () => {
+    await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:single:alpha', pool: 'ultra-clients', options: { workflow: { temperature: 1.7 } } });
+    try {
+      const client = new OpenAI({ apiKey: key, baseURL: url, maxRetries: 0 });
+      const sent = async (temperature?: number): Promise<unknown> => {
+        const before = stubs.alpha!.requests.length;
+        await client.chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: `Temperature ${temperature ?? 'unset'}.` }], ...(temperature !== undefined && { temperature }) });
+        expect(stubs.alpha!.requests.length - before).toBe(1);
+        return stubs.alpha!.requests.at(-1)!.body?.temperature;
+      };
+      expect(await sent()).toBeUndefined();
+      expect(await sent(0.2)).toBe(0.2);
+    } finally {
+      await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'ultra-clients', options: {} });
+    }
+  });
 });
 
 describe('fugu-ultra: an Idempotency-Key keys the request', () => {
