@@ -178,6 +178,22 @@ describe('keys inside batches', () => {
     expect([next.status, next.code]).toEqual([429, 'insufficient_quota']);
   });
 
+  it('two batches of one key at once: the limit holds across them (each counts what the other has started), past it by less than a line each', { timeout: 180_000 }, async () => {
+    const db = env.database.db;
+    latencyMs = 20;
+    const limit = 300_000_000n; // $0.0003: 15 lines
+    const k = await createApiKey(db, { name: 'capped-twice', spendLimit: limit });
+    const n = 40;
+    const linesOf = (tag: string) => Array.from({ length: n }, (_, i) => chat(`${tag}-${i}`, i % 2 ? 'alpha' : 'beta', `twice question ${tag} ${i}`));
+    const [a, b] = await Promise.all([runBatch(client(k.key), jsonl(linesOf('a'))), runBatch(client(k.key), jsonl(linesOf('b')))]);
+    const spent = await spentPico(db, k.record.id);
+    process.stderr.write(`two batches of one key: limit ${limit} pico, spent ${spent} (overspend ${Number(spent - limit) / Number(CALL)} lines; answered ${a.out.length} + ${b.out.length})\n`);
+    expect(spent).toBe(CALL * BigInt(a.out.length + b.out.length));
+    expect(spent).toBeGreaterThanOrEqual(limit);
+    expect(spent - limit).toBeLessThan(2n * CALL);
+    for (const r of [a, b]) expect(new Set(r.errors.map((e) => e.error.code))).toEqual(new Set(['spend_limit_reached']));
+  });
+
   it('fugu-ultra lines under a spend limit: their agents\' calls count; the key ends past its limit by less than one line', { timeout: 180_000 }, async () => {
     const db = env.database.db;
     latencyMs = 20;

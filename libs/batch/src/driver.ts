@@ -138,6 +138,13 @@ type Local = {
 
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
 
+/**
+ * What one batch this driver runs has spent of its key and not charged yet: its answered lines'
+ * cost (`uncharged`) and its started lines without an answer at its mean line cost (`inFlight`).
+ * A key's batches run at once each count the others', so its spend limit holds across them.
+ */
+type KeyLedger = { uncharged(): bigint; inFlight(): bigint };
+
 export class BatchDriver {
   readonly owner: string;
   readonly #o: Required<Omit<BatchDriverOptions, 'owner'>>;
@@ -146,6 +153,8 @@ export class BatchDriver {
   #loops: Promise<void>[] = [];
   /** sleeps that `poke` ends */
   readonly #waiters = new Set<() => void>();
+  /** the batches this driver runs, by their API key */
+  readonly #ledgers = new Map<string, Set<KeyLedger>>();
 
   constructor(o: BatchDriverOptions) {
     this.owner = o.owner ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
@@ -235,6 +244,26 @@ export class BatchDriver {
     if (start.status === 'validating') await updateBatchRow(db, id, this.owner, { status: 'in_progress', inProgressAt: 'now' }, ['validating']);
     log.info({ batch: id, part: start.nextPart }, 'driving a batch');
     const open = new Map<number, OpenPart>();
+    const started = (): number => sum(open, (p) => p.pending.size + p.local.size) - local.held.length - local.waiting.length;
+    const ledger: KeyLedger = {
+      uncharged: () => [...open.values()].reduce((t, p) => t + p.cost, 0n),
+      inFlight: () => (local.seen.lines === 0 ? 0n : (local.seen.cost / BigInt(local.seen.lines)) * BigInt(Math.max(0, started()))),
+    };
+    const ledgers = start.apiKeyId === null ? undefined : this.#ledgers.get(start.apiKeyId) ?? this.#ledgers.set(start.apiKeyId, new Set()).get(start.apiKeyId)!;
+    ledgers?.add(ledger);
+    try {
+      await this.#driveParts(start, lease, local, open, started, ledger, ledgers);
+    } finally {
+      ledgers?.delete(ledger);
+      if (ledgers?.size === 0) this.#ledgers.delete(start.apiKeyId!);
+    }
+  }
+
+  async #driveParts(
+    start: BatchRow, lease: { lost: boolean }, local: Local, open: Map<number, OpenPart>, started: () => number, ledger: KeyLedger, ledgers: Set<KeyLedger> | undefined,
+  ): Promise<void> {
+    const { db, log } = this.#o;
+    const id = start.id;
     // (the part at nextPart is read again below, its local lines with it)
     for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p, local, p.part < start.nextPart ? start.inputFileId : undefined));
     let submitted = start.submitted;
@@ -258,7 +287,12 @@ export class BatchDriver {
       // the key, as a live request's: revoked or at its spend limit, no line starts any more (the
       // calls in flight finish, a revoked key's fugu-ultra lines stop as on a cancel); the batch
       // ends completed, the lines not run in its error file with the reason
-      const key = b.apiKeyId !== null && this.#o.codec.keyState ? await this.#o.codec.keyState(b, [...open.values()].reduce((t, p) => t + p.cost, 0n)) : { room: null };
+      // the key's other batches here count too: what they have answered and not charged, and
+      // (below) what their started lines will cost at their mean
+      const others = [...(ledgers ?? [])].filter((l) => l !== ledger);
+      const key = b.apiKeyId !== null && this.#o.codec.keyState
+        ? await this.#o.codec.keyState(b, [ledger, ...others].reduce((t, l) => t + l.uncharged(), 0n))
+        : { room: null };
       if (key.stop) {
         await this.#settle(b, open, lease, local, key.stop.code === 'key_revoked');
         const errors = [{ code: key.stop.code, message: key.stop.message, param: null, line: null }];
@@ -285,7 +319,7 @@ export class BatchDriver {
       }
       // lines start as the key's spend limit leaves room: held chat lines onto the queues, then local lines
       // (started: the lines without an answer counted yet, neither held back nor waiting to start)
-      let room = this.#room(key.room, local, sum(open, (p) => p.pending.size + p.local.size) - local.held.length - local.waiting.length);
+      let room = this.#room(key.room === null ? null : key.room - others.reduce((t, l) => t + l.inFlight(), 0n), local, started());
       if (room > 0 && local.held.length > 0) {
         const go = local.held.splice(0, Math.min(room, local.held.length));
         await submitChatCalls(this.#client(), go);
