@@ -22,7 +22,9 @@
 // path: auth, the call pipeline, the chat_calls and requests rows; k = 1).
 //
 // added = wall - k x L (p50 and p99 of each request's); "over the plain path" = a shape's p50
-// added minus the worker-by-name p50 added. Each shape is checked: the stub calls it made per
+// added minus the worker-by-name p50 added. The tool loop is also set against the same loop on a
+// worker by name (`model: "alpha"` with the tools: a tool call, then the answer; k = 1 + 1), part
+// for part, since a round trip is two client requests on either path. Each shape is checked: the stub calls it made per
 // request (= the workflow's agent turns) and its answer.
 //
 // Postgres commits per unit (issue 27, section 5): each fugu-ultra shape's units are run once more
@@ -161,6 +163,22 @@ const shapes: Shape[] = [
     },
   },
   {
+    // the same tool loop on a worker by name (the plain path's own round trip: two requests)
+    name: 'worker by name, tools (gateway)',
+    parts: { 'request 1 (tool calls)': 1, 'request 2 (results)': 1, 'round trip': 2 },
+    calls: 2,
+    run: async (i) => {
+      const history: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: question(i) }];
+      const [ms1, first] = await timed(() => viaGateway.chat.completions.create({ model: 'alpha', messages: history, tools }));
+      const calls = first.choices[0]?.message.tool_calls ?? [];
+      if (first.choices[0]?.finish_reason !== 'tool_calls' || calls.length !== 1) throw new Error(`by name, tools: request 1 answered ${JSON.stringify(first.choices[0])}, expected a tool call`);
+      history.push(first.choices[0]!.message as never, { role: 'tool' as const, tool_call_id: calls[0]!.id, content: 'sunny, 20 C' });
+      const [ms2, done] = await timed(() => viaGateway.chat.completions.create({ model: 'alpha', messages: history, tools }));
+      expectText(done, 'alpha answered', 'by name, tools: request 2');
+      return { 'request 1 (tool calls)': ms1, 'request 2 (results)': ms2, 'round trip': ms1 + ms2 };
+    },
+  },
+  {
     name: 'fixed:single:alpha',
     conductor: 'fixed:single:alpha',
     parts: { workflow: 1 },
@@ -250,6 +268,9 @@ async function commitsPerUnit(shape: Shape, n: number): Promise<number> {
 const rows: string[] = [];
 const plain = new Map<number, number>();
 const overPlain: string[] = [];
+/** the by-name tool loop's p50 added, by concurrency and part; the fugu-ultra tool loop's parts over them */
+const plainTools = new Map<string, number>();
+const overPlainTools: string[] = [];
 let totalErrors = 0;
 const f = (x: number) => x.toFixed(1).padStart(7);
 log(`L = ${L} ms; load average ${load1()} at the start`);
@@ -269,8 +290,13 @@ for (const conc of levels) {
       const label = Object.keys(m.samples).length > 1 ? `${shape.name}: ${part}` : shape.name;
       const added50 = pct(s.ms, 50) - s.k * L;
       const added99 = pct(s.ms, 99) - s.k * L;
-      if (shape.name.startsWith('worker by name')) plain.set(conc, added50);
-      else if (!shape.name.startsWith('direct')) overPlain.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - plain.get(conc)!)} ms`);
+      if (shape.name === 'worker by name (gateway)') plain.set(conc, added50);
+      else if (shape.name.startsWith('worker by name')) plainTools.set(`${conc}/${part}`, added50);
+      else if (!shape.name.startsWith('direct')) {
+        overPlain.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - plain.get(conc)!)} ms`);
+        const same = plainTools.get(`${conc}/${part}`);
+        if (shape.name.startsWith('tools') && same !== undefined) overPlainTools.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - same)} ms`);
+      }
       rows.push(
         `${label.padEnd(44)} ${String(conc).padStart(4)} ${String(s.ms.length).padStart(5)} ${String(m.errors).padStart(6)} ${String(s.k).padStart(2)} ${f(pct(s.ms, 50))} ${f(pct(s.ms, 99))} ${f(added50)} ${f(added99)} ${(s.ms.length / m.secs).toFixed(1).padStart(7)}`,
       );
@@ -293,6 +319,7 @@ process.stdout.write(
   `\nfugu-ultra served: wall time per request and what it adds beyond its stub workers' delays (L = ${L} ms; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
     `${header}\n${rows.join('\n')}\n` +
     `\nfugu-ultra over the gateway's plain path (p50 added minus the worker-by-name p50 added, same concurrency)\n${overPlain.join('\n')}\n` +
+    `\nfugu-ultra's tool loop over the same tool loop on a worker by name (each part against its by-name counterpart: two requests a round trip on both sides)\n${overPlainTools.join('\n')}\n` +
     (commitRows.length > 0 ? `\nPostgres commits per unit (a request; tools: the round trip's two), net of the gateway's idle commits\n${commitRows.join('\n')}\n` : '') +
     `errors: ${totalErrors}; load average (1 min) at the end: ${load1()}\n`,
 );
