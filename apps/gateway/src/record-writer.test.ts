@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { sql } from 'kysely';
 import { createApiKey, getChatCalls, getRequest, listApiKeys, type ChatCallRecord, type NewRequestRow } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { createLogger } from '@fugu/telemetry';
@@ -66,6 +67,22 @@ describe('RecordWriter', () => {
     expect(await spent()).toBe(before + 5n);
     expect(w.unwritten(keyId)).toBe(0n);
     await expect.poll(() => redis.xlen(key)).toBe(0);
+  });
+
+  it('with a linger, a call row and its request row queued a few ms apart are one statement (one transaction: the same xmin); without, two', async () => {
+    const xmins = async (n: string) => {
+      const r = await sql<{ x: string }>`select xmin::text as x from requests where id = ${`r_${n}`} union all select xmin::text from chat_calls where key = ${`c-${n}`}`.execute(t.db);
+      return new Set(r.rows.map((x) => x.x)).size;
+    };
+    for (const [lingerMs, statements] of [[200, 1], [0, 2]] as const) {
+      const w = new RecordWriter(t.db, quiet, { redis, key: newKey() }, { lingerMs });
+      const n = `linger-${lingerMs}`;
+      w.call(call(`c-${n}`));
+      await new Promise((r) => setTimeout(r, 20));
+      await w.seal(row(`r_${n}`, 1n));
+      await w.flush();
+      expect(await xmins(n)).toBe(statements);
+    }
   });
 
   it('sweeps entries past the grace time once, leaves younger ones, and drops unreadable ones', async () => {

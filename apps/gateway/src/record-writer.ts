@@ -3,7 +3,9 @@
 // request rows, what each API key spent (a key's spend grows by the costs of the rows inserted:
 // insertGatewayRecords). No answer waits for Postgres: one statement (all of it, or none) writes
 // everything queued; statements do not overlap, and what is queued while one is in flight goes
-// in the next, so a busy gateway makes one statement per batch, not three per request.
+// in the next, so a busy gateway makes one statement per batch, not three per request. A statement
+// waits `lingerMs` (gateway.recordLingerMs, 5 ms) once something is queued, so that a quiet
+// gateway's request writes its call rows and its own row in one commit, not one each.
 //
 // Durability: the journal. With Redis, every record is first appended to a Redis stream (one
 // XADD: `<prefix>:gateway:records:<database>`), and a request's row is appended before its answer's last
@@ -61,11 +63,15 @@ export class RecordWriter {
   #sweeping: Promise<number> | undefined;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(db: Db, log: Logger, journal?: RecordJournal) {
+  readonly #lingerMs: number;
+
+  /** `lingerMs`: how long a statement waits for more records once one is queued (default 0: at once) */
+  constructor(db: Db, log: Logger, journal?: RecordJournal, opts: { lingerMs?: number } = {}) {
     this.#db = db;
     this.#log = log;
     this.#journal = journal;
     this.#graceMs = journal?.graceMs ?? 30_000;
+    this.#lingerMs = opts.lingerMs ?? 0;
   }
 
   /**
@@ -208,7 +214,9 @@ export class RecordWriter {
 
   #kick(): void {
     if (this.#writing) return;
-    this.#writing = this.#drain().finally(() => {
+    // a short linger first: what comes meanwhile (the request's own row after its calls') goes in the same statement
+    const linger = this.#lingerMs;
+    this.#writing = (linger > 0 ? new Promise<void>((r) => setTimeout(r, linger)).then(() => this.#drain()) : this.#drain()).finally(() => {
       this.#writing = undefined;
       if (this.#queued()) this.#kick();
     });

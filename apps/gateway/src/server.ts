@@ -102,7 +102,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   }
   // request rows, call rows and spend, written behind the answers in batches, journaled in Redis first (record-writer.ts)
   const journal = opts.redis && { redis: opts.redis, key: journalKey(opts.config.queuePrefix, opts.config.databaseUrl), graceMs: g.journalGraceMs };
-  const writer = opts.writer ?? (opts.db ? new RecordWriter(opts.db, log, journal || undefined) : undefined);
+  const writer = opts.writer ?? (opts.db ? new RecordWriter(opts.db, log, journal || undefined, { lingerMs: g.recordLingerMs }) : undefined);
   writer?.start();
   const calls = opts.calls ?? defaultCalls(opts, writer);
   const ctx = createContext({

@@ -193,6 +193,12 @@ export const configSchema = z
          */
         ultraCacheMs: nonNegInt.default(1_000),
         /**
+         * how long the rows written behind the answers (requests, their provider calls) wait for
+         * more before their statement goes (they are in the Redis journal meanwhile): a request's
+         * call rows and its own row go in one commit; 0: at once
+         */
+        recordLingerMs: nonNegInt.default(5),
+        /**
          * `fugu`'s routing skips a worker whose calls failed (retryably) this many times within
          * cooldownMs, for cooldownMs, on every gateway sharing the Redis (0: never)
          */
@@ -273,6 +279,7 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_GATEWAY_LIMIT_WAIT_MS: 'gateway.limitWaitMs',
   FUGU_GATEWAY_KEY_CACHE_MS: 'gateway.keyCacheMs',
   FUGU_GATEWAY_ULTRA_CACHE_MS: 'gateway.ultraCacheMs',
+  FUGU_GATEWAY_RECORD_LINGER_MS: 'gateway.recordLingerMs',
   FUGU_GATEWAY_COOLDOWN_FAILS: 'gateway.cooldownFails',
   FUGU_GATEWAY_COOLDOWN_MS: 'gateway.cooldownMs',
   FUGU_GATEWAY_JOURNAL_GRACE_MS: 'gateway.journalGraceMs',

@@ -19,6 +19,7 @@ describe('gateway configuration', () => {
       logMessages: false,
       keyCacheMs: 1_000,
       ultraCacheMs: 1_000,
+      recordLingerMs: 5,
       cooldownFails: 3,
       cooldownMs: 30_000,
       journalGraceMs: 30_000,
