@@ -50,4 +50,20 @@ describe('conversations per API key', () => {
     // a session names its key's conversation: one of another key's is refused by the foreign key
     await expect(sql`insert into ultra_sessions (workflow_id, conversation_id, api_key_id, status, state) values (${w2}, 'anon', 'key_c', 'done', '{}') on conflict (workflow_id) do update set api_key_id = 'key_c'`.execute(t.db)).rejects.toThrow(/foreign key/);
   });
+
+  it('writers of one conversation\'s memory at once: each entry once, numbered 1..n with no gap or clash (a writer that took a number another took goes again)', async () => {
+    const { poolId } = await savePool(t.db, { name: 'p2', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-race');
+    const [w] = await insertWorkflows(t.db, [{ key: 'ultra.race.1', poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} }]);
+    await sql`insert into ultra_conversations (id, api_key_id, turns) values ('race', 'key_r', 1)`.execute(t.db);
+    const writers = 12;
+    await Promise.all(Array.from({ length: writers }, (_, i) => appendToolMemory(t.db, 'race', 'key_r', [0, 1].map((k) => ({ workflowId: w!, step: k, name: 'f', arguments: '{}', result: `r${i}.${k}`, callId: `call_${i}_${k}` })))));
+    // the same calls again (a request run again after its gateway died): nothing appended
+    await appendToolMemory(t.db, 'race', 'key_r', [{ workflowId: w!, step: 0, name: 'f', arguments: '{}', result: 'r0.0', callId: 'call_0_0' }]);
+    const { entries, total } = await readToolMemory(t.db, 'race', 'key_r', 100);
+    expect(total).toBe(2 * writers);
+    expect(entries.map((e) => e.seq)).toEqual(Array.from({ length: 2 * writers }, (_, i) => i + 1));
+    expect(new Set(entries.map((e) => e.result)).size).toBe(2 * writers);
+    // each writer's two entries are next to each other (one statement each)
+    for (let i = 0; i < entries.length; i += 2) expect(entries[i]!.result.split('.')[0]).toBe(entries[i + 1]!.result.split('.')[0]);
+  });
 });

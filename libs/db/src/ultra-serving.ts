@@ -2,7 +2,7 @@
 // names one conversation of each key, 0016_ultra_conversation_keys), the durable state of interactive workflows (versioned: a save or claim from a stale
 // version writes nothing, so two gateway replicas never both advance one workflow), and each
 // conversation's shared tool memory.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
 import { finishWorkflowQuery, stepRecord, toWorkflowRow, type NewWorkflowRow, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow } from './workflows.ts';
@@ -139,14 +139,16 @@ export async function renewUltraSession(db: Db, workflowId: number, version: num
  * A served turn's end in one statement (atomic, one round trip): the session saved from
  * `version` (or inserted, for a turn that began without a row), and only when that succeeded the
  * rows of the steps that ended (the first row of each step wins) and the workflow's final write.
- * False, with nothing written, when the version moved on (another request took the workflow over).
- * Run inside the caller's transaction when it has one (the shared memory's append).
+ * With `memory`, the shared memory's new entries too (appendToolMemory's insert). False, with
+ * nothing written, when the version moved on (another request took the workflow over).
  */
 export async function saveTurn(db: Db, o: {
   workflowId: number;
   session: { status: UltraSessionStatus; state: Record<string, unknown>; deadlineAt: Date | null } & ({ version: number } | { insert: { conversationId: string; apiKeyId: string | null } });
   steps: readonly WorkflowStepRow[];
   finish?: WorkflowFinish;
+  /** the shared memory's new entries (the tool results this request gave) */
+  memory?: { conversationId: string; keyId: string | null; entries: MemoryInput };
 }): Promise<boolean> {
   const { workflowId: id, session: se } = o;
   const session = 'version' in se
@@ -165,7 +167,8 @@ export async function saveTurn(db: Db, o: {
     parts.push(sql`steps as (insert into workflow_steps (${cols}) select ${cols} from jsonb_populate_recordset(null::workflow_steps, ${JSON.stringify(o.steps.map(stepRecord))}::jsonb) where ${saved} on conflict (workflow_id, idx) do nothing)`);
   }
   if (o.finish) parts.push(sql`finished as (${finishWorkflowQuery(db, id, o.finish).where(saved)})`);
-  const r = await sql<{ n: number }>`with ${sql.join(parts)} select count(*)::int as n from saved`.execute(db);
+  if (o.memory && o.memory.entries.length > 0) parts.push(sql`memory as (${toolMemoryInsert(o.memory.conversationId, o.memory.keyId, o.memory.entries, saved)})`);
+  const r = await onSeqConflict(() => sql<{ n: number }>`with ${sql.join(parts)} select count(*)::int as n from saved`.execute(db));
   return r.rows[0]!.n === 1;
 }
 
@@ -184,33 +187,50 @@ export async function expiredUltraSessions(db: Db, limit = 20): Promise<UltraSes
 
 export type ToolMemoryEntry = { seq: number; workflowId: number; step: number; name: string; arguments: string; result: string };
 
+type MemoryInput = ReadonlyArray<Omit<ToolMemoryEntry, 'seq'> & { callId?: string }>;
+
 /**
  * Appends tool calls and their results to a conversation's memory (seq continues from the last).
  * Idempotent by `callId` (the client-visible id of the call): an entry whose call is already in
  * the memory is not appended again (a request run again after its gateway died).
  */
-export async function appendToolMemory(db: Db, conversationId: string, keyId: string | null, entries: ReadonlyArray<Omit<ToolMemoryEntry, 'seq'> & { callId?: string }>): Promise<void> {
+export async function appendToolMemory(db: Db, conversationId: string, keyId: string | null, entries: MemoryInput): Promise<void> {
   if (entries.length === 0) return;
+  await onSeqConflict(() => sql`${toolMemoryInsert(conversationId, keyId, entries, sql<boolean>`true`)}`.execute(db));
+}
+
+/**
+ * The insert of memory entries, numbered on from the conversation's last seq, those whose call
+ * is already there left out, when `guard` holds. Two writers of one conversation at once may
+ * take the same numbers: the second fails on the (conversation, seq) key and is run again
+ * (onSeqConflict), reading the first's entries then.
+ */
+function toolMemoryInsert(conversationId: string, keyId: string | null, entries: MemoryInput, guard: RawBuilder<boolean>): RawBuilder<unknown> {
   const scope = scopeOf(keyId);
-  // in the caller's transaction when given one (a served turn's end), else in one of its own
-  const inTx = (run: (tx: Db) => Promise<void>): Promise<void> => (db.isTransaction ? run(db) : db.transaction().execute(run));
-  await inTx(async (tx) => {
-    // one writer per conversation at a time (a row lock on the conversation); then one statement,
-    // whose snapshot (taken after the lock) sees the last writer's entries: the new ones numbered
-    // on from the last seq, those whose call is already there left out
-    await sql`select 1 from ultra_conversations where key_scope = ${scope} and id = ${conversationId} for update`.execute(tx);
-    const rows = entries.map((e, i) => ({
-      key_scope: scope, conversation_id: conversationId, seq: i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
-    }));
-    await sql`
-      insert into ultra_tool_log (key_scope, conversation_id, seq, workflow_id, step, name, arguments, result, call_id)
-      select e.key_scope, e.conversation_id,
-             (select coalesce(max(seq), 0) from ultra_tool_log where key_scope = ${scope} and conversation_id = ${conversationId}) + row_number() over (order by e.seq),
-             e.workflow_id, e.step, e.name, e.arguments, e.result, e.call_id
-      from jsonb_populate_recordset(null::ultra_tool_log, ${JSON.stringify(rows)}::jsonb) e
-      where e.call_id is null
-         or not exists (select 1 from ultra_tool_log t where t.key_scope = e.key_scope and t.conversation_id = e.conversation_id and t.call_id = e.call_id)`.execute(tx);
-  });
+  const rows = entries.map((e, i) => ({
+    key_scope: scope, conversation_id: conversationId, seq: i + 1, workflow_id: e.workflowId, step: e.step, name: e.name, arguments: e.arguments, result: e.result, call_id: e.callId ?? null,
+  }));
+  return sql`
+    insert into ultra_tool_log (key_scope, conversation_id, seq, workflow_id, step, name, arguments, result, call_id)
+    select e.key_scope, e.conversation_id,
+           (select coalesce(max(seq), 0) from ultra_tool_log where key_scope = ${scope} and conversation_id = ${conversationId}) + row_number() over (order by e.seq),
+           e.workflow_id, e.step, e.name, e.arguments, e.result, e.call_id
+    from jsonb_populate_recordset(null::ultra_tool_log, ${JSON.stringify(rows)}::jsonb) e
+    where ${guard}
+      and (e.call_id is null or not exists (select 1 from ultra_tool_log t where t.key_scope = e.key_scope and t.conversation_id = e.conversation_id and t.call_id = e.call_id))
+    on conflict (conversation_id, call_id) where call_id is not null do nothing`;
+}
+
+/** Runs a statement that appends to a conversation's memory again while another writer took the same seq (at most 20 tries). */
+async function onSeqConflict<T>(run: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (e) {
+      const pg = e as { code?: string; constraint?: string };
+      if (pg.code !== '23505' || pg.constraint !== 'ultra_tool_log_pk' || attempt >= 20) throw e;
+    }
+  }
 }
 
 /** The newest `limit` entries of a conversation's memory, oldest first, and how many there are in all. */

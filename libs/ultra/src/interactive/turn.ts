@@ -21,7 +21,7 @@ import {
 } from '@fugu/core';
 import { PARSE_LIMITS, parseConductorSpec } from '@fugu/conductor';
 import {
-  appendToolMemory, claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
+  claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
   nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveTurn, startConversationTurn,
   type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
@@ -738,12 +738,12 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
 /**
  * A turn's end in one statement (one round trip, one commit; saveTurn): its state (inserted when
  * the turn began without a row, else saved from the version this request holds), the rows of the
- * steps that ended and the workflow's final write when it ended; with the tool results' shared
- * memory, one transaction with its append. False, with nothing written, when another request took
- * the workflow over meanwhile.
+ * steps that ended, the workflow's final write when it ended, and the shared memory's entries of
+ * the tool results this request gave. False, with nothing written, when another request took the
+ * workflow over meanwhile.
  */
 async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
-  const turn = {
+  return saveTurn(db, {
     workflowId: at.workflowId,
     session: {
       status: s.status, state: state as unknown as Record<string, unknown>, deadlineAt: s.deadlineAt,
@@ -751,19 +751,8 @@ async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSe
     },
     steps: endedStepRows(at.workflowId, state),
     ...(s.finish && { finish: s.finish }),
-  };
-  if (!s.memory || s.memory.length === 0) return saveTurn(db, turn);
-  const taken = new Error('taken over');
-  try {
-    await db.transaction().execute(async (tx) => {
-      await appendToolMemory(tx, state.conversationId, state.keyId, s.memory!);
-      if (!(await saveTurn(tx, turn))) throw taken;
-    });
-    return true;
-  } catch (e) {
-    if (e === taken) return false;
-    throw e;
-  }
+    ...(s.memory && s.memory.length > 0 && { memory: { conversationId: state.conversationId, keyId: state.keyId, entries: s.memory } }),
+  });
 }
 
 /** Ends the workflows whose tool results are overdue: their waiting steps fail `tool-timeout`. */
