@@ -383,7 +383,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     ...newStepsState(plan, { task, system, workers, itemId: deps.itemOf?.(question) ?? null, seed, options }),
     v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, startedAt: Date.now(), replies: [], resume: null,
   };
-  // the state is written when the turn ends (one transaction with the steps and the workflow's
+  // the state is written when the turn ends (one statement with the steps and the workflow's
   // end): until then no other request can reach this workflow, except one the caller named by
   // key (a batch line run again, an Idempotency-Key sent again), which finds its state at once
   const early = input.workflowKey !== undefined;
