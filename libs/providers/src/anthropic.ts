@@ -25,7 +25,7 @@ import { CallScope } from './call-scope.ts';
 import { ConnectionError } from './errors.ts';
 import { mapAnthropicError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, parseToolArguments, requireApiKey } from './shared.ts';
-import type { ParamSupport } from './param-support.ts';
+import { supportsOnly, type ParamSupport } from './param-support.ts';
 import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
 
 export const ANTHROPIC_DEFAULT_MAX_TOKENS = 1024;
@@ -37,29 +37,15 @@ export type AnthropicChatModelOptions = ChatModelOptions & { apiKey: string };
 
 export class AnthropicChatModel implements ChatModel {
   /** what the Messages API can be told (temperature and top_p no longer exist in it; no seed, penalties, logprobs or JSON mode) */
-  static readonly params: ParamSupport = {
-    temperature: false,
-    topP: false,
+  static readonly params: ParamSupport = supportsOnly({
     maxTokens: true,
     reasoningEffort: { when: (req) => !continuesToolLoop(req.messages), note: 'not on a request that continues a tool loop (the API wants the earlier thinking blocks back, which messages do not carry)' },
     tools: true,
     toolChoice: true,
     parallelToolCalls: true,
     stop: true,
-    seed: false,
-    frequencyPenalty: false,
-    presencePenalty: false,
-    logitBias: false,
-    logprobs: false,
-    topLogprobs: false,
-    responseFormat: false,
-    verbosity: false,
     user: true,
-    serviceTier: false,
-    store: false,
-    storeMetadata: false,
-    promptCacheKey: false,
-  };
+  });
   readonly params = AnthropicChatModel.params;
   readonly provider = 'anthropic' as const;
   readonly modelId: string;

@@ -27,7 +27,7 @@ import { CallScope } from './call-scope.ts';
 import { BadRequestError, ConnectionError } from './errors.ts';
 import { mapGoogleError } from './sdk-errors.ts';
 import { buildResult, clientTimeoutMs, defined, effectiveSampling, parseToolArguments, requireApiKey } from './shared.ts';
-import type { ParamSupport } from './param-support.ts';
+import { supportsOnly, type ParamSupport } from './param-support.ts';
 import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
 
 export const THOUGHT_SIGNATURE_SEPARATOR = '__thought__';
@@ -49,29 +49,19 @@ export type GoogleChatModelOptions = ChatModelOptions & { apiKey: string };
 
 export class GoogleChatModel implements ChatModel {
   /** what generateContent's config can say (no logit bias, logprobs in this adapter, single-call limit or verbosity; no end-user id or storage) */
-  static readonly params: ParamSupport = {
+  static readonly params: ParamSupport = supportsOnly({
     temperature: true,
     topP: true,
     maxTokens: true,
     reasoningEffort: true,
     tools: true,
     toolChoice: true,
-    parallelToolCalls: false,
     stop: true,
     seed: true,
     frequencyPenalty: true,
     presencePenalty: true,
-    logitBias: false,
-    logprobs: false,
-    topLogprobs: false,
     responseFormat: true,
-    verbosity: false,
-    user: false,
-    serviceTier: false,
-    store: false,
-    storeMetadata: false,
-    promptCacheKey: false,
-  };
+  });
   readonly params = GoogleChatModel.params;
   readonly provider = 'google' as const;
   readonly modelId: string;

@@ -49,6 +49,10 @@ export type ParamSupport = Readonly<Record<RequestParam, Support>>;
 export const supportsAll = (over: Partial<Record<RequestParam, Support>> = {}): ParamSupport =>
   ({ ...Object.fromEntries(ALL_PARAMS.map((p) => [p, true])), ...over }) as ParamSupport;
 
+/** Only the parameters named honoured (as `honoured` says); every other one not. */
+export const supportsOnly = (honoured: Partial<Record<RequestParam, Support>>): ParamSupport =>
+  ({ ...Object.fromEntries(ALL_PARAMS.map((p) => [p, false])), ...honoured }) as ParamSupport;
+
 /** Whether a set value asks for something beyond the provider default. */
 function asks(p: RequestParam, v: unknown): boolean {
   if (v === undefined || v === null) return false;
