@@ -317,7 +317,7 @@ export function deploymentCache(o: {
  * call (TurnInput.params), on workers whose adapters honour them (capableOf).
  */
 export const ULTRA_PARAMS: Readonly<Record<RequestParam, string | false>> = {
-  temperature: "every step (over the deployment's temperature)",
+  temperature: "every step (the deployment's temperature is its llm: Conductor's)",
   topP: 'every step',
   maxTokens: "the final step (its answer is the completion); the deployment's maxTokensPerStep bounds every step",
   reasoningEffort: 'every step',
