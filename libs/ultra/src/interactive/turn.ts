@@ -278,12 +278,11 @@ async function resumeTurn(
   }
   const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
   if (claimed === undefined) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
-  // the state read at the version claimed (a fresh copy: the turn changes it)
-  const st = readState(s);
-  const memory = resuming ? [] : apply!(st);
+  // the state read at the version claimed: the turn goes on from it
+  const memory = resuming ? [] : apply!(state);
   const results = trailingToolResults(input.messages).length;
-  emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: st.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
-  return advance(deps, input, { workflowId: s.workflowId, version: claimed, stored: true }, st, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
+  emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: state.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
+  return advance(deps, input, { workflowId: s.workflowId, version: claimed, stored: true }, state, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
 }
 
 function replayOf(r: StoredReply): TurnResult {
