@@ -139,11 +139,12 @@ type Local = {
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
 
 /**
- * What one batch this driver runs has spent of its key and not charged yet: its answered lines'
- * cost (`uncharged`) and its started lines without an answer at its mean line cost (`inFlight`).
- * A key's batches run at once each count the others', so its spend limit holds across them.
+ * What one batch this driver runs spends of its key: its answered lines' cost not charged yet
+ * (`uncharged`), all its answered lines' cost so far (`answered`, only ever growing), and its
+ * started lines without an answer at its mean line cost (`inFlight`). A key's batches run at once
+ * each count the others', so its spend limit holds across them.
  */
-type KeyLedger = { uncharged(): bigint; inFlight(): bigint };
+type KeyLedger = { uncharged(): bigint; answered(): bigint; inFlight(): bigint };
 
 export class BatchDriver {
   readonly owner: string;
@@ -247,6 +248,7 @@ export class BatchDriver {
     const started = (): number => sum(open, (p) => p.pending.size + p.local.size) - local.held.length - local.waiting.length;
     const ledger: KeyLedger = {
       uncharged: () => [...open.values()].reduce((t, p) => t + p.cost, 0n),
+      answered: () => local.seen.cost,
       inFlight: () => (local.seen.lines === 0 ? 0n : (local.seen.cost / BigInt(local.seen.lines)) * BigInt(Math.max(0, started()))),
     };
     const ledgers = start.apiKeyId === null ? undefined : this.#ledgers.get(start.apiKeyId) ?? this.#ledgers.set(start.apiKeyId, new Set()).get(start.apiKeyId)!;
@@ -290,6 +292,7 @@ export class BatchDriver {
       // the key's other batches here count too: what they have answered and not charged, and
       // (below) what their started lines will cost at their mean
       const others = [...(ledgers ?? [])].filter((l) => l !== ledger);
+      const answeredAt = new Map(others.map((l) => [l, l.answered()]));
       const key = b.apiKeyId !== null && this.#o.codec.keyState
         ? await this.#o.codec.keyState(b, [ledger, ...others].reduce((t, l) => t + l.uncharged(), 0n))
         : { room: null };
@@ -319,7 +322,11 @@ export class BatchDriver {
       }
       // lines start as the key's spend limit leaves room: held chat lines onto the queues, then local lines
       // (started: the lines without an answer counted yet, neither held back nor waiting to start)
-      let room = this.#room(key.room === null ? null : key.room - others.reduce((t, l) => t + l.inFlight(), 0n), local, started());
+      // (the others as they are now: their lines started since the key was read, and those answered
+      // since, which the key's room read then does not hold)
+      const othersNow = [...(ledgers ?? [])].filter((l) => l !== ledger);
+      const othersSpend = othersNow.reduce((t, l) => t + l.inFlight() + l.answered() - (answeredAt.get(l) ?? 0n), 0n);
+      let room = this.#room(key.room === null ? null : key.room - othersSpend, local, started());
       if (room > 0 && local.held.length > 0) {
         const go = local.held.splice(0, Math.min(room, local.held.length));
         await submitChatCalls(this.#client(), go);
