@@ -192,7 +192,10 @@ describe('fugu-ultra under faults', () => {
     expect(answers.map((a) => a.choices[0]!.message.content)).toEqual(Array(m).fill('alpha aggregated'));
     let retried = 0;
     for (const r of short) {
-      const tries = await sql<{ status: string }>`select status from chat_calls where key like ${`wf${r.wf}.s1.t2%`} order by key`.execute(database.db);
+      const triesOf = () => sql<{ status: string }>`select status from chat_calls where key like ${`wf${r.wf}.s1.t2%`} order by key`.execute(database.db);
+      // (the answered call's row is written behind the answer)
+      await expect.poll(async () => (await triesOf()).rows.some((t) => t.status === 'ok')).toBe(true);
+      const tries = await triesOf();
       expect(tries.rows.length).toBeGreaterThan(1);
       expect(tries.rows.filter((t) => t.status === 'ok')).toHaveLength(1);
       retried += tries.rows.length - 1;
