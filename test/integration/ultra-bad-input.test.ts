@@ -460,8 +460,9 @@ describe('fugu-ultra: a workflow whose final step fails', () => {
   it('is a 400 naming the step, and the key is charged the steps that answered (JSON, a stream, /v1/responses)', async () => {
     await publish('fixed:moa:2');
     const question = `Should I take an umbrella? ${REJECT_FINAL}`;
-    const workflowsSince = async (after: number) => (await database.db.selectFrom('workflows').select(['id', 'status']).where('id', '>', after as never).orderBy('id').execute()).map((w) => ({ id: Number(w.id), status: w.status }));
-    const last = Number((await database.db.selectFrom('workflows').select((eb) => eb.fn.max('id').as('m')).executeTakeFirstOrThrow()).m ?? 0);
+    // (a served turn of a new conversation takes its id from a block reserved ahead: ids are not in time order)
+    const workflowsSince = async (after: Date) => (await database.db.selectFrom('workflows').select(['id', 'status']).where('created_at', '>', after).orderBy('created_at').execute()).map((w) => ({ id: Number(w.id), status: w.status }));
+    const last = (await sql<{ t: Date }>`select clock_timestamp() as t`.execute(database.db)).rows[0]!.t;
     const spentBefore = await spent();
 
     const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: question }] }));
@@ -487,8 +488,8 @@ describe('fugu-ultra: a workflow whose final step fails', () => {
     await expect.poll(async () => [(await spent()) - spentBefore, await paidBy(wfs.map((w) => w.id))].map(String)).toSatisfy(([s, p]) => s === p && BigInt(p!) > 0n);
     // ... and each request's row carries its own workflow's
     const rows = await sql<{ workflow_id: string; pico: string }>`
-      select workflow_id::text, (cost * 1000000000000)::bigint::text as pico from requests where workflow_id = any(${wfs.map((w) => w.id)}::bigint[]) order by workflow_id`.execute(database.db);
-    expect(rows.rows.map((x) => [Number(x.workflow_id), BigInt(x.pico)])).toEqual(await Promise.all(wfs.map(async (w) => [w.id, await paidBy([w.id])])));
+      select workflow_id::text, (cost * 1000000000000)::bigint::text as pico from requests where workflow_id = any(${wfs.map((w) => w.id)}::bigint[]) order by requests.workflow_id`.execute(database.db);
+    expect(rows.rows.map((x) => [Number(x.workflow_id), BigInt(x.pico)])).toEqual(await Promise.all([...wfs].sort((a, b) => a.id - b.id).map(async (w) => [w.id, await paidBy([w.id])])));
   });
 });
 

@@ -8,7 +8,9 @@ import { createTestDatabase, type TestDatabase } from './testing.ts';
 import { migrations } from './migrations/index.ts';
 import { savePool } from './repositories.ts';
 import { insertWorkflows } from './workflows.ts';
-import { appendToolMemory, getUltraSession, nextConversationTurn, readToolMemory } from './ultra-serving.ts';
+import {
+  appendToolMemory, claimWaitingUltraSession, getUltraSession, insertUltraSession, nextConversationTurn, readToolMemory, releaseUltraSession, reserveWorkflowId, startConversationTurn,
+} from './ultra-serving.ts';
 
 let t: TestDatabase;
 let migrator: Migrator;
@@ -65,5 +67,37 @@ describe('conversations per API key', () => {
     expect(new Set(entries.map((e) => e.result)).size).toBe(2 * writers);
     // each writer's two entries are next to each other (one statement each)
     for (let i = 0; i < entries.length; i += 2) expect(entries[i]!.result.split('.')[0]).toBe(entries[i + 1]!.result.split('.')[0]);
+  });
+
+  it('a reserved workflow id: each once across concurrent takers, never one the sequence gives a row; the turn goes in under it', async () => {
+    const { poolId } = await savePool(t.db, { name: 'p3', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-ids');
+    const ids = await Promise.all(Array.from({ length: 70 }, () => reserveWorkflowId(t.db)));
+    expect(new Set(ids).size).toBe(70);
+    // a row inserted the usual way meanwhile takes an id none was given
+    const [plain] = await insertWorkflows(t.db, [{ key: 'ultra.plain.1', poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} }]);
+    expect(ids).not.toContain(plain);
+    const workflow = { poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} };
+    const { row, turn } = await startConversationTurn(t.db, { conversationId: 'reserved', keyId: 'key_i', keyPrefix: 'ultra.key_i/reserved.', workflow, id: ids[5]! });
+    expect([row.id, row.key, row.status, turn]).toEqual([ids[5], 'ultra.key_i/reserved.1', 'running', 1]);
+  });
+
+  it('a session taken while it waits and given back is as it was (version, deadline, time); one of another key, or past its deadline, is not taken', async () => {
+    const { poolId } = await savePool(t.db, { name: 'p4', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-take');
+    const [w, late] = await insertWorkflows(t.db, ['ultra.take.1', 'ultra.take.2'].map((key) => ({ key, poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} })));
+    await sql`insert into ultra_conversations (id, api_key_id, turns) values ('take', 'key_t', 2)`.execute(t.db);
+    await insertUltraSession(t.db, { workflowId: w!, conversationId: 'take', apiKeyId: 'key_t', status: 'tools', state: { v: 2 }, deadlineAt: new Date(Date.now() + 60_000) });
+    await insertUltraSession(t.db, { workflowId: late!, conversationId: 'take', apiKeyId: 'key_t', status: 'tools', state: { v: 2 }, deadlineAt: new Date(Date.now() - 1_000) });
+    const before = await sql`select * from ultra_sessions where workflow_id = ${w}`.execute(t.db);
+    const lease = new Date(Date.now() + 30_000);
+
+    expect(await claimWaitingUltraSession(t.db, w!, 'key_other', lease)).toBeUndefined();
+    expect(await claimWaitingUltraSession(t.db, late!, 'key_t', lease)).toBeUndefined();
+    const taken = await claimWaitingUltraSession(t.db, w!, 'key_t', lease);
+    // it is read as it was; it is held (running, its lease) until given back
+    expect(taken?.session).toMatchObject({ workflowId: w, status: 'tools', version: 0, state: { v: 2 }, deadlineAt: (before.rows[0] as { deadline_at: Date }).deadline_at });
+    expect(await getUltraSession(t.db, w!)).toMatchObject({ status: 'running', version: taken!.version, deadlineAt: lease });
+    expect(await claimWaitingUltraSession(t.db, w!, 'key_t', lease)).toBeUndefined();
+    await releaseUltraSession(t.db, w!, taken!.version, taken!.was);
+    expect((await sql`select * from ultra_sessions where workflow_id = ${w}`.execute(t.db)).rows).toEqual(before.rows);
   });
 });

@@ -54,20 +54,46 @@ export async function nextConversationTurn(db: Db, id: string, keyId: string | n
  * first write (issue 27: at most two commits per step).
  */
 export async function startConversationTurn(
-  db: Db, c: { conversationId: string; keyId: string | null; keyPrefix: string; workflow: Omit<NewWorkflowRow, 'key' | 'runId' | 'itemId' | 'repeat'> },
+  db: Db, c: { conversationId: string; keyId: string | null; keyPrefix: string; workflow: Omit<NewWorkflowRow, 'key' | 'runId' | 'itemId' | 'repeat'>; id?: number },
 ): Promise<{ row: WorkflowRow; turn: number }> {
   const w = c.workflow;
+  // a reserved id (reserveWorkflowId) goes in as given
+  const id = c.id === undefined ? sql`` : sql`id, `;
+  const idValue = c.id === undefined ? sql`` : sql`${c.id}, `;
   const { rows } = await sql<Record<string, unknown> & { turn: number }>`
     with conv as (
       insert into ultra_conversations (id, api_key_id, turns) values (${c.conversationId}, ${c.keyId}, 1)
       on conflict (key_scope, id) do update set turns = ultra_conversations.turns + 1
       returning turns
     )
-    insert into workflows (key, pool_id, question, conductor, seed, repeat, options, status, attempts, started_at)
-    select ${c.keyPrefix} || conv.turns, ${w.poolId}, ${w.question}, ${w.conductor}, ${w.seed}, 0, ${JSON.stringify(w.options)}::jsonb, 'running', 1, now() from conv
+    insert into workflows (${id}key, pool_id, question, conductor, seed, repeat, options, status, attempts, started_at) ${c.id === undefined ? sql`` : sql`overriding system value`}
+    select ${idValue}${c.keyPrefix} || conv.turns, ${w.poolId}, ${w.question}, ${w.conductor}, ${w.seed}, 0, ${JSON.stringify(w.options)}::jsonb, 'running', 1, now() from conv
     returning *, (select turns from conv) as turn`.execute(db);
   const r = rows[0]!;
   return { row: toWorkflowRow(r), turn: Number(r.turn) };
+}
+
+/** Workflow ids taken from the sequence ahead of their rows, per connection pool (a block at a time). */
+const reserved = new WeakMap<Db, { ids: number[]; refill?: Promise<void> }>();
+const RESERVE_BLOCK = 32;
+
+/**
+ * A workflow id of the `workflows` sequence, taken before its row is written (for
+ * startConversationTurn's `id`): a served turn of a new conversation starts its Conductor and its
+ * first calls while its row goes in. Ids come in blocks of 32, one statement a block; an id never
+ * used leaves a gap, as a rolled-back insert does.
+ */
+export async function reserveWorkflowId(db: Db): Promise<number> {
+  const r = reserved.get(db) ?? { ids: [] };
+  reserved.set(db, r);
+  while (r.ids.length === 0) {
+    r.refill ??= sql<{ id: string }>`select nextval(pg_get_serial_sequence('workflows', 'id'))::text as id from generate_series(1, ${RESERVE_BLOCK})`
+      .execute(db)
+      .then(({ rows }) => void r.ids.push(...rows.map((x) => Number(x.id))))
+      .finally(() => (r.refill = undefined));
+    await r.refill;
+  }
+  return r.ids.shift()!;
 }
 
 export type UltraSession = {
@@ -118,6 +144,41 @@ export async function claimUltraSession(db: Db, workflowId: number, version: num
     .returning('version')
     .executeTakeFirst();
   return row?.version;
+}
+
+/**
+ * Reads and takes, in one statement, a session that waits for its tool results (status tools,
+ * before its deadline) and belongs to `keyId`: the usual results request's first write. Returns
+ * the session as it was before (status tools, its version and deadline) and the version the
+ * request now holds; undefined when the session is not such (the caller reads it and says why).
+ * A request that then finds it must not go on gives the session back (releaseUltraSession).
+ */
+export async function claimWaitingUltraSession(
+  db: Db, workflowId: number, keyId: string | null, leaseUntil: Date,
+): Promise<{ session: UltraSession; version: number; was: { version: number; deadlineAt: Date | null; updatedAt: Date } } | undefined> {
+  const { rows } = await sql<SessionRaw & { updated_at: Date }>`
+    update ultra_sessions s set status = 'running', version = s.version + 1, deadline_at = ${leaseUntil}, updated_at = now()
+    from ultra_sessions o
+    where s.workflow_id = ${workflowId} and o.workflow_id = s.workflow_id and s.status = 'tools'
+      and (s.deadline_at is null or s.deadline_at >= now()) and s.api_key_id is not distinct from ${keyId}
+    returning s.workflow_id, s.conversation_id, s.api_key_id, 'tools' as status, o.version, s.state, o.deadline_at, o.updated_at`.execute(db);
+  const r = rows[0];
+  return r && { session: toSession(r), version: r.version + 1, was: { version: r.version, deadlineAt: r.deadline_at, updatedAt: r.updated_at } };
+}
+
+/**
+ * Gives back a session taken by claimWaitingUltraSession (held at `version`) as it was: the
+ * version, deadline and time it had (its state was not changed), so a request that read it
+ * before goes on as if it had never been taken.
+ */
+export async function releaseUltraSession(db: Db, workflowId: number, version: number, was: { version: number; deadlineAt: Date | null; updatedAt: Date }): Promise<void> {
+  await db
+    .updateTable('ultra_sessions')
+    .set({ status: 'tools', version: was.version, deadline_at: was.deadlineAt, updated_at: was.updatedAt })
+    .where('workflow_id', '=', String(workflowId) as never)
+    .where('version', '=', version)
+    .where('status', '=', 'running')
+    .execute();
 }
 
 /**

@@ -254,7 +254,7 @@ export type WriterDeps = Pick<EngineDeps, 'db' | 'config' | 'pipeline' | 'log' |
  * Conductor called through the pipeline (key `wf<id>.conductor`, reused when its row exists).
  * A writer that cannot write throws a ConductorFailure (isConductorFailure).
  */
-export async function writeWorkflow(deps: WriterDeps, row: WorkflowRow, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
+export async function writeWorkflow(deps: WriterDeps, row: Pick<WorkflowRow, 'id' | 'question' | 'conductor' | 'seed'>, options: WorkflowOptions, workers: readonly StoredWorker[], pool: ConductorPool, item: StoredItem | undefined): Promise<ConductorOutput> {
   const failure = (message: string, e: unknown): ConductorFailure => new ConductorFailure(message, toWireError(e));
   if (isGivenConductor(row.conductor)) {
     // the completion came with the workflow (the reward service): parsed like any writer's

@@ -21,8 +21,8 @@ import {
 } from '@fugu/core';
 import { PARSE_LIMITS, parseConductorSpec } from '@fugu/conductor';
 import {
-  claimUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
-  nextConversationTurn, readToolMemory, renewUltraSession, reopenWorkflow, saveTurn, startConversationTurn,
+  claimUltraSession, claimWaitingUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
+  nextConversationTurn, readToolMemory, renewUltraSession, releaseUltraSession, reopenWorkflow, saveTurn, reserveWorkflowId, startConversationTurn,
   type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { isTransientError } from '@fugu/providers';
@@ -265,7 +265,7 @@ function busy(workflowId: number, s: Pick<UltraSession, 'deadlineAt'> | undefine
  * request's tool results, unless the request resumes a turn that failed at a step.
  */
 async function resumeTurn(
-  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, apply?: (state: SessionState) => MemoryEntry[],
+  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, held?: Held, apply?: (state: SessionState) => MemoryEntry[],
 ): Promise<TurnResult> {
   const state = readState(s);
   const stored = state.replies.find((r) => r.print === print);
@@ -276,8 +276,9 @@ async function resumeTurn(
   if (resuming && s.status !== 'tools' && s.status !== 'running') {
     throw bad(`workflow ${s.workflowId} has ended (${s.status}); send the question again`, 'messages', 'tool_call_already_answered');
   }
-  const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
+  const claimed = held?.version ?? (await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps)));
   if (claimed === undefined) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
+  if (held) held.advanced = true;
   // the state read at the version claimed: the turn goes on from it
   const memory = resuming ? [] : apply!(state);
   const results = trailingToolResults(input.messages).length;
@@ -323,17 +324,28 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     throw bad(`seed: ${input.seed} is out of range for fugu-ultra: a workflow's seed is a 32-bit integer (-2147483648 to 2147483647)`, 'seed');
   }
 
-  const conversationId = input.conversation ?? (await conversationOfHistory(deps, input)) ?? input.newConversation ?? `conv_${randomBytes(12).toString('base64url')}`;
+  const continued = input.conversation ?? (await conversationOfHistory(deps, input));
+  const conversationId = continued ?? input.newConversation ?? `conv_${randomBytes(12).toString('base64url')}`;
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
   const seed = input.seed ?? 0;
   const fields = { poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> };
   // the key's own conversation of that id (another key's of the same id is another conversation)
-  let row: WorkflowRow | undefined;
+  let row: WrittenRow | undefined;
   let turn: number;
+  // a new conversation's rows, written while its Conductor and first calls run (awaited before the workflow's next write)
+  let created: Promise<unknown> | undefined;
   if (input.workflowKey === undefined) {
     // the conversation's turn and its workflow, claimed, in one statement
-    ({ row, turn } = await startConversationTurn(db, { conversationId, keyId: input.keyId, keyPrefix: `ultra.${input.keyId === null ? '' : `${input.keyId}/`}${conversationId}.`, workflow: fields }));
+    const start = { conversationId, keyId: input.keyId, keyPrefix: `ultra.${input.keyId === null ? '' : `${input.keyId}/`}${conversationId}.`, workflow: fields };
+    if (continued === undefined) {
+      // a new conversation (its id made here or by the Responses API for this response): its first turn, under a reserved id
+      const id = await reserveWorkflowId(db);
+      created = startConversationTurn(db, { ...start, id });
+      created.catch(() => {}); // awaited (and thrown) where the workflow is next written
+      row = { id, question, conductor: d.conductor, seed };
+      turn = 1;
+    } else ({ row, turn } = await startConversationTurn(db, start));
   } else {
     // a workflow the caller names (a batch line, an Idempotency-Key): run (again) from its start
     turn = await nextConversationTurn(db, conversationId, input.keyId);
@@ -352,12 +364,14 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     out = await writeWorkflow(deps.writer, row, options, workers, pool, undefined);
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
+    await created;
     await finishWorkflow(db, workflowId, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) could not write a workflow: ${e.message}`, { code: 'conductor_error' });
   }
   const conductorTally: Tally = { inputTokens: out.usage?.inputTokens ?? 0, outputTokens: out.usage?.outputTokens ?? 0, cost: out.costPico ?? 0n };
   const plan = planWorkflow(out, pool, options.maxSteps);
   if (!plan.ok) {
+    await created;
     await finishWorkflow(db, workflowId, { ...plan.base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...plan.error }, outcome: 'unanswered' });
     if (parseConductorSpec(d.conductor).kind !== 'llm' && out.text.length > PARSE_LIMITS.listChars) {
       // a writer that renders its workflow (fixed:, policy:) fails only at the parser's limits: it repeats the message in every subtask
@@ -391,7 +405,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     type: 'progress',
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
   });
-  return advance(deps, input, { workflowId, version: 0, stored: early }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
+  return advance(deps, input, { workflowId, version: 0, stored: early, ...(created && { created }) }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
 }
 
 async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
@@ -402,7 +416,30 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   const workflowId = refs[0]!.p!.workflowId;
   const other = refs.find((x) => x.p!.workflowId !== workflowId);
   if (other) throw bad(`tool_call_id "${other.r.toolCallId}" belongs to another workflow than "${refs[0]!.r.toolCallId}": send the results of one assistant message at a time`, `messages[${other.r.at}].tool_call_id`, 'invalid_tool_call_id');
-  const session = await getUltraSession(db, workflowId);
+  // the usual request (the results of a workflow that waits for them, of this key): read and taken in one statement
+  const taken = await claimWaitingUltraSession(db, workflowId, input.keyId, leaseUntil(deps));
+  const held: Held | undefined = taken && { version: taken.version, advanced: false };
+  try {
+    return await checkResults(deps, input, refs, results, taken?.session ?? (await getUltraSession(db, workflowId)), held, emit);
+  } finally {
+    // a request that did not go on (refused, or answered with the stored answer) gives the workflow back as it found it
+    if (taken && !held!.advanced) await releaseUltraSession(db, workflowId, taken.version, taken.was);
+  }
+}
+
+/** A workflow this request took before its checks: the version it holds; whether it went on to advance it. */
+type Held = { version: number; advanced: boolean };
+
+/**
+ * The checks of a results request on the workflow's session as it was (`held`: the version this
+ * request took it at, when it did), then the turn: the stored answer of the same results, or the
+ * agents given the results and advanced.
+ */
+async function checkResults(
+  deps: InteractiveDeps, input: TurnInput, refs: Array<{ r: ToolResultPart & { at: number }; p: ReturnType<typeof parseToolCallId> }>, results: Array<ToolResultPart & { at: number }>,
+  session: UltraSession | undefined, held: Held | undefined, emit: (e: TurnEvent) => void,
+): Promise<TurnResult> {
+  const workflowId = refs[0]!.p!.workflowId;
   for (const { r } of refs) {
     if (!session || session.apiKeyId !== input.keyId || !verifyToolCallId(deps.secret, input.keyId, session.conversationId, r.toolCallId)) {
       throw bad(`tool_call_id "${r.toolCallId}" was not issued to this API key (or was altered)`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
@@ -422,11 +459,12 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   }
   const print = resultsPrint(results);
   // the same results sent again (a client that gave up on the answer, an SDK's retry): the stored answer
-  if (state.replies.some((r) => r.print === print) || state.resume === print) return resumeTurn(deps, input, s, print, emit);
+  if (state.replies.some((r) => r.print === print) || state.resume === print) return resumeTurn(deps, input, s, print, emit, held);
   if (s.status === 'running' && (s.deadlineAt?.getTime() ?? 0) > Date.now()) throw busy(workflowId, s);
   // the calls the client was sent (a merged call answers the agents' identical ones too)
   const pending = new Map(state.agents.flatMap((a) => a.pending.flatMap((c) => (c.alias === undefined ? [[c.id, c] as const] : []))));
-  const late = s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
+  // (a session this request took was not late by Postgres's clock)
+  const late = !held && s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
   if (late) await expireSession(deps, s);
   if (late || (s.status === 'failed' && state.agents.some((a) => a.finish === 'tool-timeout'))) {
     throw bad(`the results of workflow ${workflowId}'s tool calls were due by ${s.deadlineAt?.toISOString() ?? 'its deadline'}; the workflow ended (tool-timeout): send the question again`, 'messages', 'tool_results_late');
@@ -446,7 +484,7 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
     throw bad(`workflow ${workflowId} waits for the result of every tool call of its message; missing: ${missing.join(', ')}`, 'messages', 'missing_tool_results');
   }
   // each result goes back to the agent that made the call, under that agent's own call id
-  return resumeTurn(deps, input, s, print, emit, (st) => {
+  return resumeTurn(deps, input, s, print, emit, held, (st) => {
     const memory: MemoryEntry[] = [];
     st.agents.forEach((a, i) => {
       if (a.status !== 'tools') return;
@@ -471,7 +509,10 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
 type Advance = { print: string; takeover: boolean; memory?: MemoryEntry[] };
 type MemoryEntry = { workflowId: number; step: number; name: string; arguments: string; result: string; callId: string };
 /** The workflow a request advances: its state's version as this request holds it; `stored`: the state has a row (else the turn's end inserts it) */
-type At = { workflowId: number; version: number; stored: boolean };
+/** `created`: the workflow's row, still being written (a new conversation's first turn): awaited before its state is */
+type At = { workflowId: number; version: number; stored: boolean; created?: Promise<unknown> };
+/** What the Conductor reads of a workflow's row */
+type WrittenRow = Pick<WorkflowRow, 'id' | 'question' | 'conductor' | 'seed'>;
 
 /**
  * Runs the agents until nothing is in flight; saves the state; answers with tool calls or the
@@ -742,6 +783,7 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
  * workflow over meanwhile.
  */
 async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
+  await at.created;
   return saveTurn(db, {
     workflowId: at.workflowId,
     session: {
