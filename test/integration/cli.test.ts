@@ -6,7 +6,8 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { testServerUrl } from '@fugu/db/testing';
+import { insertBatch, insertBatchLines, setBatchLineAnswer } from '@fugu/db';
+import { createTestDatabase, testServerUrl } from '@fugu/db/testing';
 import { testRedisUrl } from '../support/eval-env.ts';
 
 const main = fileURLToPath(new URL('../../apps/cli/src/main.ts', import.meta.url));
@@ -60,5 +61,32 @@ describe('fugu CLI errors', () => {
     const r = await fugu(['eval', '--dataset', file, '--pool', 'llmrouter', '--local-workers', '0'], reachable);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`${file}:2`);
+  });
+});
+
+describe('fugu status <batch>', () => {
+  it("prints the per-worker table in aligned columns, however long a worker's name or a cost", async () => {
+    const t = await createTestDatabase();
+    try {
+      await insertBatch(t.db, { id: 'batch_cols', apiKeyId: null, endpoint: '/v1/chat/completions', inputFileId: 'file_x', completionWindow: '24h', metadata: null, allowed: null, total: 7, expiresAt: new Date(Date.now() + 86_400_000) });
+      const workers = ['replay:llama-3.3-nemotron-super-49b-v1', 'gpt-4o-mini', 'fugu-ultra'];
+      const lines = [0, 1, 2, 3, 4, 5].map((line) => ({ line, customId: `c${line}`, model: 'fugu', worker: workers[line % 3]!, callId: null, error: null, local: true }));
+      await insertBatchLines(t.db, 'batch_cols', [...lines, { line: 6, customId: 'c6', model: 'fugu', worker: null, callId: null, error: { code: 'bad', message: 'bad line' }, local: false }]);
+      for (const l of lines) await setBatchLineAnswer(t.db, 'batch_cols', l.line, { statusCode: l.line === 4 ? 500 : 200, body: {}, cost: BigInt(l.line === 2 ? 123_456_789_000_000 : 1_500_000_000) });
+      const r = await fugu(['status', 'batch_cols'], { ...reachable, FUGU_DATABASE_URL: t.url });
+      expect(r.stderr).toBe('');
+      expect(r.code).toBe(0);
+      const table = r.stdout.split('\n').slice(3).filter((l) => l.trim() !== '');
+      expect(table).toHaveLength(5); // a header and four workers (one: the lines not run)
+      expect(table[0]).toMatch(/worker\s+lines\s+answered\s+failed\s+cost/);
+      // every column ends (numbers, right-aligned) or starts (names, left-aligned) at the same place in each row
+      const cells = (l: string) => [...l.matchAll(/\S+(?: \S+)*/g)].map((m) => ({ start: m.index, end: m.index + m[0].length }));
+      const rows = table.map(cells);
+      for (const row of rows) expect(row).toHaveLength(5);
+      for (const row of rows) expect(row[0]!.start).toBe(rows[0]![0]!.start);
+      for (let c = 1; c < 5; c++) for (const row of rows) expect(row[c]!.end, `column ${c} of ${JSON.stringify(table)}`).toBe(rows[0]![c]!.end);
+    } finally {
+      await t.drop();
+    }
   });
 });

@@ -104,6 +104,15 @@ export function printJson(value: unknown): void {
   );
 }
 
+/**
+ * Rows as text columns, each as wide as its widest cell (the header's included), two spaces
+ * apart; `right` names the columns aligned right (numbers). One line per row, no trailing blanks.
+ */
+export function columns(rows: readonly (readonly string[])[], right: readonly number[] = [], indent = ''): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => `${indent}${r.map((c, i) => (right.includes(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd()}\n`).join('');
+}
+
 /** Where a command writes its output by default: FUGU_HOME/<kind>/<name>. */
 export const defaultOut = (config: FuguConfig, kind: string, name: string): string => path.join(config.home, kind, name);
 

@@ -10,7 +10,7 @@ import { esEvalQueue, providerCallQueue, providerCallQueues } from '@fugu/queue'
 import { renderBatchReport, renderEsReport, renderEvalReport, renderGrpoReport, usdText, type BatchReportData, type GrpoReportData } from '@fugu/report';
 import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import {
-  action, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
+  action, columns, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
 import { publishCheckpoint } from './router.ts';
@@ -199,7 +199,9 @@ async function batchStatus(db: Db, b: BatchRow, json: boolean): Promise<void> {
   process.stdout.write(`batch ${b.id}: ${b.status} (${b.endpoint})\n`);
   process.stdout.write(`lines: ${b.completed} answered + ${b.failed} failed = ${b.completed + b.failed} of ${b.total} (${((100 * (b.completed + b.failed)) / Math.max(1, b.total)).toFixed(1)}%)\n`);
   process.stdout.write(`spent: ${usdText(b.charged)}; output ${b.outputFileId ?? '-'}; errors ${b.errorFileId ?? '-'}\n`);
-  for (const w of workers) process.stdout.write(`  ${(w.worker ?? '(not run)').padEnd(28)} ${String(w.lines).padStart(8)} lines  ${String(w.completed).padStart(8)} answered  ${String(w.failed).padStart(6)} failed  ${usdText(w.cost)}\n`);
+  if (workers.length === 0) return;
+  const rows = [['worker', 'lines', 'answered', 'failed', 'cost'], ...workers.map((w) => [w.worker ?? '(not run)', String(w.lines), String(w.completed), String(w.failed), usdText(w.cost)])];
+  process.stdout.write(columns(rows, [1, 2, 3, 4], '  '));
 }
 
 /** The report data of a batch (its rows and per-worker stats). */
