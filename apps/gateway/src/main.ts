@@ -20,6 +20,7 @@ import { createRewardsService, REWARD_LIMITS } from './plugins/rewards.ts';
 import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
 import { loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
 import type { GatewayContext } from './context.ts';
+import { assertPortFree } from './port.ts';
 
 const log = createLogger({ name: 'gateway' });
 
@@ -28,6 +29,7 @@ async function main(): Promise<void> {
   const tracing = await startTracing('fugu-gateway', process.env, log);
   const config = loadConfig();
   const g = config.gateway;
+  await assertPortFree(g.host, g.port); // before Redis, Postgres, the pool and the checkpoint: a taken port is said at once
   await assertRedis(config.redisUrl);
   const db = await connectDb(config.databaseUrl, { applicationName: 'fugu-gateway' });
   await migrate(db);
