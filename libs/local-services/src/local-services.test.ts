@@ -7,7 +7,10 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { down, freePort, isReachable, redisPaths, servicesStatus, up, type ServicesOptions } from './local-services.ts';
+import { down, servicesStatus, up, type ServicesOptions } from './local-services.ts';
+import { freePort } from './ports.ts';
+import { isReachable } from './reachability.ts';
+import { redisPaths } from './redis.ts';
 import { freeClusterPorts } from './redis-cluster.ts';
 
 describe('local services', () => {

@@ -13,7 +13,9 @@ import net from 'node:net';
 import path from 'node:path';
 import { ConfigError, InputError, ServiceUnavailableError } from '@fugu/core';
 import { clusterUrlFor } from '@fugu/config';
-import { findExecutable, kill9Redis, run, runningRedisPid, startRedis, stopRedis, waitUntil, type Log, type RedisSpec } from './local-services.ts';
+import type { Log } from './defaults.ts';
+import { findExecutable, run, waitUntil } from './processes.ts';
+import { kill9Redis, runningRedisPid, startRedis, stopRedis, type RedisSpec } from './redis.ts';
 import { clusterInfo, redisCall } from './resp.ts';
 
 /** The first port of `fugu up --redis-cluster`'s nodes (the single Redis is on 6390). */

@@ -104,3 +104,37 @@ export async function clusterInfo(target: RespTarget, timeoutMs = 2_000): Promis
   if (typeof reply !== 'string') return undefined;
   return Object.fromEntries(reply.split(/\r?\n/).filter((l) => l.includes(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
 }
+
+/** True when PING at a redis:// or rediss:// URL gets PONG (after AUTH when the URL carries credentials). */
+export function redisPing(u: URL, timeoutMs: number): Promise<boolean> {
+  const host = u.hostname.replace(/^\[|\]$/g, '') || '127.0.0.1';
+  const port = Number(u.port || 6379);
+  const user = decodeURIComponent(u.username);
+  const pass = decodeURIComponent(u.password);
+  const commands: string[][] = [];
+  if (pass) commands.push(user ? ['AUTH', user, pass] : ['AUTH', pass]);
+  commands.push(['PING']);
+  const secure = u.protocol === 'rediss:';
+  return new Promise((resolve) => {
+    const sock = secure ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host }) : net.connect({ host, port });
+    let buf = '';
+    let done = false;
+    const finish = (ok: boolean): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(ok);
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    sock.once(secure ? 'secureConnect' : 'connect', () => sock.write(commands.map(encode).join('')));
+    sock.on('data', (chunk: Buffer) => {
+      buf += chunk.toString('utf8');
+      // Every reply here is a single line (+OK, +PONG, -ERR ..., -LOADING ...).
+      const lines = buf.split('\r\n').slice(0, -1);
+      if (lines.length >= commands.length) finish(lines[commands.length - 1] === '+PONG');
+    });
+    sock.on('error', () => finish(false));
+    sock.on('close', () => finish(false));
+  });
+}
