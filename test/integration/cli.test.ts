@@ -90,3 +90,15 @@ describe('fugu status <batch>', () => {
     }
   });
 });
+
+describe('fugu gateway --help', () => {
+  it('says what the gateway serves: fugu (the router), fugu-ultra (the Conductor) and the workers by name', async () => {
+    const r = await fugu(['gateway', '--help']);
+    expect(r.code).toBe(0);
+    const text = r.stdout.replace(/\s+/g, ' ');
+    expect(text).toMatch(/"fugu" \(the router/);
+    expect(text).toMatch(/"fugu-ultra" \(the Conductor/);
+    expect(text).toMatch(/worker by its name/);
+    expect(text).toContain('FUGU_GATEWAY_PORT');
+  });
+});

@@ -17,8 +17,13 @@ export type GatewayFlags = { port?: number; host?: string; mode?: 'in-process' |
 export const servingCommands: CommandGroup = (program, cli) => {
   program
     .command('gateway')
-    .description('the OpenAI-compatible gateway (model "fugu" or a worker\'s name), in the foreground')
-    .addOption(intOption('--port <n>', 'listen port (default: config gateway.port, 8080)'))
+    .summary('the OpenAI-compatible gateway: model "fugu" (the router), "fugu-ultra" (the Conductor) or a worker by name')
+    .description(
+      'the OpenAI-compatible gateway, in the foreground (/v1/chat/completions, /v1/responses, the Batch API): model ' +
+        '"fugu" (the router: picks one worker per request; `fugu router publish`), "fugu-ultra" (the Conductor: writes a ' +
+        "workflow of up to five steps over the workers and runs it; `fugu ultra publish`), or a worker by its name",
+    )
+    .addOption(intOption('--port <n>', 'listen port (default: FUGU_GATEWAY_PORT, else 8080)'))
     .option('--host <h>', 'listen address (default: config gateway.host)')
     .addOption(choiceOption('--mode <mode>', 'route in this process or through the router-worker pool', ['in-process', 'pool']))
     .option('--pool <P>', 'the worker pool: llmrouter | <pool.yaml>')
