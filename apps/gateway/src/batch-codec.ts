@@ -13,13 +13,14 @@ import type { BatchCodec, ResolvedLine } from '@fugu/batch';
 import { getApiKey, getDatasetItems, saveDataset, type ApiKeyRecord, type BatchRow, type Db, type StoredWorker } from '@fugu/db';
 import { resolveDataset } from '@fugu/evaluation';
 import type { ChatResult } from '@fugu/providers';
+import type { Completion, FuguOptions } from './chat-types.ts';
 import { newRecord, type Caller, type GatewayContext } from './context.ts';
 import { GatewayError, toGatewayError, unknownModel } from './errors.ts';
-import { eligibleWorkers, planWorker, routingTextOf, ROUTER_MODEL, type ChatInput, type Completion, type ModelRegistry } from './models.ts';
+import { eligibleWorkers, planWorker, routingTextOf, ROUTER_MODEL, type ChatInput, type ModelRegistry } from './models.ts';
 import {
   completedResponse, conversationMessages, inResponsesTerms, normaliseInput, parseResponsesRequest, ResponseObject, toResponsesChatRequest, type MessageOrigin, type WireResponsesRequest,
 } from './responses-wire.ts';
-import { chatCompletionOf, chatRequestSchema, checkChatFields, parseBody, toChatRequest, type FuguOptions } from './wire.ts';
+import { chatCompletionOf, chatRequestSchema, checkChatFields, parseBody, toChatRequest } from './wire.ts';
 
 export type BatchCodecOptions = {
   ctx: GatewayContext;

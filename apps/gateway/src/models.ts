@@ -4,7 +4,7 @@
 // plugin only looks a name up here.
 import { performance } from 'node:perf_hooks';
 import type { ProviderKind, Usage, WorkerSpec } from '@fugu/core';
-import { isProviderError, unsupportedParams, type ChatRequest, type ChatResult, type StreamEvent } from '@fugu/providers';
+import { isProviderError, unsupportedParams, type ChatRequest, type StreamEvent } from '@fugu/providers';
 import { routingText } from '@fugu/serving';
 import { InputError } from '@fugu/core';
 import { scrub } from '@fugu/telemetry';
@@ -12,7 +12,7 @@ import type { BatchCall } from '@fugu/batch';
 import type { CallMeta, Caller, GatewayContext, RequestRecord, Routed } from './context.ts';
 import { skipCooled } from './cooldown.ts';
 import { GatewayError, badField } from './errors.ts';
-import type { FuguOptions } from './wire.ts';
+import type { Completion, FuguOptions } from './chat-types.ts';
 
 export const ROUTER_MODEL = 'fugu';
 
@@ -44,22 +44,6 @@ export type ChatInput = {
    * a replay pool, the dataset item a question is as the provider workers key it (its stored id)
    */
   batch?: { key: string; call: BatchCall; made(id: string): void; itemOf?: (question: string) => string | undefined };
-};
-
-/**
- * A whole answer: `worker` names the answering worker (the response's `model`), `cost` is exact.
- * `extension` is the response's `fugu` object (fugu-ultra: the workflow that ran), `usageExtra`
- * extra fields of its `usage` (fugu-ultra: conductor and worker tokens apart); both optional.
- */
-export type Completion = {
-  result: ChatResult;
-  worker: string;
-  cost: bigint;
-  headers: Record<string, string>;
-  extension?: Record<string, unknown>;
-  usageExtra?: Record<string, unknown>;
-  /** the response's `model` when it is not the answering worker (fugu-ultra: the deployment's name) */
-  model?: string;
 };
 
 /**

@@ -11,8 +11,8 @@ import { z } from 'zod';
 import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import { REQUEST_PARAMS, type ChatRequest, type ChatResult } from '@fugu/providers';
 import { GatewayError, badField, type OpenAIErrorBody } from './errors.ts';
-import type { Completion } from './models.ts';
-import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, toolParametersSchema, usdNumber, type FuguOptions } from './wire.ts';
+import type { Completion, FuguOptions } from './chat-types.ts';
+import { chatRequestSchema, checkBodyValues, finishReasonOut, parseBody, toolParametersSchema, usdNumber } from './wire.ts';
 
 // ---- the request ------------------------------------------------------------------------------
 

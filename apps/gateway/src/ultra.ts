@@ -28,7 +28,8 @@ import {
 import type { GatewayContext } from './context.ts';
 import { ALL_PARAMS, REQUEST_PARAMS, requestedParams, type ChatRequest, type RequestParam } from '@fugu/providers';
 import type { ProviderKind } from '@fugu/core';
-import { capableWorkers, type AnswerEvent, type ChatInput, type Completion, type ModelHandler, type StreamAnswer } from './models.ts';
+import type { Completion } from './chat-types.ts';
+import { capableWorkers, type AnswerEvent, type ChatInput, type ModelHandler, type StreamAnswer } from './models.ts';
 import { usdNumber } from './wire.ts';
 
 export const ULTRA_MODEL = 'fugu-ultra';

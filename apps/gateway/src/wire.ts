@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { formatUsd, type AssistantMessage, type ChatMessage, type FinishReason, type TextPart, type ToolCall, type ToolCallPart, type ToolChoice, type ToolDefinition, type Usage, type UserMessage } from '@fugu/core';
 import type { ChatRequest, ChatResult } from '@fugu/providers';
 import { badField } from './errors.ts';
-import type { Completion } from './models.ts';
+import type { Completion } from './chat-types.ts';
 
 const textPart = z.object({ type: z.literal('text'), text: z.string() }).loose();
 const imagePart = z.object({ type: z.literal('image_url'), image_url: z.object({ url: z.string().min(1), detail: z.string().optional() }).loose() }).loose();
@@ -129,12 +129,6 @@ export const chatRequestSchema = z
   .loose();
 
 export type WireChatRequest = z.infer<typeof chatRequestSchema>;
-
-/**
- * The fugu extension of a chat request: `{"fugu": {"lambda": 0.5, "workers": ["a", "b"]}}`;
- * fugu-ultra also reads `conversation`, `shared_memory` and `merge_tool_calls`.
- */
-export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean; merge_tool_calls?: boolean };
 
 // Chat Completions fields the gateway knows but cannot serve: a 400 naming them, not a silent drop.
 export const REFUSED: Record<string, string> = {
