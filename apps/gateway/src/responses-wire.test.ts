@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { GatewayError } from './errors.ts';
-import { ResponseEventWriter, conversationMessages, normaliseInput, parseResponsesRequest, responsesParam, toResponsesChatRequest, type ConversationItem, type MessageOrigin } from './responses-wire.ts';
+import { ResponseEventWriter, conversationMessages, normaliseInput, parseResponsesRequest, responsesParam, responsesUsage, toResponsesChatRequest, type ConversationItem, type MessageOrigin } from './responses-wire.ts';
 
 const paramOf = (f: () => unknown): string | null => {
   try {
@@ -158,5 +158,22 @@ describe('ResponseEventWriter', () => {
       { id: expect.stringMatching(/^msg_/), type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text: 'Hello', annotations: [] }] },
       { id: expect.stringMatching(/^fc_/), type: 'function_call', status: 'completed', arguments: '{"a":1}', call_id: 'c1', name: 'f' },
     ]);
+  });
+});
+
+describe('responsesUsage', () => {
+  it("names a model's nested token counts (fugu-ultra's conductor and workers) as the Responses API does, cost kept", () => {
+    const u = responsesUsage({ inputTokens: 90, outputTokens: 13 }, 1_500_000_000n, {
+      conductor: { prompt_tokens: 10, completion_tokens: 0, cost: 0.0001 },
+      workers: { prompt_tokens: 80, completion_tokens: 13, cost: 0.0014 },
+    });
+    expect(u).toMatchObject({ input_tokens: 90, output_tokens: 13, total_tokens: 103, cost: 0.0015 });
+    expect(u.conductor).toEqual({ input_tokens: 10, output_tokens: 0, total_tokens: 10, cost: 0.0001 });
+    expect(u.workers).toEqual({ input_tokens: 80, output_tokens: 13, total_tokens: 93, cost: 0.0014 });
+    expect(JSON.stringify(u)).not.toMatch(/prompt_tokens|completion_tokens/);
+  });
+
+  it("leaves a model's other extra fields as they are", () => {
+    expect(responsesUsage({ inputTokens: 7, outputTokens: 3 }, 0n, { conductor_tokens: 4, note: { a: 1 } })).toMatchObject({ conductor_tokens: 4, note: { a: 1 } });
   });
 });

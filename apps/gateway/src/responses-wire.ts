@@ -465,7 +465,13 @@ export function statusOf(r: FinishReason): { status: 'completed' | 'incomplete';
   return { status: 'completed', incomplete: null };
 }
 
-/** Responses usage, with `cost` (USD number, as chat's usage.cost) and a model's extra fields. */
+/**
+ * Responses usage, with `cost` (USD number, as chat's usage.cost) and a model's extra fields. A
+ * model gives its nested token counts as chat completions name them (fugu-ultra's
+ * `conductor` / `workers`: `prompt_tokens`, `completion_tokens`, `cost`); here they take the
+ * Responses API's names (`input_tokens`, `output_tokens`, `total_tokens`, the rest as it is), so one
+ * usage object never mixes the two.
+ */
 export function responsesUsage(u: Usage, cost: bigint, extra?: Record<string, unknown>): Record<string, unknown> {
   return {
     input_tokens: u.inputTokens,
@@ -474,8 +480,16 @@ export function responsesUsage(u: Usage, cost: bigint, extra?: Record<string, un
     output_tokens_details: { reasoning_tokens: u.reasoningTokens ?? 0 },
     total_tokens: u.inputTokens + u.outputTokens,
     cost: usdNumber(cost),
-    ...extra,
+    ...(extra && Object.fromEntries(Object.entries(extra).map(([k, v]) => [k, responsesTokens(v)]))),
   };
+}
+
+/** `{ prompt_tokens, completion_tokens, ...rest }` as `{ input_tokens, output_tokens, total_tokens, ...rest }`; anything else as it is. */
+function responsesTokens(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return v;
+  const { prompt_tokens: input, completion_tokens: output, ...rest } = v as Record<string, unknown>;
+  if (typeof input !== 'number' || typeof output !== 'number') return v;
+  return { input_tokens: input, output_tokens: output, total_tokens: input + output, ...rest };
 }
 
 const callIdOf = (c: ToolCall): string => c.id || `call_${hex(12)}`;
