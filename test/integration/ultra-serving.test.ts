@@ -123,6 +123,7 @@ describe('fugu-ultra: one model behind chat completions', () => {
     const { data, response } = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: QUESTION }] }).withResponse();
     const wf = Number(response.headers.get('x-fugu-workflow'));
     expect(wf).toBeGreaterThan(0);
+    expect(response.headers.get('x-fugu-worker')).toBe('alpha'); // the final step's
     expect(data.model).toBe('fugu-ultra');
     expect(data.choices[0]!.message.content).toBe('alpha aggregated the proposals');
     expect(data.choices[0]!.finish_reason).toBe('stop');
@@ -160,6 +161,8 @@ describe('fugu-ultra: one model behind chat completions', () => {
       .chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], stream: true, stream_options: { include_usage: true } })
       .withResponse();
     expect(Number(response.headers.get('x-fugu-workflow'))).toBeGreaterThan(0);
+    // the final step's worker, as on the JSON reply: known once the workflow is written, before the first byte
+    expect(response.headers.get('x-fugu-worker')).toBe('alpha');
     const chunks: Json[] = [];
     for await (const c of stream) chunks.push(c);
     const progress = chunks.filter((c) => c.fugu).map((c) => c.fugu);
@@ -185,6 +188,9 @@ describe('fugu-ultra: one model behind chat completions', () => {
     reset();
     const data = await client(narrowKey).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] });
     expect((data as Json).fugu.steps.map((s: Json) => s.worker)).toEqual(['beta', 'gamma', 'beta']);
+    const { data: streamed, response } = await client(narrowKey).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], stream: true }).withResponse();
+    expect(response.headers.get('x-fugu-worker')).toBe('beta');
+    for await (const _ of streamed);
     expect(requestsTo('alpha')).toHaveLength(0);
     const err = await refused(client(narrowKey).chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }], fugu: { workers: ['alpha'] } } as never));
     expect(err.status).toBe(400);
@@ -321,7 +327,10 @@ describe('fugu-ultra: the same tool round trip streamed, and through the Respons
     const calls = deltas.map((d: Json) => ({ id: d.id, type: 'function' as const, function: d.function }));
     h.push({ role: 'assistant', content: null, tool_calls: calls }, ...calls.map((c: Json) => ({ role: 'tool' as const, tool_call_id: c.id, content: resultOf(c.function.arguments) })));
     const rest: Json[] = [];
-    for await (const c of await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools, stream: true })) rest.push(c);
+    const resumed = await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools, stream: true }).withResponse();
+    // a resumed workflow's stream names its final step's worker too
+    expect(resumed.response.headers.get('x-fugu-worker')).toBe('alpha');
+    for await (const c of resumed.data) rest.push(c);
     expect(rest.map((c) => c.choices[0]?.delta?.content ?? '').join('')).toBe('alpha aggregated the proposals');
     expect(rest[1].fugu).toMatchObject({ event: 'workflow.resumed', results: 2 });
     ownResults();
@@ -353,6 +362,14 @@ describe('fugu-ultra: the same tool round trip streamed, and through the Respons
     expect(r2.output_text).toBe('alpha aggregated the proposals');
     expect((r2 as Json).fugu.workflow).toBe((r1 as Json).fugu.workflow);
     ownResults();
+    // usage in the Responses API's names, the nested conductor and workers objects too (never chat's prompt_tokens)
+    const responsesUsage = (u: Json) => {
+      expect(u.conductor).toEqual({ input_tokens: 0, output_tokens: 0, total_tokens: 0, cost: 0 });
+      expect(u.workers).toEqual({ input_tokens: u.input_tokens, output_tokens: u.output_tokens, total_tokens: u.total_tokens, cost: u.cost });
+      expect(u.workers.input_tokens).toBeGreaterThan(0);
+      expect(JSON.stringify(u)).not.toMatch(/prompt_tokens|completion_tokens/);
+    };
+    responsesUsage(r2.usage as Json);
 
     reset();
     const s1 = await client().responses.stream({ model: 'fugu-ultra', input: QUESTION, tools: rtools }).finalResponse();
@@ -368,6 +385,11 @@ describe('fugu-ultra: the same tool round trip streamed, and through the Respons
     expect(text).toBe('alpha aggregated the proposals');
     expect(s2.output_text).toBe(text);
     ownResults();
+    responsesUsage(s2.usage as Json);
+    // a streamed response names the final step's worker in its headers, as the JSON one does
+    const { data: events, response } = await client().responses.create({ model: 'fugu-ultra', input: QUESTION, stream: true }).withResponse();
+    expect(response.headers.get('x-fugu-worker')).toBe('alpha');
+    for await (const _ of events);
   });
 });
 

@@ -221,12 +221,18 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       const first = await ch.next();
       const p = !first.done && first.value.type === 'progress' ? first.value.progress : {};
       if (typeof p.workflow === 'number') input.record.workflowId = p.workflow;
+      // x-fugu-worker: the final step's worker (the one whose tokens stream), known before the first byte
+      // (the workflow written: its last step; resumed: final_worker); a stored answer
+      // sent again has its turn in hand already
+      const steps = Array.isArray(p.steps) ? (p.steps as Array<{ worker?: unknown }>) : [];
+      const finalWorker = typeof p.final_worker === 'string' ? p.final_worker : typeof steps.at(-1)?.worker === 'string' ? (steps.at(-1)!.worker as string) : done?.worker;
       return {
         worker: name,
         model: name,
         headers: {
           ...(typeof p.workflow === 'number' && { 'x-fugu-workflow': String(p.workflow) }),
           ...(typeof p.conversation === 'string' && { 'x-fugu-conversation': p.conversation }),
+          ...(finalWorker !== undefined && { 'x-fugu-worker': finalWorker }),
         },
         events: ch,
         first,

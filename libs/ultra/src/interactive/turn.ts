@@ -282,7 +282,11 @@ async function resumeTurn(
   // the state read at the version claimed: the turn goes on from it
   const memory = resuming ? [] : apply!(state);
   const results = trailingToolResults(input.messages).length;
-  emit({ type: 'progress', progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: state.conversationId, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) } });
+  // final_worker: the final step's (the last), whose tokens a streamed answer carries (the gateway's x-fugu-worker)
+  emit({
+    type: 'progress',
+    progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: state.conversationId, final_worker: state.specs.at(-1)!.name, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) },
+  });
   return advance(deps, input, { workflowId: s.workflowId, version: claimed, stored: true }, state, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
 }
 
