@@ -41,7 +41,7 @@ export const RESPONSES_FIELDS: Readonly<Record<string, string>> = {
   fugu: 'as on Chat Completions, but `fugu.conversation` is a 400 naming it for every model: a Responses conversation is its chain (previous_response_id)',
 };
 
-const PROVIDERS: ProviderKind[] = ['openai', 'openai-compatible', 'anthropic', 'google', 'replay'];
+const PROVIDERS: ProviderKind[] = ['openai', 'openai-compatible', 'anthropic', 'google', 'replay', 'scripted'];
 
 function cell(p: RequestParam, s: Support): string {
   const hint = REQUEST_PARAMS[p].kind === 'hint';

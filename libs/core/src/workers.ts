@@ -1,6 +1,6 @@
 // A worker is one configured LLM of the pool: provider, model id, sampling settings, prices.
 
-export const PROVIDERS = ['openai', 'anthropic', 'google', 'openai-compatible', 'replay'] as const;
+export const PROVIDERS = ['openai', 'anthropic', 'google', 'openai-compatible', 'replay', 'scripted'] as const;
 export type ProviderKind = (typeof PROVIDERS)[number];
 
 export type SamplingSettings = {
@@ -9,6 +9,24 @@ export type SamplingSettings = {
   maxTokens?: number;
   /** providers that have it: OpenAI reasoning models, Anthropic extended thinking budget, Gemini thinking */
   reasoningEffort?: 'minimal' | 'low' | 'medium' | 'high';
+};
+
+/**
+ * A scripted worker's behaviour (provider `scripted`, the pool file's `script`): a simulation that
+ * answers any prompt, deterministically per seed, for trying fugu without keys, load tests and CI.
+ */
+export type ScriptSpec = {
+  seed: number;
+  /** mean latency of a call (each call draws 0.75x to 1.25x) */
+  latencyMs: number;
+  /** mean output tokens of an answer (each draws 0.7x to 1.3x; `detailed`: three times) */
+  outputTokens: number;
+  /** concise or detailed text on the prompt's words; echo: the user's message back */
+  style: 'concise' | 'detailed' | 'echo';
+  /** the share of calls that fail: a 429, a 500, a timeout */
+  failures: { rateLimit: number; serverError: number; timeout: number };
+  /** when tools are offered: `auto` (the best-matching tool), `none`, or a tool's name */
+  tools: string;
 };
 
 export type WorkerSpec = {
@@ -28,6 +46,8 @@ export type WorkerSpec = {
   description?: string;
   /** the model's parameter count as its card writes it ("7B", "8x7B"; the pool file's `size`): the replay model's size class */
   size?: string;
+  /** provider `scripted`: its behaviour (the defaults where a field is left out) */
+  script?: Partial<ScriptSpec>;
 };
 
 export type WorkerPool = { name: string; workers: WorkerSpec[] };

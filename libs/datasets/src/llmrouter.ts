@@ -24,7 +24,8 @@ export const LLMROUTER_FILES = [
 ] as const;
 
 // libs/datasets/src -> the repository root
-const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** The repository root (where data/ is). */
+export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** Where the LLMRouter data lives by default: $FUGU_LLMROUTER_DIR, else `data/llmrouter` in the repository (shipped with it, MIT). */
 export function defaultLlmRouterDir(env: NodeJS.ProcessEnv = process.env): string {

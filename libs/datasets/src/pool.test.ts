@@ -169,4 +169,18 @@ describe('pool files on disk', () => {
     await expect(resolvePool(`llmrouter:${join(dir, 'nowhere')}`)).rejects.toThrow(/nowhere: no such directory/);
     await expect(resolvePool('llmrouter:')).rejects.toThrow(InputError);
   });
+
+  it('a scripted worker\'s script: read, written and loaded back; the shipped pool resolves by name; mistakes name the field', async () => {
+    const shipped = await resolvePool('scripted');
+    expect(shipped.workers.map((w) => w.provider)).toEqual(['scripted', 'scripted', 'scripted', 'scripted']);
+    expect(shipped.workers.find((w) => w.name === 'sim-flaky')?.script).toEqual({ seed: 4, latencyMs: 150, outputTokens: 40, style: 'concise', tools: 'auto', failures: { rateLimit: 0.05, serverError: 0.03, timeout: 0 } });
+    const p = join(dir, 'scripted.yaml');
+    await writeWorkerPool(p, shipped);
+    expect(await loadWorkerPool(p)).toEqual(shipped);
+    const one = (script: string, provider = 'scripted') => `name: s\nworkers:\n  - name: w\n    provider: ${provider}\n    model: m\n    price: { input: "0", output: "0" }\n    script: ${script}\n`;
+    expect(() => parseWorkerPool(one('{ seed: 1 }', 'openai'), 'p.yaml')).toThrow(/p\.yaml:7, field workers\[0\]\.script: script is for provider scripted \(this worker's provider is openai\)/);
+    expect(() => parseWorkerPool(one('{ failures: { rate_limit: 0.7, server_error: 0.5 } }'), 'p.yaml')).toThrow(/workers\[0\]\.script\.failures: .*add up to more than 1/);
+    expect(() => parseWorkerPool(one('{ style: poetic }'), 'p.yaml')).toThrow(/workers\[0\]\.script\.style: script\.style must be one of concise, detailed, echo/);
+    expect(() => parseWorkerPool(one('{ latency: 5 }'), 'p.yaml')).toThrow(/unknown field "latency"/);
+  });
 });

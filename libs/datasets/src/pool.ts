@@ -3,12 +3,18 @@
 //   name: my-pool
 //   workers:
 //     - name: gpt-4o-mini
-//       provider: openai            # openai | anthropic | google | openai-compatible | replay
+//       provider: openai            # openai | anthropic | google | openai-compatible | replay | scripted
 //       model: gpt-4o-mini
 //       api_key_env: OPENAI_API_KEY  # the NAME of an environment variable, never a key
 //       price: { input: "0.15", output: "0.60" }   # USD per 1M tokens
 //       description: a small fast model     # optional: what a Conductor reads about the worker
 //       size: 8B                            # optional: parameter count (the replay model's size class)
+//     - name: sim-fast                      # provider scripted: a simulation that answers any prompt (no key)
+//       provider: scripted
+//       model: sim-fast
+//       price: { input: "0.10", output: "0.40" }
+//       script: { seed: 1, latency_ms: 300, output_tokens: 60, style: concise, tools: auto,
+//                 failures: { rate_limit: 0.02, server_error: 0.01, timeout: 0 } }
 //
 // Errors name the file, the line where YAML knows it, and the field path (`workers[2].price.input`).
 // Secret values are never echoed in an error.
@@ -18,10 +24,12 @@ import { dirname, extname, resolve } from 'node:path';
 import { LineCounter, isNode, parseDocument, stringify } from 'yaml';
 import { z } from 'zod';
 import { InputError, PROVIDERS, parseUsd, type WorkerPool, type WorkerSpec } from '@fugu/core';
-import { defaultLlmRouterDir, loadLlmRouterPool } from './llmrouter.ts';
+import { defaultLlmRouterDir, loadLlmRouterPool, REPO_ROOT } from './llmrouter.ts';
 import { formatPath } from './normalize.ts';
 
 const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
+const SCRIPT_STYLES = ['concise', 'detailed', 'echo'] as const;
+const share = (what: string) => z.number({ error: `${what} must be a number in [0, 1]` }).min(0, `${what} must be in [0, 1]`).max(1, `${what} must be in [0, 1]`).optional();
 
 // Keys that would hold a literal credential. `api_key_env` (a variable NAME) is the allowed way.
 const SECRET_KEY = /^(api[_-]?key|apikey|key|secret|secret[_-]?key|token|access[_-]?token|auth[_-]?token|password|authorization|bearer)$/i;
@@ -68,6 +76,16 @@ const workerSchema = z.strictObject({
   description: nonEmpty('description').optional(),
   size: nonEmpty('size').optional(),
   price: z.strictObject({ input: price, output: price }, { error: (iss) => (iss.input === undefined ? 'missing price: { input, output } in USD per 1M tokens' : 'price must be { input, output }') }),
+  script: z.strictObject({
+    seed: z.number({ error: 'script.seed must be an integer' }).int('script.seed must be an integer').optional(),
+    latency_ms: z.number({ error: 'script.latency_ms must be a number' }).min(0, 'script.latency_ms must be >= 0').max(600_000, 'script.latency_ms must be at most 600000').optional(),
+    output_tokens: z.number({ error: 'script.output_tokens must be a number' }).int('script.output_tokens must be an integer').positive('script.output_tokens must be > 0').max(32_768, 'script.output_tokens must be at most 32768').optional(),
+    style: z.enum(SCRIPT_STYLES, { error: `script.style must be one of ${SCRIPT_STYLES.join(', ')}` }).optional(),
+    tools: nonEmpty('script.tools').optional(),
+    failures: z.strictObject({ rate_limit: share('script.failures.rate_limit'), server_error: share('script.failures.server_error'), timeout: share('script.failures.timeout') }, { error: 'script.failures must be { rate_limit, server_error, timeout }' })
+      .refine((f) => (f.rate_limit ?? 0) + (f.server_error ?? 0) + (f.timeout ?? 0) <= 1, 'script.failures: the shares add up to more than 1')
+      .optional(),
+  }, { error: 'script must be a mapping (seed, latency_ms, output_tokens, style, tools, failures)' }).optional(),
 });
 
 const poolSchema = z
@@ -81,6 +99,9 @@ const poolSchema = z
       const j = first.get(w.name);
       if (j !== undefined) ctx.addIssue({ code: 'custom', path: ['workers', i, 'name'], message: `duplicate worker name "${w.name}" (also workers[${j}])` });
       else first.set(w.name, i);
+      if (w.script !== undefined && w.provider !== 'scripted') {
+        ctx.addIssue({ code: 'custom', path: ['workers', i, 'script'], message: `script is for provider scripted (this worker's provider is ${w.provider})` });
+      }
       if (w.provider === 'openai-compatible' && w.base_url === undefined) {
         ctx.addIssue({ code: 'custom', path: ['workers', i, 'base_url'], message: 'an openai-compatible worker needs base_url' });
       }
@@ -121,6 +142,14 @@ function toSpec(w: PoolOut['workers'][number]): WorkerSpec {
   if (w.reasoning_effort !== undefined) spec.settings.reasoningEffort = w.reasoning_effort;
   if (w.description !== undefined) spec.description = w.description;
   if (w.size !== undefined) spec.size = w.size;
+  if (w.script !== undefined) {
+    const x = w.script;
+    const failures = x.failures && { rateLimit: x.failures.rate_limit ?? 0, serverError: x.failures.server_error ?? 0, timeout: x.failures.timeout ?? 0 };
+    spec.script = {
+      ...(x.seed !== undefined && { seed: x.seed }), ...(x.latency_ms !== undefined && { latencyMs: x.latency_ms }), ...(x.output_tokens !== undefined && { outputTokens: x.output_tokens }),
+      ...(x.style !== undefined && { style: x.style }), ...(x.tools !== undefined && { tools: x.tools }), ...(failures && { failures }),
+    };
+  }
   return spec;
 }
 
@@ -164,6 +193,14 @@ export function parseWorkerPool(text: string, file = '<pool>'): WorkerPool {
   return { name: r.data.name, workers: r.data.workers.map(toSpec) };
 }
 
+/** The name of the shipped pool of scripted workers (data/pools/scripted.yaml): simulations that answer any prompt, no keys. */
+export const SCRIPTED_POOL = 'scripted';
+
+/** The shipped scripted pool's file. */
+export function scriptedPoolFile(): string {
+  return resolve(REPO_ROOT, 'data', 'pools', 'scripted.yaml');
+}
+
 /** Load a pool file (.yaml, .yml or .json). */
 export async function loadWorkerPool(path: string): Promise<WorkerPool> {
   let text: string;
@@ -190,6 +227,14 @@ export function poolToFile(pool: WorkerPool): WorkerPoolFile {
       if (w.settings.reasoningEffort !== undefined) opt.reasoning_effort = w.settings.reasoningEffort;
       if (w.description !== undefined) opt.description = w.description;
       if (w.size !== undefined) opt.size = w.size;
+      if (w.script !== undefined) {
+        const x = w.script;
+        opt.script = {
+          ...(x.seed !== undefined && { seed: x.seed }), ...(x.latencyMs !== undefined && { latency_ms: x.latencyMs }), ...(x.outputTokens !== undefined && { output_tokens: x.outputTokens }),
+          ...(x.style !== undefined && { style: x.style }), ...(x.tools !== undefined && { tools: x.tools }),
+          ...(x.failures && { failures: { rate_limit: x.failures.rateLimit, server_error: x.failures.serverError, timeout: x.failures.timeout } }),
+        };
+      }
       const out: WorkerPoolFile['workers'][number] = {
         name: w.name,
         provider: w.provider,
@@ -221,11 +266,13 @@ export async function writeWorkerPool(path: string, pool: WorkerPool): Promise<v
 
 /**
  * A pool from a spec: "llmrouter" (the replay pool of the default LLMRouter directory),
- * "llmrouter:<dir>" (of that directory), or else the path of a pool file.
+ * "llmrouter:<dir>" (of that directory), "scripted" (the shipped pool of scripted workers), or
+ * else the path of a pool file.
  */
 export async function resolvePool(spec: string): Promise<WorkerPool> {
   const s = spec.trim();
   if (s === 'llmrouter') return loadLlmRouterPool(defaultLlmRouterDir());
+  if (s === SCRIPTED_POOL) return loadWorkerPool(scriptedPoolFile());
   if (s.startsWith('llmrouter:')) {
     const dir = s.slice('llmrouter:'.length).trim();
     if (dir === '') throw new InputError('"llmrouter:" needs a directory after the colon', { field: 'pool' });

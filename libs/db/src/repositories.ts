@@ -124,6 +124,7 @@ export async function savePool(db: Db, pool: WorkerPool, contentHash: string): P
           output_price: w.prices.outputPerMTok,
           description: w.description ?? null,
           size: w.size ?? null,
+          ...(w.script !== undefined && { script: JSON.stringify(w.script) }),
         })),
       )
       .execute();
@@ -145,7 +146,7 @@ export async function getWorkersByIds(db: Db, ids: readonly number[]): Promise<S
 
 function toWorker(r: {
   id: number; pool_id: number; name: string; provider: string; model: string; base_url: string | null; api_key_env: string | null;
-  settings: Record<string, unknown>; input_price: string; output_price: string; description: string | null; size: string | null;
+  settings: Record<string, unknown>; input_price: string; output_price: string; description: string | null; size: string | null; script: Record<string, unknown> | null;
 }): StoredWorker {
   return {
     id: r.id,
@@ -159,6 +160,7 @@ function toWorker(r: {
     prices: { inputPerMTok: trimZeros(r.input_price), outputPerMTok: trimZeros(r.output_price) },
     ...(r.description !== null && { description: r.description }),
     ...(r.size !== null && { size: r.size }),
+    ...(r.script !== null && { script: r.script as WorkerSpec['script'] }),
   };
 }
 

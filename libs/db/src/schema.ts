@@ -54,6 +54,8 @@ export interface WorkersTable {
   /** migration 0009: the worker's description and size (pool file / LLMRouter card) */
   description: ColumnType<string | null, string | null | undefined, string | null>;
   size: ColumnType<string | null, string | null | undefined, string | null>;
+  /** migration 0017: a scripted worker's script (WorkerSpec.script) */
+  script: ColumnType<Record<string, unknown> | null, string | null | undefined, string | null>;
 }
 
 export interface EvalRunsTable {

@@ -26,8 +26,8 @@ afterAll(async () => {
 describe('conversations per API key', () => {
   it('rows from before the migration keep their key, turns, session and memory; the same id under another key is a new conversation', async () => {
     // the schema before 0016: a conversation per id
-    const down = await migrator.migrateDown();
-    expect(down.results?.map((r) => [r.migrationName, r.status])).toEqual([['0016_ultra_conversation_keys', 'Success']]);
+    const down = await migrator.migrateTo('0015_ultra_durable');
+    expect(down.results?.map((r) => [r.migrationName, r.status])).toContainEqual(['0016_ultra_conversation_keys', 'Success']);
     const { poolId } = await savePool(t.db, { name: 'p', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-keys');
     const [w1, w2] = await insertWorkflows(t.db, ['ultra.shared.1', 'ultra.anon.1'].map((key) => ({ key, poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} })));
     await sql`insert into ultra_conversations (id, api_key_id, turns) values ('shared', 'key_a', 3), ('anon', null, 1)`.execute(t.db);
@@ -35,7 +35,7 @@ describe('conversations per API key', () => {
     await sql`insert into ultra_tool_log (conversation_id, seq, workflow_id, step, name, arguments, result) values ('shared', 1, ${w1}, 0, 'get_weather', '{}', 'A-ONLY'), ('anon', 1, ${w2}, 0, 'get_weather', '{}', 'ANON')`.execute(t.db);
 
     const up = await migrator.migrateToLatest();
-    expect(up.results?.map((r) => [r.migrationName, r.status])).toEqual([['0016_ultra_conversation_keys', 'Success']]);
+    expect(up.results?.map((r) => [r.migrationName, r.status])).toContainEqual(['0016_ultra_conversation_keys', 'Success']);
     // key_a's conversation goes on where it was; its memory and session are still its own
     expect(await nextConversationTurn(t.db, 'shared', 'key_a')).toBe(4);
     expect((await readToolMemory(t.db, 'shared', 'key_a', 10)).entries.map((e) => e.result)).toEqual(['A-ONLY']);

@@ -6,6 +6,7 @@ import { AnthropicChatModel } from './anthropic.ts';
 import { GoogleChatModel } from './google.ts';
 import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
 import { ReplayChatModel, type ReplayStore } from './replay.ts';
+import { ScriptedChatModel } from './scripted.ts';
 import type { ChatModel } from '@fugu/core';
 
 /** The variables read for a hosted provider's key when a worker names none (first set wins). */
@@ -57,6 +58,8 @@ export function createChatModel(spec: WorkerSpec, env: Env, opts: CreateChatMode
       }
       return new ReplayChatModel(spec.name, store, { model: spec.model });
     }
+    case 'scripted':
+      return new ScriptedChatModel(spec.name, spec.script, { model: spec.model });
     default: {
       const p: never = spec.provider;
       throw new ConfigError(`worker "${(spec as WorkerSpec).name}": unknown provider ${JSON.stringify(p)}`);

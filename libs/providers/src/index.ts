@@ -1,5 +1,5 @@
 // @fugu/providers: the ChatModel interface and its adapters (openai, openai-compatible,
-// anthropic, google, replay), typed provider errors, the factory and the response-cache key.
+// anthropic, google, replay, scripted), typed provider errors, the factory and the response-cache key.
 // Stub servers for tests live in '@fugu/providers/testing', not here.
 
 // the spec itself lives in @fugu/core (the Conductor lib depends on core only); re-exported here
@@ -33,6 +33,7 @@ export {
 export { ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicChatModel, THINKING_BUDGET, type AnthropicChatModelOptions } from './anthropic.ts';
 export { GEMINI2_THINKING_BUDGET, GoogleChatModel, THOUGHT_SIGNATURE_SEPARATOR, type GoogleChatModelOptions } from './google.ts';
 export { REPLAY_DEFAULT_OUTPUT_TOKENS, ReplayChatModel, type ReplayHit, type ReplayStore } from './replay.ts';
+export { SCRIPT_DEFAULTS, ScriptedChatModel, argumentsFor } from './scripted.ts';
 export {
   DEFAULT_API_KEY_ENV,
   apiKeyVariables,

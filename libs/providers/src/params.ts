@@ -18,6 +18,7 @@ import { AnthropicChatModel } from './anthropic.ts';
 import { GoogleChatModel } from './google.ts';
 import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
 import { ReplayChatModel } from './replay.ts';
+import { ScriptedChatModel } from './scripted.ts';
 import { REQUEST_PARAMS, unhonoured, type ParamSupport } from './param-support.ts';
 
 export * from './param-support.ts';
@@ -29,6 +30,7 @@ export const PARAM_SUPPORT: Readonly<Record<ProviderKind, ParamSupport>> = {
   anthropic: AnthropicChatModel.params,
   google: GoogleChatModel.params,
   replay: ReplayChatModel.params,
+  scripted: ScriptedChatModel.params,
 };
 
 /** The requested parameters a provider cannot honour, as Chat Completions names (e.g. `seed`). */

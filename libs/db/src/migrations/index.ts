@@ -17,6 +17,7 @@ import * as m0013 from './0013_batches.ts';
 import * as m0014 from './0014_batch_local_lines.ts';
 import * as m0015u from './0015_ultra_durable.ts';
 import * as m0016 from './0016_ultra_conversation_keys.ts';
+import * as m0017 from './0017_scripted_workers.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -35,4 +36,5 @@ export const migrations: Record<string, Migration> = {
   '0014_batch_local_lines': m0014,
   '0015_ultra_durable': m0015u,
   '0016_ultra_conversation_keys': m0016,
+  '0017_scripted_workers': m0017,
 };
