@@ -121,7 +121,10 @@ export function formatSummary(s: RunSummary): string {
   out.push(['ALL'.padEnd(22), String(summary.n).padStart(5), ...summary.perWorker.map((p) => p.mean.toFixed(3).padStart(col))].join(''));
   out.push(['cost USD'.padEnd(27), ...report.workers.map((w) => Number(w.costUsd).toFixed(4).padStart(col))].join(''));
   out.push('');
-  out.push('reference figures (mean reward of the chosen worker):');
+  // the dataset's own split (LLMRouter's published train/test, duplicates across them included), not
+  // the router's split by unique prompt that `fugu router train` and the Conductor's runs use
+  const splits = Object.keys(summary.bySplit);
+  out.push(`reference figures (mean reward of the chosen worker)${splits.length > 0 ? `, per split as the dataset gives it (${splits.sort().join(' / ')}; the router's own split, by unique prompt, is another):` : ':'}`);
   out.push(`${'split'.padEnd(8)}${'n'.padStart(6)}  ${'best single worker'.padEnd(42)}${'best per task'.padStart(14)}${'oracle'.padStart(9)}`);
   const line = (name: string, f: { n: number; bestSingle: { worker: string; mean: number }; bestPerTask: { mean: number }; oracle: number }) =>
     `${name.padEnd(8)}${String(f.n).padStart(6)}  ${`${f.bestSingle.mean.toFixed(3)} (${f.bestSingle.worker})`.padEnd(42)}${f.bestPerTask.mean.toFixed(3).padStart(14)}${f.oracle.toFixed(3).padStart(9)}`;

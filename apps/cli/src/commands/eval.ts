@@ -17,6 +17,7 @@ import { publishCheckpoint } from './router.ts';
 import { startGateway } from './serving.ts';
 import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
 import { cmdUltraPublish, ULTRA_PUBLISH_DEFAULTS } from './ultra-publish.ts';
+import { pickUltraConductor, type UltraPick } from './demo-ultra.ts';
 import { grpoReportData, summarizeUltraRuns } from '@fugu/ultra-training';
 
 type EvalFlags = {
@@ -78,7 +79,8 @@ export const evalCommands: CommandGroup = (program, cli) => {
     .addOption(intOption('--seed <n>', 'seed of the sample', 0))
     .addOption(countOption('--local-workers <n|auto>', 'provider-worker processes to start here'))
     .option('--no-serve', 'stop after the report')
-    .action(action(async (f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean }) =>
+    .option('--gateway-log <file>', "where the gateway's JSON log goes (a line per request), '-' for this terminal (default: FUGU_HOME/logs/gateway.log)")
+    .action(action(async (f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean; gatewayLog?: string }) =>
       cmdDemo(cli.config(), f, interruptSignal())));
 };
 
@@ -310,7 +312,7 @@ const DEMO_CONDUCTOR_SAMPLE = 100;
 
 async function cmdDemo(
   config: FuguConfig,
-  f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean },
+  f: { repetitions: number; sample?: number; seed: number; localWorkers: number | 'auto'; serve: boolean; gatewayLog?: string },
   signal: AbortSignal,
 ): Promise<number> {
   process.stderr.write(`demo: the LLMRouter data (${config.llmrouterDir}) through replay workers\n`);
@@ -344,23 +346,34 @@ async function cmdDemo(
   } finally {
     await routerCtx.close();
   }
-  // the Conductor (fugu-ultra): workflows over the same replay workers, against the router
+  // the Conductor (fugu-ultra): workflows over the same replay workers, against the router; first
+  // on validation questions, to choose what fugu-ultra serves, then on test questions, reported
   const conductors = `fixed:router:${checkpointId},fixed:moa:3,fixed:chain`;
-  process.stderr.write(`\ndemo: the Conductor on ${DEMO_CONDUCTOR_SAMPLE} test questions (${conductors}; replay: a simulation from the recorded outcomes)\n`);
-  const ultra = await cmdUltraEval(config, {
-    dataset: 'llmrouter', pool: 'llmrouter', conductor: conductors, split: 'test', splitSeed: 0, sample: DEMO_CONDUCTOR_SAMPLE, seed: f.seed, repeats: 1, maxSteps: 5,
-    localConductors: 'auto', localWorkers: f.localWorkers, keyCheck: true, wait: true, stallSeconds: 15,
-  }, signal);
+  const ultraFlags = (split: 'val' | 'test') => ({
+    dataset: 'llmrouter', pool: 'llmrouter', conductor: conductors, split, splitSeed: 0, sample: DEMO_CONDUCTOR_SAMPLE, seed: f.seed, repeats: 1, maxSteps: 5,
+    localConductors: 'auto' as const, localWorkers: f.localWorkers, keyCheck: true, wait: true, stallSeconds: 15,
+  });
+  process.stderr.write(
+    `\ndemo: choosing fugu-ultra on (up to) ${DEMO_CONDUCTOR_SAMPLE} validation questions of the router's split (by unique prompt): ${conductors}, and the best single worker by train mean\n`,
+  );
+  let pick: UltraPick | undefined;
+  const chosen = await cmdUltraEval(config, ultraFlags('val'), signal, { quiet: true, onSummary: (d) => (pick = pickUltraConductor(d.results, d.results.find((r) => r.kind === 'conductor')?.workflows ?? DEMO_CONDUCTOR_SAMPLE)) });
+  if (chosen !== EXIT.ok || !pick) return chosen === EXIT.ok ? EXIT.failure : chosen;
+  process.stderr.write(`\ndemo: the Conductor on ${DEMO_CONDUCTOR_SAMPLE} test questions of the router's split (${conductors}; replay: a simulation from the recorded outcomes)\n`);
+  const ultra = await cmdUltraEval(config, ultraFlags('test'), signal);
   if (ultra !== EXIT.ok) return ultra;
-  // fugu-ultra beside fugu: the demo's multi-agent Conductor (three proposers, the best aggregates), served by the gateway
-  process.stderr.write(`demo: ${await cmdUltraPublish(config, { ...ULTRA_PUBLISH_DEFAULTS, conductor: 'fixed:moa:3', pool: 'llmrouter' })}\n`);
+  // fugu-ultra beside fugu: what won on the validation questions, served by the gateway
+  process.stderr.write(`demo: fugu-ultra: ${pick.spec}, ${pick.why}\n`);
+  process.stderr.write(`demo: ${await cmdUltraPublish(config, { ...ULTRA_PUBLISH_DEFAULTS, conductor: pick.spec, pool: 'llmrouter' })}\n`);
   // the gateway on this machine only, without keys; the replay workers answer the dataset's questions,
   // and a provider worker beside it answers the lines of batches (`fugu batch submit FILE --wait`)
   process.stderr.write('demo: starting the gateway and a provider worker for batches (Ctrl-C stops them; `fugu gateway` starts the gateway again)\n');
   process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run
   const batchWorker = await startLocalWorkers(config, { count: 1, providers: ['replay'] });
   try {
-    return await startGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'llmrouter', mode: 'in-process' });
+    // its JSON log to a file, so this terminal keeps the demo's own lines (--gateway-log - : here)
+    const logFile = f.gatewayLog === '-' ? undefined : (f.gatewayLog ?? defaultOut(config, 'logs', 'gateway.log'));
+    return await startGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'llmrouter', mode: 'in-process', ...(logFile !== undefined && { logFile }) });
   } finally {
     await batchWorker.stop();
   }

@@ -4,6 +4,8 @@
 // `fugu keys create|list|revoke`: the gateway's API keys. A key is printed once, at creation
 // (on stdout alone, so `KEY=$(fugu keys create --name ci)` works); only its hash is stored.
 import { fork } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { formatUsd, InputError, parseUsd } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { createApiKey, listApiKeys, revokeApiKey, type ApiKeyRecord } from '@fugu/db';
@@ -12,7 +14,11 @@ import { openContext } from '@fugu/evaluation';
 import { gatewayMain } from '@fugu/local-services';
 import { action, choiceOption, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
-export type GatewayFlags = { port?: number; host?: string; mode?: 'in-process' | 'pool'; pool?: string; auth?: 'keys' | 'none' };
+export type GatewayFlags = {
+  port?: number; host?: string; mode?: 'in-process' | 'pool'; pool?: string; auth?: 'keys' | 'none';
+  /** the gateway's own output (its JSON log, one access-log line per request) to this file instead of this terminal (the demo's) */
+  logFile?: string;
+};
 
 export const servingCommands: CommandGroup = (program, cli) => {
   program
@@ -110,7 +116,13 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   const auth = env.FUGU_GATEWAY_AUTH ?? config.gateway.auth;
   // its own process group: a signal reaches it once, from here (Ctrl-C in a terminal, or a kill
   // of this process alike), never twice (a second signal makes it exit without draining)
-  const child = fork(gatewayMain, [], { env, stdio: ['inherit', 'inherit', 'inherit', 'ipc'], detached: true });
+  let out: number | 'inherit' = 'inherit';
+  if (f.logFile !== undefined) {
+    mkdirSync(path.dirname(path.resolve(f.logFile)), { recursive: true });
+    out = openSync(f.logFile, 'a');
+  }
+  const child = fork(gatewayMain, [], { env, stdio: ['inherit', out, out, 'ipc'], detached: true });
+  if (typeof out === 'number') closeSync(out);
   child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string }) => {
     if (m?.type !== 'ready') return;
     const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
@@ -124,7 +136,9 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
       const ultraBody = JSON.stringify({ model: m.ultra, messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
       process.stderr.write(`  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${ultraBody}'\n`);
     }
-    process.stderr.write('a batch of such requests (OpenAI Batch API JSONL): npx fugu batch submit FILE --wait\n\n');
+    process.stderr.write('a batch of such requests (OpenAI Batch API JSONL): npx fugu batch submit FILE --wait\n');
+    if (f.logFile !== undefined) process.stderr.write(`the gateway's JSON log (a line per request): ${f.logFile} (npm run demo -- --gateway-log - shows it here)\n`);
+    process.stderr.write('\n');
   });
   // pass each signal on: the gateway drains and exits (a second one: at once); wait for it
   const onSignal = (signal: NodeJS.Signals) => {
@@ -133,7 +147,14 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   return new Promise((resolve) => {
-    child.on('exit', (code, signal) => resolve(code ?? (signal === 'SIGINT' ? 130 : 1)));
+    child.on('exit', (code, signal) => {
+      // a gateway that failed said why in its log: its last lines here
+      if (f.logFile !== undefined && code !== 0 && code !== null) {
+        const tail = readFileSync(f.logFile, 'utf8').trimEnd().split('\n').slice(-5).join('\n');
+        process.stderr.write(`${tail}\n(the gateway exited ${code}; its log: ${f.logFile})\n`);
+      }
+      resolve(code ?? (signal === 'SIGINT' ? 130 : 1));
+    });
   });
 }
 

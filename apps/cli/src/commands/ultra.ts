@@ -153,7 +153,8 @@ function evalOptions(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal,
   };
 }
 
-export async function cmdUltraEval(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal): Promise<number> {
+/** `fugu ultra eval`; `o.onSummary` gets the run's figures, `o.quiet` prints no table (the demo's validation run). */
+export async function cmdUltraEval(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal, o: { onSummary?: (d: ConductorReportData) => void; quiet?: boolean } = {}): Promise<number> {
   const ctx = await openContext({ redis: true, config });
   try {
     const replay = f.replay !== undefined ? await readReplayFile(f.replay) : undefined;
@@ -166,8 +167,9 @@ export async function cmdUltraEval(config: FuguConfig, f: UltraEvalFlags, signal
     }
     const data = await summarizeUltraRuns(ctx.db, [outcome.run.id]);
     const out = await writeUltraReport(data, f.out ?? defaultOut(config, 'reports', `${outcome.run.id}.html`));
+    o.onSummary?.(data);
     if (f.json) printJson({ run: outcome.run, summary: data, report: out });
-    else process.stdout.write(`\n${formatUltraSummary(data)}report: ${out}\n`);
+    else if (!o.quiet) process.stdout.write(`\n${formatUltraSummary(data)}report: ${out}\n`);
     return outcome.run.status === 'completed' ? EXIT.ok : EXIT.incomplete;
   } finally {
     await ctx.close();

@@ -51,7 +51,7 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
     log(`features: ${stats.cached} cached, ${stats.computed} computed`);
     const labels = data.rewards.map((r) => Float32Array.from(softLabels([...r], opts.tau)));
     const split = splitIndices(data, opts.splitSeed);
-    log(`split by prompt (seed ${opts.splitSeed}): ${split.train.length} train, ${split.val.length} val, ${split.test.length} test`);
+    log(`the router's split, by unique prompt (seed ${opts.splitSeed}; not the dataset's own split): ${split.train.length} train, ${split.val.length} val, ${split.test.length} test`);
     const started = Date.now();
     const result = await trainSft({
       head: model.head,
@@ -86,7 +86,7 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
       metrics: { history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss },
       parentId: null,
     });
-    log(`best epoch ${result.bestEpoch} (val KL ${result.bestValLoss.toFixed(5)}); saved checkpoint ${checkpointId}`);
+    log(`${sftOutcomeText(result, opts)}; saved checkpoint ${checkpointId}`);
     return {
       checkpointId, history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss, items: data.items.length,
       split: { train: split.train.length, val: split.val.length, test: split.test.length },
@@ -94,4 +94,26 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
   } finally {
     await model.release();
   }
+}
+
+/**
+ * What SFT kept and why it stopped, as one line: the epoch early stopping kept and the quantity it
+ * was kept by (the validation mean reward by default, else the validation KL), that epoch's other
+ * figure and, where the lowest validation KL came at another epoch, that one too; then where
+ * training stopped: every epoch, or early (no better figure for `patience` epochs).
+ */
+export function sftOutcomeText(r: { history: readonly SftEpoch[]; bestEpoch: number; bestValLoss: number }, o: { epochs: number; patience: number; selectBy: 'reward' | 'loss' }): string {
+  const last = r.history.at(-1)?.epoch ?? 0;
+  const best = r.history.find((e) => e.epoch === r.bestEpoch);
+  const byReward = o.selectBy === 'reward';
+  const lowest = r.history.reduce<SftEpoch | undefined>((a, e) => (a === undefined || e.valLoss < a.valLoss ? e : a), undefined);
+  const kept = r.bestEpoch === 0
+    ? `kept the starting theta (no epoch improved its val ${byReward ? 'reward' : 'KL'})`
+    : byReward
+      ? `best epoch ${r.bestEpoch} by val reward ${best?.valReward?.toFixed(4) ?? '-'} (its val KL ${r.bestValLoss.toFixed(5)}${lowest && lowest.epoch !== r.bestEpoch ? `; the lowest val KL, ${lowest.valLoss.toFixed(5)}, at epoch ${lowest.epoch}` : ''})`
+      : `best epoch ${r.bestEpoch} by val KL ${r.bestValLoss.toFixed(5)}${best?.valReward !== undefined ? ` (its val reward ${best.valReward.toFixed(4)})` : ''}`;
+  const stopped = last < o.epochs
+    ? `stopped at epoch ${last} of ${o.epochs}: early stopping, no better val ${byReward ? 'reward' : 'KL'} in the ${o.patience} epochs after epoch ${r.bestEpoch} (patience ${o.patience})`
+    : `ran all ${o.epochs} epochs`;
+  return `${kept}; ${stopped}`;
 }
