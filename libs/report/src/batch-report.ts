@@ -42,7 +42,7 @@ export function renderBatchReport(d: BatchReportData, opts: { generatedAt?: stri
     pageHeader('fugu · batch', esc(d.id), facts) +
     `<section id="workers"><h2>Lines per worker</h2>` +
     (d.replay ? '<p>The workers are replay workers: answers and costs are recorded outcomes of the LLMRouter data, a simulation, not live calls.</p>' : '') +
-    table('batch', '<tr><th>worker</th><th>lines</th><th>answered</th><th>failed</th><th>cost</th></tr>', rows, foot) +
+    table('batch', '<tr><th scope="col">worker</th><th scope="col" class="num">lines</th><th scope="col" class="num">answered</th><th scope="col" class="num">failed</th><th scope="col" class="num">cost</th></tr>', rows, foot) +
     `</section>` +
     pageFooter(`batch ${d.id}`, opts.generatedAt);
   return htmlDocument(`batch ${d.id}`, body);

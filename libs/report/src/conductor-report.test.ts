@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ConductorReportData } from './conductor-report-data.ts';
 import { exampleConductorReportData } from './conductor-report-example.ts';
 import { REPLAY_NOTE, renderConductorReport } from './conductor-report.ts';
+import { contentWidth, tableMinWidths } from './testing/table-width.ts';
 
 const EVIL = '<script>&"x"';
 const EVIL_ESCAPED = '&lt;script&gt;&amp;&quot;x&quot;';
@@ -52,23 +53,57 @@ describe('renderConductorReport', () => {
     expect(count(html, '<tr class="reference">')).toBe(data.results.filter((r) => r.kind === 'reference').length);
     for (const r of data.results) resultRow(html, r.name.replace(EVIL, EVIL_ESCAPED));
     const moa = resultRow(html, 'fixed:moa:3');
-    expect(moa).toContain('0.851 ± 0.006');
-    expect(moa).toContain('70.2% ± 1.2%');
+    expect(moa).toContain('0.851<span class="sd">± 0.006</span>');
+    expect(moa).toContain('70.2%<span class="sd">± 1.2%</span>');
     expect(moa).toContain('$0.00137'); // workers
     expect(moa).toContain('3,620'); // tokens per item, workers
-    expect(moa).toContain('3,910 ms');
-    expect(moa).toContain('8,650 ms');
+    expect(moa).toContain('not measured'); // a replayed run: see below
     expect(moa).toContain('>4.00<'); // steps per workflow
     const llm = resultRow(html, 'llm:llama3-70b-instruct');
     expect(llm).toContain('class="num warn">8.5%'); // parse failures
     expect(llm).toContain('$0.000340'); // conductor dollars
-    expect(llm).toContain('$0.00103 ± $0.0000400'); // total ± sd
+    expect(llm).toContain('$0.00103<span class="sd">± $0.000040</span>'); // total ± sd (2 significant digits)
     const oracle = resultRow(html, 'oracle');
     expect(oracle).toContain('<span class="tag">reference</span>');
     expect(oracle).toMatch(/<td class="num">—<\/td><td class="num">—<\/td><td class="num">1\.00<\/td><\/tr>$/); // no latency
     // the best conductor (not a reference) is marked
     expect(resultRow(html, 'fixed:router:ckpt-2025-06-03-sft-7c1e')).toContain('class="num best"');
     expect(oracle).not.toContain('best');
+  });
+
+  it('says latency is not measured in the replay environment instead of showing a number; live runs show it (issue 28)', () => {
+    for (const r of data.results.filter((x) => x.kind === 'conductor')) {
+      const row = resultRow(html, r.name.replace(EVIL, EVIL_ESCAPED));
+      expect(row).toContain('<td class="num unmeasured" colspan="2"');
+      expect(row).toContain('not measured<sup>*</sup>');
+      expect(row).not.toMatch(/\d ms</);
+    }
+    expect(html).toContain('<sup>*</sup> Latency not measured: replay workers answer at once from recorded outcomes');
+    const live = fixture();
+    live.run.environment = 'live';
+    live.results[1]!.latencyMs = { mean: 0, p95: 0 }; // recorded no time: not a measurement either
+    const l = renderConductorReport(live);
+    const moa = resultRow(l, 'fixed:moa:3');
+    expect(moa).toContain('not measured');
+    expect(moa).not.toContain('0 ms');
+    const chain = resultRow(l, 'fixed:chain');
+    expect(chain).toContain('3,720 ms');
+    expect(chain).toContain('7,990 ms');
+  });
+
+  it('keeps the results table (USD, tokens, latency, steps) within the page at 1400 px (issue 28)', () => {
+    const page = contentWidth(html, 1400);
+    for (const w of tableMinWidths(html)) expect(w.width, w.table).toBeLessThanOrEqual(page);
+    expect(tableMinWidths(html).map((w) => w.table)).toContain('results');
+  });
+
+  it('says in the caption whether the Pareto frontier is a line or a single row', () => {
+    const cap = (h: string) => /<title>Accuracy vs USD per item<\/title>[\s\S]*?<figcaption>([\s\S]*?)<\/figcaption>/.exec(h)![1]!;
+    // the example's oracle is the cheapest and the most accurate row
+    expect(cap(html)).toContain('no dashed line: one row, oracle, is at least as cheap and as accurate as every other');
+    const d = fixture();
+    d.results = d.results.filter((r) => r.name !== 'oracle' && !r.name.startsWith('fixed:router')); // the two cheapest and best
+    expect(cap(renderConductorReport(d))).toContain('the dashed line joins the rows no other row beats on both');
   });
 
   it('draws the charts: reward with sd whiskers, accuracy vs cost, topologies, one worker chart per spec', () => {
@@ -111,6 +146,8 @@ describe('renderConductorReport', () => {
     const replay = /<table class="replay">.*?<\/table>/s.exec(html)![0];
     expect(count(replay, '<tr><th scope="row">')).toBe(6);
     expect(replay).toMatch(/qwen2\.5-7b-instruct<\/th><td>small<\/td><td class="num">0\.800<\/td><td class="num">0\.500<\/td>/);
+    expect(html).toContain('under the documented step model. A step that sees'); // one full stop
+    expect(html).not.toContain('model..');
 
     const mixed = fixture();
     mixed.run.environment = 'mixed';

@@ -20,13 +20,14 @@ import {
   fmtReward,
   fmtTime,
   htmlDocument,
+  notMeasuredCell,
   pageFooter,
   pageHeader,
   table,
   toc,
 } from './page.ts';
 import type { ConductorReportData, ConductorResult, ShownWorkflow } from './conductor-report-data.ts';
-import { barChart, paletteColor, scatterChart, stackedBarChart } from './svg.ts';
+import { barChart, paletteColor, paretoFrontier, scatterChart, stackedBarChart } from './svg.ts';
 
 export type ConductorReportOptions = {
   /** shown in the footer; omitted by default so the same data renders to the same bytes */
@@ -62,9 +63,27 @@ function cut(text: string, n: number): { text: string; cut: boolean } {
   return { text: `${chars.slice(0, n).join('')}…`, cut: true };
 }
 
-/** "0.812 ± 0.012" when an sd is given, else the mean alone. */
-function withSd(mean: unknown, sd: unknown, f: (v: unknown) => string): string {
-  return finite(mean) && finite(sd) ? `${f(mean)} ± ${f(sd)}` : f(mean);
+/** The mean, and "± sd" under it when an sd is given (HTML): the sd on its own line keeps the column narrow. */
+function withSd(mean: unknown, sd: unknown, f: (v: unknown) => string, fSd: (v: unknown) => string = f): string {
+  return finite(mean) && finite(sd) ? `${esc(f(mean))}<span class="sd">± ${esc(fSd(sd))}</span>` : esc(f(mean));
+}
+
+/** A spread in USD: 2 significant digits are enough ("$0.000040", not "$0.0000400"). */
+function fmtCostSd(v: unknown): string {
+  if (!finite(v) || v === 0) return fmtCost(v);
+  const decimals = Math.min(12, Math.max(2, 1 - Math.floor(Math.log10(Math.abs(v)))));
+  return `$${Math.abs(v).toFixed(decimals)}`;
+}
+
+/** Why a run's latency columns say "not measured". */
+const LATENCY_FOOTNOTE =
+  'Latency not measured: replay workers answer at once from recorded outcomes, so a workflow’s time in the replay environment is not a latency anyone would see.';
+
+/** A conductor row's latency is measured unless its workers are replayed (the whole run) or it recorded 0 ms. */
+function latencyMeasured(d: ConductorReportData, r: ConductorResult): boolean {
+  if (!r.latencyMs) return true; // reference rows: no workflow ran, a dash says so
+  if (d.run.environment === 'replay') return false;
+  return !(r.latencyMs.mean === 0 && r.latencyMs.p95 === 0);
 }
 
 const totalUsd = (r: ConductorResult): number => r.usdPerItem.conductor + r.usdPerItem.workers;
@@ -139,16 +158,17 @@ function resultsSection(d: ConductorReportData): string {
         `<tr class="${ref ? 'reference' : 'conductor'}">` +
         `<th scope="row">${esc(r.name)}${ref ? ' <span class="tag">reference</span>' : ''}</th>` +
         `<td class="num">${esc(fmtInt(r.workflows))}</td>` +
-        `<td class="num${top ? ' best' : ''}">${esc(withSd(r.meanReward, s?.meanRewardSd, fmt3))}</td>` +
-        `<td class="num">${esc(s && finite(r.accuracy) && finite(s.accuracySd) ? `${fmtPct(r.accuracy)} ± ${fmtPct(s.accuracySd)}` : fmtPct(r.accuracy))}</td>` +
+        `<td class="num${top ? ' best' : ''}">${withSd(r.meanReward, s?.meanRewardSd, fmt3)}</td>` +
+        `<td class="num">${withSd(r.accuracy, s?.accuracySd, fmtPct)}</td>` +
         `<td class="num${finite(r.parseFailureRate) && r.parseFailureRate > 0 ? ' warn' : ''}">${esc(fmtPct(r.parseFailureRate))}</td>` +
         `<td class="num">${esc(fmtCost(r.usdPerItem.conductor))}</td>` +
         `<td class="num">${esc(fmtCost(r.usdPerItem.workers))}</td>` +
-        `<td class="num">${esc(s && finite(s.usdPerItemSd) ? `${fmtCost(totalUsd(r))} ± ${fmtCost(s.usdPerItemSd)}` : fmtCost(totalUsd(r)))}</td>` +
+        `<td class="num">${withSd(totalUsd(r), s?.usdPerItemSd, fmtCost, fmtCostSd)}</td>` +
         `<td class="num">${esc(fmtInt(r.tokensPerItem.conductor))}</td>` +
         `<td class="num">${esc(fmtInt(r.tokensPerItem.workers))}</td>` +
-        `<td class="num">${esc(r.latencyMs ? fmtMs(r.latencyMs.mean) : DASH)}</td>` +
-        `<td class="num">${esc(r.latencyMs ? fmtMs(r.latencyMs.p95) : DASH)}</td>` +
+        (latencyMeasured(d, r)
+          ? `<td class="num">${esc(r.latencyMs ? fmtMs(r.latencyMs.mean) : DASH)}</td><td class="num">${esc(r.latencyMs ? fmtMs(r.latencyMs.p95) : DASH)}</td>`
+          : notMeasuredCell(2, LATENCY_FOOTNOTE)) +
         `<td class="num">${esc(fmtSteps(r.stepsPerWorkflow))}</td></tr>`
       );
     })
@@ -159,6 +179,7 @@ function resultsSection(d: ConductorReportData): string {
     `(no workflow ran for them, so no latency). Reward: 0 when the workflow does not parse, 1 when the final answer is ` +
     `correct, 0.5 otherwise. The best conductor’s mean reward is marked green.${anySeeds ? ' “± sd”: the standard deviation over the seeds.' : ''}</p>` +
     table('results', head, rows) +
+    (d.results.some((r) => !latencyMeasured(d, r)) ? `<p class="hint footnote"><sup>*</sup> ${esc(LATENCY_FOOTNOTE)}</p>` : '') +
     `</section>`
   );
 }
@@ -188,7 +209,14 @@ function chartsSection(d: ConductorReportData): string {
     ),
   );
 
-  // 2. accuracy vs dollars per item
+  // 2. accuracy vs dollars per item; the caption says what the frontier is (a line, or one point beating all)
+  const front = paretoFrontier(rs.map((r) => ({ x: totalUsd(r), y: r.accuracy, name: r.name })));
+  const frontNote =
+    front.length > 1
+      ? 'the dashed line joins the rows no other row beats on both (ringed).'
+      : front.length === 1 && rs.length > 1
+        ? `no dashed line: one row, ${esc(front[0]!.name)}, is at least as cheap and as accurate as every other (ringed), so it alone is the Pareto frontier.`
+        : '';
   figs.push(
     figure(
       scatterChart({
@@ -208,7 +236,7 @@ function chartsSection(d: ConductorReportData): string {
         formatY: (v) => fmtPct(v),
         height: 400,
       }),
-      'Each row’s accuracy against its mean cost per item, conductor and workers together; the dashed line joins the rows no other row beats on both.',
+      `Each row’s accuracy against its mean cost per item, conductor and workers together; ${frontNote}`,
     ),
   );
 
@@ -371,7 +399,7 @@ function replaySection(d: ConductorReportData): string {
     .join('');
   return (
     `<section id="replay"><h2>Replay step model</h2>` +
-    `<p class="hint">${esc(REPLAY_NOTE.replace(' (parameters below)', ''))}. A step that sees no earlier step gets the worker’s ` +
+    `<p class="hint">${esc(REPLAY_NOTE.replace(' (parameters below).', '.'))} A step that sees no earlier step gets the worker’s ` +
     `recorded outcome on the item. A step that sees earlier answers is right with a probability set by the worker’s own recorded ` +
     `outcome (“right”/“wrong” below) and the share of the answers it sees that are right, with these parameters per worker ` +
     `(libs/conductor/src/replay/README.md documents the model, its defaults and their sources).</p>` +
@@ -390,6 +418,7 @@ h3 .sub { font-weight: 400; color: var(--muted); font-size: 13.5px; margin-left:
 .replay-note a { color: #7a4d00; }
 th.grp { text-align: center; border-bottom: 1px solid var(--line); }
 table.results tbody th { min-width: 12em; }
+.footnote { margin-top: 6px; }
 table.results tr.reference th, table.results tr.reference td { color: var(--muted); font-style: italic; }
 table.results tr.reference { background: #f3f3f3; }
 .tag { display: inline-block; font-size: 11px; font-style: normal; font-weight: 600; padding: 0 6px; border: 1px solid #bbb; border-radius: 999px; color: #555; }

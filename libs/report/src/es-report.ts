@@ -86,7 +86,7 @@ export function renderEsReport(d: EsReportData, opts: { generatedAt?: string } =
     `<section id="generations"><h2>Generations</h2>` +
     table(
       'es',
-      '<tr><th>generation</th><th>mean</th><th>median</th><th>best</th><th>best so far</th><th>sigma</th><th>evaluations</th><th>dispatches</th><th>wall s</th></tr>',
+      '<tr><th scope="col" class="num">generation</th><th scope="col" class="num">mean</th><th scope="col" class="num">median</th><th scope="col" class="num">best</th><th scope="col" class="num">best so far</th><th scope="col" class="num">sigma</th><th scope="col" class="num">evaluations</th><th scope="col" class="num">dispatches</th><th scope="col" class="num">wall s</th></tr>',
       rows,
     ) +
     `</section>` +

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type EvalReportData, renderEvalReport } from './eval-report.ts';
+import { type EvalReportData, renderEvalReport, softLabelArgmax } from './eval-report.ts';
 import { exampleEvalReportData } from './example.ts';
+import { contentWidth, tableMinWidths } from './testing/table-width.ts';
 
 const EVIL = '<script>&"x"';
 const EVIL_ESCAPED = '&lt;script&gt;&amp;&quot;x&quot;';
@@ -123,7 +124,6 @@ describe('renderEvalReport', () => {
     for (const text of ['$0.40 / $1.60', '>0.700<', '>400<', '9,000', '2,500', '$0.0076', '820 ms', '2.40 s', '55.0%']) expect(alpha).toContain(text);
     const gamma = row(html, 'gamma');
     expect(gamma).toContain('$0.0119');
-    expect(gamma).toContain('—'); // no latency
     const order = ['anthropic · claude-b', 'openai · gpt-a', 'replay · rec-c'].map((s) => html.indexOf(s));
     expect(order).toEqual([...order].sort((a, b) => a - b));
     // 0.0076 + 1.215 + 0.0119, summed exactly
@@ -136,11 +136,11 @@ describe('renderEvalReport', () => {
     expect(arith).toMatch(/^<td class="num">100<\/td>/);
     expect(count(arith, 'best')).toBe(1);
     expect(arith).toContain('class="num best">0.900<');
-    expect(arith).toContain('<td>alpha</td>');
+    expect(arith).toContain('<td class="chosen">alpha</td>');
     const trivia = row(html, 'trivia');
     expect(trivia).toMatch(/^<td class="num">200<\/td>/);
     expect(trivia).toContain('class="num best">0.975<');
-    expect(trivia).toContain(`<td>${EVIL_ESCAPED}</td>`);
+    expect(trivia).toContain(`<td class="chosen">${EVIL_ESCAPED}</td>`);
     expect(row(html, 'All tasks')).toContain('class="num best">0.800<');
   });
 
@@ -179,7 +179,7 @@ describe('renderEvalReport', () => {
     expect(out).not.toMatch(/NaN|Infinity|undefined/);
     expect(out).toContain('not finished');
     expect(out).toContain('not money');
-    expect(row(out, 'trivia')).toMatch(/^<td class="num">—<\/td>(<td class="num">—<\/td>){3}/);
+    expect(row(out, 'trivia')).toMatch(/^<td class="num">—<\/td><td class="chosen">[^<]*<\/td>(<td class="num">—<\/td>){3}/);
     expect(count(out, '<svg ')).toBe(5);
   });
 
@@ -194,6 +194,64 @@ describe('renderEvalReport', () => {
     expect(count(out, '<svg ')).toBe(4);
     expect(count(out, 'No data')).toBe(4);
     expect(out).not.toMatch(/NaN|Infinity/);
+  });
+
+  it('says a replay worker’s latency is not measured instead of showing 0 ms (issue 28)', () => {
+    const d = fixture();
+    d.workers[2]!.latencyP50Ms = 0; // gamma: provider replay
+    d.workers[2]!.latencyP95Ms = 0;
+    d.workers.push({ ...d.workers[0]!, name: 'zero', provider: 'openai', latencyP50Ms: 0, latencyP95Ms: 0 }); // no time recorded
+    const out = renderEvalReport(d);
+    for (const name of ['gamma', 'zero']) {
+      const r = row(out, name);
+      expect(r).toContain('<td class="num unmeasured" colspan="2"');
+      expect(r).toContain('not measured<sup>*</sup>');
+      expect(r).not.toMatch(/>0 ms</);
+    }
+    expect(out).not.toMatch(/>0 ms</);
+    expect(out).toContain('<p class="hint footnote"><sup>*</sup> Latency not measured: the worker is a replay worker');
+    // measured latencies stay numbers; a run without replay workers has no footnote
+    expect(row(out, 'alpha')).toContain('820 ms');
+    d.workers = d.workers.filter((w) => w.provider !== 'replay' && w.name !== 'zero');
+    expect(renderEvalReport(d)).not.toContain('not measured');
+  });
+
+  it('counts soft-label argmax ties evenly, never by pool order, and says so in the caption (issue 28)', () => {
+    // item 1: every worker ties (all got 0): 1/3 each; item 2: b and c tie; item 3: a alone
+    const third = 1 / 3;
+    const r = softLabelArgmax(['a', 'b', 'c'], [[third, third, third], [0.2, 0.4, 0.4], [0.7, 0.2, 0.1]]);
+    expect(r.tiedItems).toBe(2);
+    expect(r.argmaxCounts['a']).toBeCloseTo(1 + third, 12);
+    expect(r.argmaxCounts['b']).toBeCloseTo(0.5 + third, 12);
+    expect(r.argmaxCounts['c']).toBeCloseTo(0.5 + third, 12);
+    // the worst worker first in the pool gains nothing from its place
+    const pool = softLabelArgmax(['worst', 'best'], [...Array(9).fill([0.5, 0.5]), [0.1, 0.9]]);
+    expect(pool.argmaxCounts).toEqual({ worst: 4.5, best: 5.5 });
+
+    const d = fixture();
+    d.labels = { tau: 0.1, meanEntropy: 0.5, argmaxCounts: { alpha: 100 + 2 / 3, [EVIL]: 150 + 2 / 3, gamma: 48 + 2 / 3 }, tiedItems: 2 };
+    const out = renderEvalReport(d);
+    const fig = out.slice(out.indexOf('<title>Soft labels: argmax distribution</title>'));
+    expect(fig).toContain('150.7 (50.2%)'); // fractional counts shown with one decimal
+    expect(fig).toContain('ties split evenly');
+    expect(fig).toMatch(/2 items \(0\.7%\) have labels that peak at several workers at once: each such tie is split evenly/);
+    // a producer that does not say how it counted ties: the caption warns about pool order
+    const { tiedItems: _, ...legacy } = d.labels;
+    const old = renderEvalReport({ ...d, labels: legacy });
+    expect(old.slice(old.indexOf('<title>Soft labels'))).toMatch(/first tied worker in pool order, that worker’s bar is inflated/);
+  });
+
+  it('keeps every table within the page at 1400 px, also with an 11-worker pool; “Chosen per task” next to the task (issue 28)', () => {
+    const d = exampleEvalReportData();
+    const extra = ['mixtral-8x22b-instruct', 'llama-3.1-70b-instruct', 'yi-large'];
+    d.workers = [...d.workers, ...extra.map((n, i) => ({ ...d.workers[0]!, name: n, model: n, provider: 'replay', mean: 0.5 + i * 0.05 }))];
+    for (const t of d.tasks) for (const [i, n] of extra.entries()) d.perTask[t]![n] = 0.5 + i * 0.05;
+    const out = renderEvalReport(d);
+    const page = contentWidth(out, 1400);
+    const widths = tableMinWidths(out);
+    expect(widths.map((w) => w.table)).toEqual(['ref', 'workers', 'pertask']);
+    for (const w of widths) expect(w.width, w.table).toBeLessThanOrEqual(page);
+    expect(out).toMatch(/<th scope="col">Task<\/th><th scope="col" class="num">Items<\/th><th scope="col" class="chosen">Chosen per task<\/th>/);
   });
 
   it('renders the bundled example', () => {

@@ -15,6 +15,7 @@ import {
   fmtTime,
   fmtUsd,
   htmlDocument,
+  notMeasuredCell,
   pageFooter,
   pageHeader,
   picoOrNull,
@@ -23,7 +24,7 @@ import {
   toc,
   usdText,
 } from './page.ts';
-import { barChart, heatmap, paletteColor, scatterChart } from './svg.ts';
+import { barChart, heatmap, paletteColor, paretoFrontier, scatterChart } from './svg.ts';
 
 export type EvalReportData = {
   run: {
@@ -71,7 +72,18 @@ export type EvalReportData = {
     oracle: number;
   };
   bySplit: Record<string, { n: number; bestSingle: { worker: string; mean: number }; bestPerTask: { mean: number }; oracle: number }>;
-  labels?: { tau: number; meanEntropy: number; argmaxCounts: Record<string, number> };
+  labels?: {
+    tau: number;
+    meanEntropy: number;
+    /**
+     * worker -> items whose soft label puts the most mass on it. With `tiedItems` given, an item whose
+     * label peaks at k workers at once counts 1/k for each of them (see softLabelArgmax), so counts can
+     * be fractional; without it, the producer did not say how it counted ties.
+     */
+    argmaxCounts: Record<string, number>;
+    /** items whose soft label has its maximum at several workers (their count is split evenly in argmaxCounts) */
+    tiedItems?: number;
+  };
 };
 
 export type EvalReportOptions = {
@@ -80,6 +92,36 @@ export type EvalReportOptions = {
 };
 
 type Worker = EvalReportData['workers'][number];
+
+/**
+ * The argmax counts of soft labels with ties broken honestly: an item whose label peaks at k workers
+ * (equal to within a relative 1e-9) counts 1/k for each of them, never all for the first in pool
+ * order (with 0/1 recorded rewards, many items tie: pool order would hand them all to one worker).
+ * `labels` holds one probability vector per item, in the order of `names`.
+ */
+export function softLabelArgmax(names: readonly string[], labels: Iterable<readonly number[]>): { argmaxCounts: Record<string, number>; tiedItems: number } {
+  const argmaxCounts: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
+  let tiedItems = 0;
+  for (const p of labels) {
+    const vs = names.map((_, j) => p[j]).filter(finite);
+    if (vs.length === 0) continue;
+    const max = Math.max(...vs);
+    const tol = Math.abs(max) * 1e-9;
+    const top = names.filter((_, j) => finite(p[j]) && p[j]! >= max - tol);
+    if (top.length > 1) tiedItems++;
+    for (const n of top) argmaxCounts[n] = argmaxCounts[n]! + 1 / top.length;
+  }
+  return { argmaxCounts, tiedItems };
+}
+
+/** A worker's latency is not measured when it is a replay worker (recorded outcomes, answered at once) or when both percentiles are 0. */
+export function latencyMeasured(w: Pick<Worker, 'provider' | 'latencyP50Ms' | 'latencyP95Ms'>): boolean {
+  if (w.provider === 'replay') return false;
+  return !(w.latencyP50Ms === 0 && (w.latencyP95Ms === 0 || w.latencyP95Ms === null));
+}
+
+/** The footnote under a table with unmeasured latencies. */
+const LATENCY_FOOTNOTE = 'Latency not measured: the worker is a replay worker (it answers at once from recorded outcomes) or recorded no time, so 0 ms would be a measurement it never made.';
 
 // ---------------------------------------------------------------------------------------------
 // Formatting (the shared formatters are in page.ts)
@@ -236,8 +278,9 @@ function workerSection(d: EvalReportData): string {
         tokensCell(w.tokensIn) +
         tokensCell(w.tokensOut) +
         `<td class="num" title="${esc(w.costUsd)}">${esc(fmtUsd(w.costUsd))}</td>` +
-        `<td class="num">${esc(fmtMs(w.latencyP50Ms))}</td>` +
-        `<td class="num">${esc(fmtMs(w.latencyP95Ms))}</td>` +
+        (latencyMeasured(w)
+          ? `<td class="num">${esc(fmtMs(w.latencyP50Ms))}</td><td class="num">${esc(fmtMs(w.latencyP95Ms))}</td>`
+          : notMeasuredCell(2, LATENCY_FOOTNOTE)) +
         `<td class="num">${esc(fmtPct(w.oracleShare))}</td></tr>`
       );
     })
@@ -258,6 +301,7 @@ function workerSection(d: EvalReportData): string {
     `<section id="workers"><h2>Workers</h2>` +
     `<p class="hint">Sorted by mean reward; the best is highlighted. Oracle share: the fraction of items on which the worker is among the best.</p>` +
     table('workers', head, rows, foot) +
+    (ws.some((w) => !latencyMeasured(w)) ? `<p class="hint footnote"><sup>*</sup> ${esc(LATENCY_FOOTNOTE)}</p>` : '') +
     `</section>`
   );
 }
@@ -266,20 +310,21 @@ function perTaskSection(d: EvalReportData): string {
   const ws = byMean(d.workers);
   if (d.tasks.length === 0 || ws.length === 0) return `<section id="tasks"><h2>Accuracy per task</h2><p class="empty">No per-task results.</p></section>`;
   const head =
-    `<tr><th scope="col">Task</th><th scope="col" class="num">Items</th>` +
+    `<tr><th scope="col">Task</th><th scope="col" class="num">Items</th><th scope="col" class="chosen">Chosen per task</th>` +
     ws.map((w) => `<th scope="col" class="num wk">${esc(w.name)}</th>`).join('') +
-    `<th scope="col">Chosen per task</th></tr>`;
+    `</tr>`;
   const rowOf = (label: string, count: string, values: Array<number | undefined>, chosen: string, cls = '') => {
     const fin = values.filter(finite);
     const best = fin.length > 0 ? Math.max(...fin) : NaN;
     const cells = values.map((v) => `<td class="num${finite(v) && v === best ? ' best' : ''}">${esc(fmtReward(v))}</td>`).join('');
-    return `<tr${cls ? ` class="${cls}"` : ''}><th scope="row">${esc(label)}</th><td class="num">${esc(count)}</td>${cells}<td>${esc(chosen)}</td></tr>`;
+    // the chosen worker sits next to the task (not after the worker columns, where a wide pool pushes it off the page)
+    return `<tr${cls ? ` class="${cls}"` : ''}><th scope="row">${esc(label)}</th><td class="num">${esc(count)}</td><td class="chosen">${esc(chosen)}</td>${cells}</tr>`;
   };
   const rows = d.tasks.map((t) => rowOf(t, fmtInt(d.taskCounts[t]), ws.map((w) => d.perTask[t]?.[w.name]), d.reference.bestPerTask.choice[t] ?? DASH)).join('');
   const total = rowOf('All tasks', fmtInt(d.reference.n), ws.map((w) => w.mean), '', 'total');
   return (
     `<section id="tasks"><h2>Accuracy per task</h2>` +
-    `<p class="hint">Mean reward of each worker on each task; the best worker of each row is highlighted. “Chosen per task” is the reference figures' best-model-per-task choice.</p>` +
+    `<p class="hint">Mean reward of each worker on each task; the best worker of each row is highlighted. “Chosen per task” is the reference figures’ best-model-per-task choice.</p>` +
     table('pertask', head, rows, total) +
     `</section>`
   );
@@ -329,6 +374,13 @@ function plotsSection(d: EvalReportData): string {
     ),
   );
 
+  const front = paretoFrontier(ws.map((w) => ({ x: Number(w.costUsd), y: w.mean, name: w.name })));
+  const frontNote =
+    front.length > 1
+      ? 'Workers on the dashed Pareto frontier (ringed) are not beaten on both cost and reward by any other.'
+      : front.length === 1 && ws.length > 1
+        ? `No dashed line: one worker, ${esc(front[0]!.name)}, is at least as cheap and as good as every other (ringed), so it alone is the Pareto frontier.`
+        : '';
   figs.push(
     figure(
       scatterChart({
@@ -347,7 +399,7 @@ function plotsSection(d: EvalReportData): string {
         formatX: (v) => `$${Number(v.toPrecision(3))}`,
         formatY: (v) => v.toFixed(3),
       }),
-      'Total cost of each worker over this run against its mean reward. Workers on the dashed Pareto frontier are not beaten on both cost and reward by any other.',
+      `Total cost of each worker over this run against its mean reward. ${frontNote}`,
     ),
   );
 
@@ -372,6 +424,16 @@ function plotsSection(d: EvalReportData): string {
     // workers of the pool first (in table order), then any other names the labels mention
     const keys = [...names.filter((n) => n in l.argmaxCounts), ...Object.keys(l.argmaxCounts).filter((k) => !names.includes(k)).sort()];
     const totalCount = keys.reduce((a, k) => a + (finite(l.argmaxCounts[k]) ? l.argmaxCounts[k]! : 0), 0);
+    // split ties make fractional counts: one decimal where needed
+    const fmtCount = (v: number) => v.toLocaleString('en-US', { maximumFractionDigits: 1 });
+    const tied = l.tiedItems;
+    const ties = finite(tied)
+      ? tied > 0
+        ? ` ${esc(fmtInt(tied))} items (${esc(fmtPct(totalCount > 0 ? tied / totalCount : Number.NaN))}) have labels that peak at several workers at once: ` +
+          `each such tie is split evenly, 1/k to each of its k tied workers, so no worker gains from its place in the pool.`
+        : ' No label peaks at two workers at once (ties would be split evenly between the tied workers).'
+      : ' The data does not say how items whose label peaks at several workers were counted: if each tie went to the first tied ' +
+        'worker in pool order, that worker’s bar is inflated (with 0/1 rewards every item all workers got wrong is such a tie).';
     figs.push(
       figure(
         barChart({
@@ -379,11 +441,11 @@ function plotsSection(d: EvalReportData): string {
           width: CHART_W,
           labels: keys,
           values: keys.map((k) => l.argmaxCounts[k] ?? NaN),
-          valueLabel: 'items whose soft label peaks at the worker',
-          format: (v) => (totalCount > 0 ? `${fmtInt(v)} (${fmtPct(v / totalCount)})` : fmtInt(v)),
+          valueLabel: finite(tied) ? 'items whose soft label peaks at the worker (ties split evenly)' : 'items whose soft label peaks at the worker',
+          format: (v) => (totalCount > 0 ? `${fmtCount(v)} (${fmtPct(v / totalCount)})` : fmtCount(v)),
           colors: keys.map((k) => paletteColor(Math.max(0, names.indexOf(k)))),
         }),
-        `Soft labels p(j) = softmax(r̄ / τ) with τ = ${esc(String(l.tau))}; mean entropy ${esc(finite(l.meanEntropy) ? l.meanEntropy.toFixed(3) : DASH)} nats. Bars count the items whose label puts the most mass on each worker.`,
+        `Soft labels p(j) = softmax(r̄ / τ) with τ = ${esc(String(l.tau))}; mean entropy ${esc(finite(l.meanEntropy) ? l.meanEntropy.toFixed(3) : DASH)} nats. Bars count the items whose label puts the most mass on each worker.${ties}`,
       ),
     );
   }
@@ -397,6 +459,9 @@ const CSS = `
 table.ref th[scope=row] { min-width: 15em; }
 table.workers tbody th { min-width: 12em; }
 table.pertask tbody th { min-width: 8em; }
+table.pertask .chosen { min-width: 8.5em; max-width: 11em; overflow-wrap: break-word; }
+table.pertask thead th.chosen { white-space: normal; }
+.footnote { margin-top: 6px; }
 `;
 
 /** Render the whole report as one HTML document (UTF-8, no scripts, no external resources). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { renderGrpoReport, type GrpoReportData, type GrpoReportIteration } from './grpo-report.ts';
+import { contentWidth, tableMinWidths } from './testing/table-width.ts';
 
 const it0 = (i: number, val?: number): GrpoReportIteration => ({
   iteration: i, meanReward: 0.7 + i / 100, rewardSd: 0.2, accuracy: 0.5, groups: 8, zeroAdvantageGroups: 2, parseFailures: 0, meanSteps: 1.2, meanCost: 0.0003,
@@ -27,5 +28,16 @@ describe('renderGrpoReport', () => {
     // the simulation note and the best validation checkpoint
     expect(whole).toMatch(/Simulation/);
     expect(whole).toContain('run-best-i2 (0.8123)');
+  });
+});
+
+describe('the GRPO iterations table at 1400 px (issue 28)', () => {
+  it('fits the page, numbers right-aligned under right-aligned headers', () => {
+    const html = renderGrpoReport(data({ poolK: 5, poolHoldout: [], reward: {} }));
+    const page = contentWidth(html, 1400);
+    for (const w of tableMinWidths(html)) expect(w.width, w.table).toBeLessThanOrEqual(page);
+    expect(html).toContain('<th scope="col" class="num">$ / rollout</th><th scope="col" class="num">wall s</th>');
+    // the run has no replay parameters table: the note does not point "below"
+    expect(html).not.toContain('(parameters below)');
   });
 });

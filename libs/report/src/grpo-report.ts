@@ -97,7 +97,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     fact('code version', run.codeVersion),
     fact('started', fmtTime(run.createdAt.toISOString())),
   ];
-  const note = run.replay ? `<p class="note"><strong>Simulation.</strong> ${esc(REPLAY_NOTE)} Every worker of this run's pool is a replay worker.</p>` : '';
+  const note = run.replay ? `<p class="note"><strong>Simulation.</strong> ${esc(REPLAY_NOTE.replace(' (parameters below).', '.'))} Every worker of this run's pool is a replay worker.</p>` : '';
   const stepsChart = lineChart({
     title: 'Steps per workflow and parse failures',
     description: 'Mean steps per sampled workflow (left axis) and parse failures per iteration (right axis).',
@@ -143,7 +143,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     `<section id="iterations"><h2>Iterations</h2>` +
     table(
       'grpo',
-      '<tr><th>iteration</th><th>train reward</th><th>sd</th><th>train acc.</th><th>val reward</th><th>val acc.</th><th>steps</th><th>zero-adv. groups</th><th>parse failures</th><th>clip</th><th>KL</th><th>$ / rollout</th><th>wall s</th></tr>',
+      '<tr><th scope="col" class="num">iteration</th><th scope="col" class="num">train reward</th><th scope="col" class="num">sd</th><th scope="col" class="num">train acc.</th><th scope="col" class="num">val reward</th><th scope="col" class="num">val acc.</th><th scope="col" class="num">steps</th><th scope="col" class="num">zero-adv. groups</th><th scope="col" class="num">parse failures</th><th scope="col" class="num">clip</th><th scope="col" class="num">KL</th><th scope="col" class="num">$ / rollout</th><th scope="col" class="num">wall s</th></tr>',
       rows,
     ) +
     `</section>` +

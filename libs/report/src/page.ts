@@ -107,6 +107,14 @@ export function figure(svg: string, caption: string): string {
   return `<figure>${svg}<figcaption>${caption}</figcaption></figure>`;
 }
 
+/** What a latency cell says when nothing was measured (a replay worker answers from recorded outcomes at once). */
+export const NOT_MEASURED = 'not measured';
+
+/** A table cell spanning `span` columns that says the value was not measured, with a footnote mark and a tooltip. */
+export function notMeasuredCell(span: number, why: string, mark = '*'): string {
+  return `<td class="num unmeasured"${span > 1 ? ` colspan="${span}"` : ''} title="${esc(why)}">${esc(NOT_MEASURED)}${mark ? `<sup>${esc(mark)}</sup>` : ''}</td>`;
+}
+
 /** Chart width in px; the SVGs scale down to the page (and to paper) with max-width: 100%. */
 export const CHART_W = 840;
 
@@ -135,7 +143,7 @@ export const BASE_CSS = `
 * { box-sizing: border-box; }
 html { -webkit-text-size-adjust: 100%; }
 body { margin: 0; background: #fff; color: var(--fg); font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main { max-width: 1120px; margin: 0 auto; padding: 28px 32px 48px; }
+main { max-width: 1320px; margin: 0 auto; padding: 28px 32px 48px; }
 h1 { font-size: 26px; line-height: 1.25; margin: 4px 0 16px; font-weight: 650; }
 h1 code { font: 600 0.9em ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; overflow-wrap: break-word; }
 h2 { font-size: 19px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 2px solid var(--fg); }
@@ -156,7 +164,8 @@ nav.toc a { color: var(--accent); margin-right: 16px; text-decoration: none; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 14px; font-variant-numeric: tabular-nums; }
 th, td { padding: 6px 9px; border-bottom: 1px solid var(--line); vertical-align: top; text-align: left; }
-thead th { border-bottom: 2px solid var(--fg); font-weight: 600; white-space: nowrap; vertical-align: bottom; }
+thead th { border-bottom: 2px solid var(--fg); font-weight: 600; vertical-align: bottom; }
+thead th.num { white-space: normal; }
 tbody tr:nth-child(even) { background: var(--zebra); }
 tbody th, tfoot th { font-weight: 600; overflow-wrap: break-word; }
 tfoot th, tfoot td { border-top: 2px solid var(--fg); border-bottom: none; font-weight: 600; }
@@ -164,6 +173,8 @@ tfoot th, tfoot td { border-top: 2px solid var(--fg); border-bottom: none; font-
 th.wk { white-space: normal; max-width: 12em; overflow-wrap: break-word; }
 td.best { background: var(--best); font-weight: 700; color: #0b5a2a; }
 td.warn { color: #9b1020; }
+td.unmeasured { color: var(--muted); font-style: italic; text-align: center; }
+.sd { display: block; font-size: 12px; color: var(--muted); }
 .note, .unit, .who { display: block; font-size: 12px; font-weight: 400; color: var(--muted); white-space: normal; overflow-wrap: break-word; }
 .note { overflow-wrap: anywhere; }
 .who { text-align: right; }

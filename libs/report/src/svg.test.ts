@@ -18,6 +18,12 @@ import {
 
 const EVIL = '<script>&"x"';
 
+/** The chart without its legend (whose swatches are circles and lines too). */
+const plotOnly = (svg: string) => svg.replace(/<g class="legend-item">[\s\S]*?<\/g>/g, '');
+/** The legend's swatch elements: [tag, attributes] each. */
+const swatches = (svg: string) => [...svg.matchAll(/<(line|circle|rect) class="swatch"([^>]*)\/>/g)].map((m) => [m[1]!, m[2]!] as const);
+const attr = (attrs: string, name: string) => Number(new RegExp(`${name}="([^"]*)"`).exec(attrs)?.[1]);
+
 // Attributes that carry coordinates or lengths: all must hold finite numbers only.
 const GEOMETRY = /\b(x|y|x1|x2|y1|y2|cx|cy|r|width|height|d|points|transform|viewBox)="([^"]*)"/g;
 
@@ -208,7 +214,7 @@ describe('scatterChart', () => {
       xScale: 'auto',
     });
     assertSaneSvg(svg);
-    expect(count(svg, '<circle')).toBe(3);
+    expect(count(plotOnly(svg), '<circle')).toBe(3);
     expect(svg).toContain('Pareto frontier');
     expect(svg).not.toContain('>nan<');
     expect(count(svg, '<path ')).toBe(1);
@@ -221,8 +227,31 @@ describe('scatterChart', () => {
     assertSaneSvg(scatterChart({ title: 'Same', points: [{ x: 1, y: 1, label: 'a' }, { x: 1, y: 1, label: 'b' }] }));
     const log = scatterChart({ title: 'Log', points: [{ x: 0, y: 1 }, { x: 0.1, y: 0.5 }, { x: 100, y: 0.9 }], xScale: 'log' });
     assertSaneSvg(log);
-    expect(count(log, '<circle')).toBe(2);
+    expect(count(plotOnly(log), '<circle')).toBe(2);
     expect(scatterChart({ title: 'Log', points: [{ x: 0, y: 1 }], xScale: 'log' })).toContain('No data');
+  });
+  it('draws the Pareto frontier’s legend swatch: a dashed line long and thick enough to see, with the ringed point (issue 28)', () => {
+    const svg = scatterChart({ title: 'Pareto', points: [{ x: 1, y: 0.5 }, { x: 2, y: 0.7 }, { x: 3, y: 0.6 }] });
+    const sw = swatches(svg);
+    expect(sw).toHaveLength(1);
+    const [tag, a] = sw[0]!;
+    expect(tag).toBe('line');
+    expect(a).toContain('stroke="#D55E00"');
+    expect(attr(a, 'x2') - attr(a, 'x1')).toBeGreaterThanOrEqual(24); // three dashes of the chart's own 6 4 pattern
+    expect(attr(a, 'stroke-width')).toBeGreaterThanOrEqual(2.5);
+    expect(a).toContain('stroke-dasharray="6 4"');
+    // the frontier line itself uses the same pattern, and the legend shows a ringed marker on the swatch
+    expect(plotOnly(svg)).toMatch(/<path d="M[^"]*" fill="none" stroke="#D55E00" stroke-width="2" stroke-dasharray="6 4">/);
+    expect(svg).toMatch(/<g class="legend-item"><line class="swatch"[^>]*\/><circle [^>]*fill="#fff" stroke="#D55E00"/);
+  });
+  it('does not promise a line when the frontier is one point: a ring, and says so (issue 28)', () => {
+    const svg = scatterChart({ title: 'One wins', points: [{ x: 1, y: 0.9 }, { x: 2, y: 0.7 }, { x: 3, y: 0.6 }] });
+    expect(count(plotOnly(svg), '<path ')).toBe(0);
+    const sw = swatches(svg);
+    expect(sw).toHaveLength(1);
+    expect(sw[0]![0]).toBe('circle');
+    expect(sw[0]![1]).toContain('stroke="#D55E00"');
+    expect(svg).toContain('Pareto frontier (one point)');
   });
 });
 
@@ -249,9 +278,28 @@ describe('lineChart', () => {
     expect(lineChart({ title: 'E', series: [{ name: 's', points: [{ x: Number.NaN, y: 1 }] }] })).toContain('No data');
     const one = lineChart({ title: 'One', series: [{ name: 's', points: [{ x: 5, y: 2 }] }] });
     assertSaneSvg(one);
-    expect(count(one, '<circle')).toBe(1);
+    expect(count(plotOnly(one), '<circle')).toBe(1);
     assertSaneSvg(lineChart({ title: 'Flat', series: [{ name: 's', points: [{ x: 1, y: 2 }, { x: 2, y: 2 }, { x: 3, y: 2 }] }] }));
     assertSaneSvg(lineChart({ title: 'Right only', series: [{ name: 's', points: [{ x: 1, y: 2 }, { x: 2, y: 3 }], axis: 'right' }] }));
+  });
+  it('draws each legend swatch as its series is drawn: a visible line (dashed when dashed), a dot for a lone point (issue 28)', () => {
+    const svg = lineChart({
+      title: 'Legend',
+      series: [
+        { name: 'curve', points: [{ x: 0, y: 1 }, { x: 1, y: 2 }], color: '#0072B2' },
+        { name: 'hull', points: [{ x: 0, y: 2 }, { x: 1, y: 3 }], color: '#E69F00', dashed: true },
+        { name: 'lone', points: [{ x: 0.5, y: 1.5 }], color: '#009E73' },
+      ],
+    });
+    const sw = swatches(svg);
+    expect(sw.map(([tag]) => tag)).toEqual(['line', 'line', 'circle']);
+    for (const [, a] of sw.slice(0, 2)) {
+      expect(attr(a, 'x2') - attr(a, 'x1')).toBeGreaterThanOrEqual(24);
+      expect(attr(a, 'stroke-width')).toBeGreaterThanOrEqual(2.5);
+    }
+    expect(sw[0]![1]).not.toContain('dasharray');
+    expect(sw[1]![1]).toContain('stroke-dasharray="6 4"');
+    expect(sw[2]![1]).toContain('fill="#009E73"');
   });
 });
 

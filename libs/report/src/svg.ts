@@ -326,7 +326,35 @@ function tickLabelWidth(ticks: Ticks, fmt: (v: number) => string): number {
   return Math.max(0, ...ticks.ticks.map((t) => textWidth(fmt(t), 11)));
 }
 
-export type LegendItem = { name: string; color: string; kind?: 'box' | 'line' | 'dashed' | 'dot' };
+export type LegendItem = {
+  name: string;
+  color: string;
+  /**
+   * The swatch: a box (bars), a line or a dashed line (curves; with `dot`, a marker on it), a dot
+   * (a series drawn as a lone point), a ring (points outlined in the colour, e.g. the Pareto points).
+   */
+  kind?: 'box' | 'line' | 'dashed' | 'dot' | 'ring';
+  /** for 'line' and 'dashed': also a marker on the line (a ringed one with 'ring'), as the chart draws its points */
+  dot?: boolean | 'ring';
+};
+
+/** Width of a line swatch in the legends: long enough to show the dash pattern (three dashes) at a glance. */
+export const LEGEND_LINE_W = 28;
+
+/** One legend swatch at (x, mid): class="swatch", drawn with the series' colour and dash pattern. */
+function swatch(it: LegendItem, x: number, mid: number): string {
+  const kind = it.kind ?? 'box';
+  if (kind === 'box') return `<rect class="swatch" x="${c(x)}" y="${c(mid - 5)}" width="14" height="10" fill="${it.color}"/>`;
+  if (kind === 'dot') return `<circle class="swatch" cx="${c(x + 7)}" cy="${c(mid)}" r="4.5" fill="${it.color}"/>`;
+  if (kind === 'ring') return `<circle class="swatch" cx="${c(x + 7)}" cy="${c(mid)}" r="4.5" fill="#fff" stroke="${it.color}" stroke-width="2"/>`;
+  // a line 3 px thick with the chart's dash pattern (6 4: three dashes), so it reads as a line even scaled down
+  let s =
+    `<line class="swatch" x1="${c(x)}" y1="${c(mid)}" x2="${c(x + LEGEND_LINE_W - 2)}" y2="${c(mid)}" stroke="${it.color}" stroke-width="3"` +
+    `${kind === 'dashed' ? ' stroke-dasharray="6 4"' : ''}/>`;
+  if (it.dot === 'ring') s += `<circle cx="${c(x + LEGEND_LINE_W / 2)}" cy="${c(mid)}" r="4" fill="#fff" stroke="${it.color}" stroke-width="2"/>`;
+  else if (it.dot) s += `<circle cx="${c(x + LEGEND_LINE_W / 2)}" cy="${c(mid)}" r="3" fill="${it.color}"/>`;
+  return s;
+}
 
 /** Legend rows starting at (x, y), wrapped to maxWidth. Returns the markup and the height used. */
 function legend(items: readonly LegendItem[], x: number, y: number, maxWidth: number): { svg: string; height: number } {
@@ -336,19 +364,17 @@ function legend(items: readonly LegendItem[], x: number, y: number, maxWidth: nu
   let cy = y;
   let s = '';
   for (const it of items) {
-    const label = truncateText(it.name, Math.min(220, maxWidth - 30));
-    const w = 22 + textWidth(label) + 14;
+    const kind = it.kind ?? 'box';
+    const sw = kind === 'line' || kind === 'dashed' ? LEGEND_LINE_W : 16;
+    const label = truncateText(it.name, Math.min(220, maxWidth - sw - 14));
+    const w = sw + 6 + textWidth(label) + 14;
     if (cx > x && cx + w > x + maxWidth) {
       cx = x;
       cy += rowH;
     }
     const mid = cy + 9;
-    const kind = it.kind ?? 'box';
-    if (kind === 'box') s += `<rect x="${c(cx)}" y="${c(mid - 5)}" width="14" height="10" fill="${it.color}"/>`;
-    else if (kind === 'dot') s += `<circle cx="${c(cx + 7)}" cy="${c(mid)}" r="4.5" fill="${it.color}"/>`;
-    else
-      s += `<line x1="${c(cx)}" y1="${c(mid)}" x2="${c(cx + 16)}" y2="${c(mid)}" stroke="${it.color}" stroke-width="2.5"${kind === 'dashed' ? ' stroke-dasharray="5 3"' : ''}/>`;
-    s += `<text x="${c(cx + 20)}" y="${c(mid + 4)}" fill="#222">${tip(it.name)}${escapeXml(label)}</text>`;
+    s += `<g class="legend-item">${swatch(it, cx, mid)}`;
+    s += `<text x="${c(cx + sw + 6)}" y="${c(mid + 4)}" fill="#222">${tip(it.name)}${escapeXml(label)}</text></g>`;
     cx += w;
   }
   return { svg: s, height: cy - y + rowH };
@@ -396,7 +422,8 @@ export function barChart(o: BarChartOptions): string {
   const whiskerEnds = rows.filter((r) => r.error > 0).flatMap((r) => [r.value - r.error, r.value + r.error]);
   const ticks = axisTicks([...rows.map((r) => r.value), ...whiskerEnds, ...refs.map((r) => r.value)], { domain: o.domain, includeZero: true });
   const catAxisW = o.categoryLabel ? 20 : 0;
-  const labelW = Math.min(width * 0.34, Math.max(...rows.map((r) => textWidth(r.label))) + 4);
+  // up to 40% of the width: long spec names (fixed:single:llama-3.3-nemotron-super-49b-v1) then show whole
+  const labelW = Math.min(width * 0.4, Math.max(...rows.map((r) => textWidth(r.label))) + 4);
   const valueW = Math.max(...rows.map((r) => textWidth(fmt(r.value), 11))) + 10;
   const refRowH = 14;
   const rowH = 24;
@@ -744,7 +771,13 @@ export function scatterChart(o: ScatterOptions): string {
   }
   const xtf = wantLog ? fmtX : tickFormatter(xt.step);
   const frontier = o.frontier === false ? [] : paretoFrontier(pts, o.frontier ?? { x: 'min', y: 'max' });
-  const legendItems: LegendItem[] = frontier.length > 0 ? [{ name: 'Pareto frontier', color: '#D55E00', kind: 'dashed' }] : [];
+  // the legend shows what is drawn: the dashed line through the ringed frontier points, or the one ringed point
+  const legendItems: LegendItem[] =
+    frontier.length > 1
+      ? [{ name: 'Pareto frontier', color: '#D55E00', kind: 'dashed', dot: 'ring' }]
+      : frontier.length === 1 && pts.length > 1
+        ? [{ name: 'Pareto frontier (one point)', color: '#D55E00', kind: 'ring' }]
+        : [];
   const leftW = 12 + (o.yLabel ? 18 : 0) + tickLabelWidth(yt, ytf) + 8;
   const lg = legend(legendItems, leftW, TITLE_H + 2, width - leftW - 16);
   const p: Plot = { x0: leftW, x1: width - 24, y0: TITLE_H + lg.height + 12, y1: 0 };
@@ -761,7 +794,7 @@ export function scatterChart(o: ScatterOptions): string {
   s += `<rect x="${c(p.x0)}" y="${c(p.y0)}" width="${c(p.x1 - p.x0)}" height="${c(p.y1 - p.y0)}" fill="none" stroke="${GRID}"/>`;
   if (frontier.length > 1) {
     const d = frontier.map((f, i) => `${i === 0 ? 'M' : 'L'}${c(x(f.x))} ${c(y(f.y))}`).join(' ');
-    s += `<path d="${d}" fill="none" stroke="#D55E00" stroke-width="1.5" stroke-dasharray="6 4">${tip('Pareto frontier')}</path>`;
+    s += `<path d="${d}" fill="none" stroke="#D55E00" stroke-width="2" stroke-dasharray="6 4">${tip('Pareto frontier')}</path>`;
   }
   const onFrontier = new Set<ScatterPoint>(frontier);
   const placed: Box[] = pts.map((pt) => ({ x: x(pt.x) - 5, y: y(pt.y) - 5, w: 10, h: 10 }));
@@ -878,7 +911,9 @@ export function lineChart(o: LineChartOptions): string {
   const items: LegendItem[] = series.map((se) => ({
     name: se.axis === 'right' && o.y2Label ? `${se.name} (right axis)` : se.name,
     color: se.color,
-    kind: se.dashed ? 'dashed' : 'line',
+    // a series of one point is drawn as a dot, so its swatch is a dot; a curve with markers shows one on its line
+    kind: se.finite.length <= 1 ? 'dot' : se.dashed ? 'dashed' : 'line',
+    dot: (o.markers ?? se.finite.length <= 40) && se.finite.length > 1,
   }));
   const lg = legend(items, leftW, TITLE_H + 2, width - leftW - rightW);
   const p: Plot = { x0: leftW, x1: width - rightW, y0: TITLE_H + lg.height + 10, y1: 0 };
@@ -1061,7 +1096,7 @@ export function stackedBarChart(o: StackedBarOptions): string {
 
   const ticks = normalize ? ticksInside(0, 1, 5) : niceTicks(0, Math.max(...rows.map((r) => r.total)), 5);
   const tfmt = normalize ? (v: number) => `${Math.round(v * 100)}%` : tickFormatter(ticks.step);
-  const labelW = Math.min(width * 0.3, Math.max(...rows.map((r) => textWidth(r.label))) + 4);
+  const labelW = Math.min(width * 0.4, Math.max(...rows.map((r) => textWidth(r.label))) + 4);
   const x0 = 10 + labelW + 8;
   const lg = legend(items, x0, TITLE_H + 2, width - x0 - 16);
   const rowH = 26;
