@@ -27,6 +27,7 @@ import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { toChatMessages } from '../../apps/gateway/src/wire.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 import { startRouterWorkerProcess, type RouterWorkerProcess } from '../support/router-workers.ts';
+import { forkGateway } from '../support/app-process.ts';
 
 const gatewayMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../apps/gateway/src/main.ts');
 
@@ -513,18 +514,19 @@ describe('pool mode: the gateway process routing through the route queue', () =>
     await routerWorker?.kill9().catch(() => {});
   });
 
-  it("refuses to start when the deployed checkpoint has a worker the pool lacks", async () => {
+  it('starts when the deployed checkpoint has a worker the pool lacks: fugu answers with the pool\'s default worker and says why (it exited before, issue 28)', async () => {
     const poolFile = path.join(home, 'short-pool.yaml');
     await writeWorkerPool(poolFile, { name: 'short', workers: pool.workers.filter((w) => w.name !== 'gamma' && w.provider !== 'replay') });
-    const child = fork(gatewayMain, [], {
-      env: { PATH: process.env.PATH, ...serviceEnv(config), FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0' },
-      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-    });
-    let stderr = '';
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    const code = await new Promise<number | null>((r) => child.once('exit', (c2) => r(c2)));
-    expect(code).toBe(1);
-    expect(stderr).toMatch(/^gateway: router checkpoint anchor-\w+ chooses among \[alpha, beta, gamma, flaky\], but the gateway's pool "short" has no worker "gamma" .*set FUGU_GATEWAY_POOL/m);
+    const g = await forkGateway({ ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0' });
+    try {
+      const reason = /^the published router \(deployment "fugu", checkpoint anchor-\w+\) was trained on other workers than pool "short"'s: router checkpoint anchor-\w+ chooses among \[alpha, beta, gamma, flaky\], but the gateway's pool "short" has no worker "gamma"/;
+      expect((g.app.ready as { defaultRouting?: { worker: string; reason: string } }).defaultRouting).toEqual({ worker: 'alpha', reason: expect.stringMatching(reason) });
+      const { data, response } = await new OpenAI({ apiKey: fullKey, baseURL: g.url, maxRetries: 0 }).chat.completions.create({ model: 'fugu', messages: [{ role: 'user', content: 'What is 2 + 2?' }] }).withResponse();
+      expect([response.headers.get('x-fugu-routing'), response.headers.get('x-fugu-worker')]).toEqual(['default', 'alpha']);
+      expect((data as unknown as { fugu: Record<string, unknown> }).fugu).toMatchObject({ worker: 'alpha', routing: 'default', routing_reason: expect.stringMatching(reason) });
+    } finally {
+      await g.app.term();
+    }
   });
 
   it('routes the conversation through a router-worker process, and answers 503 once no router worker is alive', async () => {

@@ -20,7 +20,15 @@ export type Caller = { key: ApiKeyRecord | null; allowed: string[] };
 
 /** A routing outcome: the decision (absent: the no-router fallback worker), the workers to try in order. */
 /** `cooled`: the workers the routing moved last because they are cooled down (cooldown.ts) */
-export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs: number; cooled?: string[] };
+/** `byDefault`: routed by the pool's default (no router trained on the pool is published): why */
+export type Routed = { decision?: RouteDecision; candidates: string[]; routingMs: number; cooled?: string[]; byDefault?: string };
+
+/**
+ * Model `fugu` on a pool no published router was trained on: every request goes to the pool's
+ * default worker (its `default_worker`, else its first), the rest of the pool in order as the
+ * fallbacks; `reason` says why, in the answer's `fugu` object.
+ */
+export type DefaultRouting = { worker: string; reason: string };
 
 /** What one request did, filled as it goes; the access log line and the `requests` row are written from it. */
 export type RequestRecord = {
@@ -169,6 +177,8 @@ export type GatewayContext = {
   seal(rec: RequestRecord, status: number): Promise<void>;
   /** routes a text among `allowed` (pool names) with the cost preference `lambda` */
   route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed>;
+  /** set when model `fugu` routes by the pool's default (no router for this pool) */
+  defaultRouting?: DefaultRouting;
   /** workers cooled down for routing after repeated failures, shared by the gateways (with Redis) */
   cooldowns?: Cooldowns;
 };
@@ -182,6 +192,7 @@ export function createContext(opts: {
   pool: WorkerPool;
   routeClient: RouteClient;
   routerWorkers?: readonly string[];
+  defaultRouting?: DefaultRouting;
   db?: Db;
   /** what is written behind the answers (default: one of its own, with a database) */
   writer?: RecordWriter;
@@ -306,6 +317,12 @@ export function createContext(opts: {
   }
 
   async function route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed> {
+    const byDefault = opts.defaultRouting;
+    if (byDefault) {
+      // the default worker first (when the caller may use it), then the others in pool order
+      const order = [byDefault.worker, ...poolNames.filter((w) => w !== byDefault.worker)].filter((w) => allowed.includes(w));
+      return { candidates: order, routingMs: 0, byDefault: byDefault.reason };
+    }
     const restricted = allowed.length !== poolNames.length;
     const ask = (only: string[] | undefined) => opts.routeClient.route({ text, ...(only && { allowed: only }), ...(lambda !== undefined && { lambda }) });
     const t0 = performance.now();
@@ -372,6 +389,7 @@ export function createContext(opts: {
     charge,
     seal,
     route,
+    ...(opts.defaultRouting && { defaultRouting: opts.defaultRouting }),
     ...(opts.cooldowns && { cooldowns: opts.cooldowns }),
   };
 }

@@ -4,7 +4,8 @@
 // FUGU_REWARDS_DATASET and FUGU_REWARDS_BODY_LIMIT_BYTES (POST /v1/rewards, docs/rewards.md),
 // FUGU_ULTRA_DEPLOYMENT and FUGU_ULTRA_ID_SECRET (model fugu-ultra), ...
 // Checks Redis and Postgres, loads the worker pool and the deployed router checkpoint's worker
-// list (every one must be in the pool), listens, and shuts down gracefully on SIGTERM.
+// list (model `fugu` routes with it when every one is in the pool; else by the pool's default
+// worker, said in each answer), listens, and shuts down gracefully on SIGTERM.
 import { Queue } from 'bullmq';
 import { loadConfig } from '@fugu/config';
 import { connectDb, getCheckpoint, getDeployment, getUltraDeployment, migrate, savePool } from '@fugu/db';
@@ -19,7 +20,7 @@ import { buildGateway } from './server.ts';
 import { createRewardsService, REWARD_LIMITS } from './plugins/rewards.ts';
 import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
 import { loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
-import type { GatewayContext } from './context.ts';
+import type { DefaultRouting, GatewayContext } from './context.ts';
 import { assertPortFree } from './port.ts';
 
 const log = createLogger({ name: 'gateway' });
@@ -35,17 +36,24 @@ async function main(): Promise<void> {
   await migrate(db);
   const { pool, replayStore, example, itemOf } = await loadGatewayWorkers(g.pool, config.llmrouterDir);
 
+  // model fugu: the published router when it was trained on this pool's workers; else the pool's default worker
   let routerWorkers: string[] | undefined;
+  let defaultRouting: DefaultRouting | undefined;
   const deployment = await getDeployment(db, config.router.deployment);
   const checkpoint = deployment && (await getCheckpoint(db, deployment.checkpointId));
+  const fallbackTo = (reason: string): DefaultRouting => ({ worker: pool.defaultWorker ?? pool.workers[0]!.name, reason });
   if (checkpoint) {
-    routerWorkers = checkpoint.workers.map((w) => w.name);
-    checkRouterWorkers(checkpoint.id, routerWorkers, pool);
+    try {
+      checkRouterWorkers(checkpoint.id, checkpoint.workers.map((w) => w.name), pool);
+      routerWorkers = checkpoint.workers.map((w) => w.name);
+    } catch (e) {
+      defaultRouting = fallbackTo(`the published router (deployment "${config.router.deployment}", checkpoint ${checkpoint.id}) was trained on other workers than pool "${pool.name}"'s: ${(e as Error).message.split(';')[0]}`);
+    }
   } else {
-    log.warn(
-      { deployment: config.router.deployment },
-      `no router checkpoint is published for deployment "${config.router.deployment}": model "fugu" answers 503 (and /readyz is 503) until \`fugu router publish <checkpoint>\``,
-    );
+    defaultRouting = fallbackTo(`no router checkpoint is published for deployment "${config.router.deployment}"`);
+  }
+  if (defaultRouting) {
+    log.warn({ deployment: config.router.deployment, worker: defaultRouting.worker }, `model "fugu" answers with the pool's default worker ${defaultRouting.worker} (${defaultRouting.reason}); train and publish a router for pool "${pool.name}" to route`);
   }
 
   const servingLog = (level: 'info' | 'warn' | 'error', msg: string, extra?: Record<string, unknown>) => log[level](extra ?? {}, msg);
@@ -86,7 +94,7 @@ async function main(): Promise<void> {
   // the Batch API: lines as chat-call jobs on the provider queues (replay workers answer from the LLMRouter data)
   const replayPool = g.pool === 'llmrouter' || g.pool.startsWith('llmrouter:');
   const batches = { queue, workers: stored.workers, ...(replayPool && { replayDataset: g.pool }) };
-  const app = await buildGateway({ config, pool, routeClient, routerWorkers, db, env: process.env, replayStore, redis, adminKey, log, registry, rewards, batches, extraModels: [ultra] });
+  const app = await buildGateway({ config, pool, routeClient, routerWorkers, ...(defaultRouting && { defaultRouting }), db, env: process.env, replayStore, redis, adminKey, log, registry, rewards, batches, extraModels: [ultra] });
   await app.listen({ port: g.port, host: g.host });
   const port = (app.server.address() as { port: number }).port;
   log.info(
@@ -97,7 +105,7 @@ async function main(): Promise<void> {
   // (and the fugu-ultra model's name, when a Conductor is published for it)
   const ultraName = process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || ULTRA_MODEL;
   const ultraPublished = (await getUltraDeployment(db, ultraName))?.pool === pool.name;
-  if (process.send) process.send({ type: 'ready', port, host: g.host, example, ...(ultraPublished && { ultra: ultraName }) });
+  if (process.send) process.send({ type: 'ready', port, host: g.host, example, pool: pool.name, ...(ultraPublished && { ultra: ultraName }), ...(defaultRouting && { defaultRouting }) });
   installShutdown(
     [
       { name: 'http server', close: () => app.close() },

@@ -221,7 +221,23 @@ export function workerModel(ctx: GatewayContext, spec: WorkerSpec): ModelHandler
 /** A whole answer from the routed workers (fallbacks included). */
 export async function generateOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<Completion> {
   const { value, worker, failed } = await withFallback(ctx, r, input, (spec, call) => ctx.calls.generate(spec, { ...input.req, signal: input.signal }, call));
-  return { result: value.result, worker, cost: value.cost, headers: routingHeaders(r, worker, failed) };
+  const extension = answerExtension(ctx, r, worker);
+  return { result: value.result, worker, cost: value.cost, headers: routingHeaders(r, worker, failed), ...(extension && { extension }) };
+}
+
+/**
+ * The `fugu` object of a router's or a worker's answer, when there is something to say: that
+ * `fugu` routed by the pool's default (no router trained on the pool), and that the worker is a
+ * scripted one (a simulation, not a model's answer nor a recorded outcome).
+ */
+function answerExtension(ctx: GatewayContext, r: Routed, worker: string): Record<string, unknown> | undefined {
+  const scripted = ctx.specs.get(worker)?.provider === 'scripted';
+  if (r.byDefault === undefined && !scripted) return undefined;
+  return {
+    worker,
+    ...(r.byDefault !== undefined && { routing: 'default', routing_reason: r.byDefault }),
+    ...(scripted && { simulation: 'scripted: a simulated answer (provider scripted) for trying fugu, not a model\'s answer nor a recorded outcome' }),
+  };
 }
 
 /** A stream from the routed workers: a failure before the first event falls back. */
@@ -230,7 +246,8 @@ export async function streamOn(ctx: GatewayContext, r: Routed, input: ChatInput)
     const s = await ctx.calls.stream(spec, { ...input.req, signal: input.signal }, call);
     return { s, first: await s.events.next() };
   });
-  return { worker, headers: routingHeaders(r, worker, failed), events: value.s.events, first: value.first, cost: (u) => value.s.cost(u) };
+  const extension = answerExtension(ctx, r, worker);
+  return { worker, headers: routingHeaders(r, worker, failed), events: value.s.events, first: value.first, cost: (u) => value.s.cost(u), ...(extension && { extension: () => extension }) };
 }
 
 export function routingHeaders(r: Routed, worker: string, failed: string[]): Record<string, string> {
@@ -238,6 +255,7 @@ export function routingHeaders(r: Routed, worker: string, failed: string[]): Rec
     'x-fugu-worker': worker,
     'x-fugu-routing-ms': r.routingMs.toFixed(2),
     ...(r.decision && { 'x-fugu-checkpoint': r.decision.checkpointId }),
+    ...(r.byDefault !== undefined && { 'x-fugu-routing': 'default' }),
     ...(failed.length > 0 && { 'x-fugu-fallback-from': failed.join(',') }),
     ...(r.cooled && { 'x-fugu-cooled-down': r.cooled.join(',') }),
   };

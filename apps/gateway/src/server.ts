@@ -27,7 +27,7 @@ import type { Db, StoredWorker } from '@fugu/db';
 import type { ChatModel, Env, ReplayStoreSource } from '@fugu/providers';
 import type { RouteClient } from '@fugu/serving';
 import { Registry, createLogger, scrub, type Logger } from '@fugu/telemetry';
-import { createContext, directCalls, pipelineCalls, type GatewayContext, type ProviderCalls } from './context.ts';
+import { createContext, directCalls, pipelineCalls, type DefaultRouting, type GatewayContext, type ProviderCalls } from './context.ts';
 import { GatewayError, toGatewayError } from './errors.ts';
 import { defaultRegistry, type ModelHandler, type ModelRegistry } from './models.ts';
 import { chatPlugin } from './plugins/chat.ts';
@@ -58,6 +58,8 @@ export type GatewayOptions = {
   routeClient: RouteClient;
   /** the deployed checkpoint's workers when known at start (see main.ts); kept up to date from decisions */
   routerWorkers?: readonly string[];
+  /** model `fugu` routes by the pool's default: no router trained on the pool is published (main.ts) */
+  defaultRouting?: DefaultRouting;
   /** API keys (required when gateway.auth is `keys`) and the `requests` rows */
   db?: Db;
   /** what is written behind the answers (default: a RecordWriter of its own over `db`, journaled in `redis`); a test passes one to `flush()` it */
@@ -110,6 +112,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     pool: opts.pool,
     routeClient: opts.routeClient,
     ...(opts.routerWorkers && { routerWorkers: opts.routerWorkers }),
+    ...(opts.defaultRouting && { defaultRouting: opts.defaultRouting }),
     ...(opts.db && { db: opts.db }),
     ...(writer && { writer }),
     calls,

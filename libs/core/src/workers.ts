@@ -50,4 +50,8 @@ export type WorkerSpec = {
   script?: Partial<ScriptSpec>;
 };
 
-export type WorkerPool = { name: string; workers: WorkerSpec[] };
+/**
+ * `defaultWorker`: the worker model `fugu` answers with while no router trained on this pool is
+ * published (the pool file's `default_worker`; absent: the pool's first worker).
+ */
+export type WorkerPool = { name: string; workers: WorkerSpec[]; defaultWorker?: string };

@@ -1,6 +1,7 @@
 // Worker-pool files (YAML or JSON): which LLMs a run may use, how to reach them and what they cost.
 //
 //   name: my-pool
+//   default_worker: gpt-4o-mini      # optional: what model `fugu` answers with until a router trained on this pool is published (default: the first worker)
 //   workers:
 //     - name: gpt-4o-mini
 //       provider: openai            # openai | anthropic | google | openai-compatible | replay | scripted
@@ -92,8 +93,12 @@ const poolSchema = z
   .strictObject({
     name: nonEmpty('name'),
     workers: z.array(workerSchema, { error: 'workers must be a list' }).min(1, 'a pool needs at least one worker'),
+    default_worker: nonEmpty('default_worker').optional(),
   })
   .superRefine((pool, ctx) => {
+    if (pool.default_worker !== undefined && !pool.workers.some((w) => w.name === pool.default_worker)) {
+      ctx.addIssue({ code: 'custom', path: ['default_worker'], message: `default_worker "${pool.default_worker}" is not a worker of the pool (${pool.workers.map((w) => w.name).join(', ')})` });
+    }
     const first = new Map<string, number>();
     pool.workers.forEach((w, i) => {
       const j = first.get(w.name);
@@ -190,7 +195,7 @@ export function parseWorkerPool(text: string, file = '<pool>'): WorkerPool {
     }
     return fail(iss.message, iss.path);
   }
-  return { name: r.data.name, workers: r.data.workers.map(toSpec) };
+  return { name: r.data.name, workers: r.data.workers.map(toSpec), ...(r.data.default_worker !== undefined && { defaultWorker: r.data.default_worker }) };
 }
 
 /** The name of the shipped pool of scripted workers (data/pools/scripted.yaml): simulations that answer any prompt, no keys. */
@@ -217,6 +222,7 @@ export async function loadWorkerPool(path: string): Promise<WorkerPool> {
 export function poolToFile(pool: WorkerPool): WorkerPoolFile {
   return {
     name: pool.name,
+    ...(pool.defaultWorker !== undefined && { default_worker: pool.defaultWorker }),
     workers: pool.workers.map((w) => {
       const opt: Partial<WorkerPoolFile['workers'][number]> = {};
       if (w.apiKeyEnv !== undefined) opt.api_key_env = w.apiKeyEnv;

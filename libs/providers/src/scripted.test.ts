@@ -50,6 +50,8 @@ describe('scripted worker', () => {
     });
     expect(second.finishReason).toBe('stop');
     expect(second.text).toContain('get_weather gave "sunny, 21 C"');
+    // an agent whose prompt quotes that result (another agent's answer) answers instead of calling again
+    expect((await m.generate(ask(`${q}\n\nAnother agent: ${second.text}`, { tools: [weather] }))).toolCalls).toEqual([]);
     // a documentation question picks the search tool; tool_choice none, or nothing matching, answers
     expect((await m.generate(ask('Search the documentation for the install guide', { tools: [weather, search] }))).toolCalls[0]).toMatchObject({ name: 'search_docs' });
     expect((await m.generate(ask(q, { tools: [weather], toolChoice: 'none' }))).toolCalls).toEqual([]);

@@ -7,7 +7,8 @@
 //
 // When tools are offered (tool_choice not "none"), an agent that has not yet had a tool result
 // since the user's last message calls one: the tool tool_choice names, else the script's `tools`
-// name, else the tool whose name and description share the most words with the prompt; its
+// name, else the tool whose name and description share the most words with the prompt (and
+// whose results the prompt does not already quote, as another agent's answer does); its
 // arguments are drawn from the prompt by the tool's JSON Schema (a city or place: the prompt's
 // capitalised words; a query or text: the message; numbers: the first number). Given tool
 // results, it answers from them.
@@ -132,11 +133,14 @@ export class ScriptedChatModel implements ChatModel {
       const t = tools.find((x) => x.name === named);
       if (t) return t;
     }
-    // the best match by shared words (ties: the first offered)
+    // the best match by shared words (ties: the first offered), among the tools whose results the
+    // prompt does not already quote (an agent that reads another's work does not call again)
     const words = contentWords(question);
-    let best = tools[0]!;
+    const fresh = tools.filter((t) => !question.includes(`${t.name} gave `));
+    if (fresh.length === 0 && choice !== 'required') return undefined;
+    let best = (fresh[0] ?? tools[0])!;
     let bestScore = -1;
-    for (const t of tools) {
+    for (const t of fresh) {
       const mine = contentWords(`${t.name.replace(/[_-]/g, ' ')} ${t.description ?? ''}`);
       const score = [...mine].filter((w) => words.has(w) || [...words].some((q) => q.length > 3 && (w.startsWith(q) || q.startsWith(w)))).length;
       if (score > bestScore) [best, bestScore] = [t, score];

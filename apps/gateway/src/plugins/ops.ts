@@ -14,7 +14,8 @@ import { GatewayError } from '../errors.ts';
 export async function opsPlugin(app: FastifyInstance, { ctx }: { ctx: GatewayContext }): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
-    const ready = await ctx.routeClient.ready().catch(() => false);
+    // routing by the pool's default needs no router
+    const ready = ctx.defaultRouting !== undefined || (await ctx.routeClient.ready().catch(() => false));
     return reply.code(ready ? 200 : 503).send({ ready });
   });
   app.get('/metrics', async (_req, reply) => reply.header('content-type', ctx.registry.contentType).send(await ctx.registry.metrics()));
