@@ -1,9 +1,10 @@
 // Resume exactness of GRPO on the cluster path: the coordinator process (apps/trainer/src/grpo-main.ts,
 // the Job's command) is killed with SIGKILL during fan-out, mid fan-in, between a commit and the
-// next iteration, and at a moment the test does not choose; after each restart it resumes from
-// Postgres. A conductor process is killed -9 with rollouts in hand. Each run must end with the
-// same final policy, iteration records, rollout rows and validation checkpoint as an
-// uninterrupted run with the same seed. SIGTERM before the end exits 143.
+// next iteration, and at a moment the test does not choose (but checks: some rollouts of the last
+// iteration done, the iteration not committed); after each restart it resumes from Postgres. A
+// conductor process is killed -9 with rollouts in hand. Each run must end with the same final
+// policy, iteration records, rollout rows and validation checkpoint as an uninterrupted run with
+// the same seed. SIGTERM before the end exits 143.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { getConductorCheckpoint, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
@@ -71,13 +72,32 @@ describe('GRPO resume after kill -9', () => {
       expect(await c.exited, at).toEqual({ code: null, signal: 'SIGKILL' });
     }
     expect((await getGrpoRun(env.ctx.db, 'crash'))!.iteration).toBe(3);
-    // a kill once iteration 3 has some rollouts finished
+    // a kill once iteration 3 has some rollouts finished and before it is committed: the
+    // conductors run one workflow at a time meanwhile, so the iteration's 22 rollouts (16 train,
+    // 6 validation) finish over 11 rounds and the first done one comes long before the last
+    const slow = await Promise.all([0, 1].map(() => startConductorProcess(env.config, { ...CONDUCTOR_ENV, FUGU_CONDUCTOR_CONCURRENCY: '1' })));
+    for (const old of conductors) await old.term();
+    conductors = slow;
+    const iteration3 = async () => (await sql<{ done: number; total: number }>`
+      select count(*) filter (where status = 'done')::int as done, count(*)::int as total from workflows where key like 'grpo.crash.3.%'`.execute(env.ctx.db)).rows[0]!;
     const c = await coordinator('crash');
-    await waitFor('a rollout of iteration 3', async () => {
-      const n = await sql<{ n: number }>`select count(*)::int as n from workflows where key like 'grpo.crash.3.%' and status = 'done'`.execute(env.ctx.db);
-      return n.rows[0]!.n > 0 || (await getGrpoRun(env.ctx.db, 'crash'))!.status === 'completed';
+    const seen = await waitFor('a rollout of iteration 3 done', async () => {
+      const run = (await getGrpoRun(env.ctx.db, 'crash'))!;
+      if (run.iteration > 3 || run.status === 'completed') throw new Error(`the run went past iteration 3 before a rollout of it was seen done (iteration ${run.iteration}, ${run.status})`);
+      const n = await iteration3();
+      return n.done > 0 && n;
     }, 60_000, 20);
     await c.kill9();
+    process.stdout.write(`grpo kill -9 with ${seen.done} of ${seen.total} rollouts of iteration 3 done\n`);
+    // the kill landed mid-iteration: iteration 3 not committed, some of its rollouts not done
+    const atKill = (await getGrpoRun(env.ctx.db, 'crash'))!;
+    expect({ iteration: atKill.iteration, status: atKill.status }, 'the kill landed before iteration 3 was committed').toEqual({ iteration: 3, status: 'running' });
+    expect(seen.total).toBe(22);
+    expect(seen.done, 'rollouts of iteration 3 done when the kill was sent').toBeLessThan(seen.total);
+    // back to the usual conductors for the resumed coordinator and the tests after this one
+    const usual = await Promise.all([0, 1].map(() => startConductorProcess(env.config, CONDUCTOR_ENV)));
+    for (const old of conductors) await old.term();
+    conductors = usual;
     const last = await coordinator('crash');
     expect(await last.exited).toEqual({ code: 0, signal: null });
     expect(await outcome('crash')).toEqual(reference);
