@@ -135,7 +135,8 @@ describe('fugu train grpo', () => {
       const { rows: wfs } = await sql<{ id: number; options: { workers?: string[] } }>`select id, options from workflows where id = any(${kc.rollouts.map((x) => x.workflowId!)})`.execute(env.ctx.db);
       const optionsOf = new Map(wfs.map((w) => [w.id, w.options]));
       const names = (await getPoolWorkers(env.ctx.db, kc.run.poolId)).map((w) => w.name);
-      const pools = new Map<string, string>();
+      // each group's pools, rollout by rollout
+      const pools = new Map<string, string[]>();
       for (const x of kc.rollouts) {
         const allowed = optionsOf.get(x.workflowId!)!.workers;
         if (x.split === 'val') {
@@ -146,10 +147,15 @@ describe('fugu train grpo', () => {
         const used = (x.decisions as { steps: Array<{ worker: number }> }).steps.map((st) => names[st.worker]!);
         for (const w of used) expect(allowed).toContain(w);
         const group = `${x.iteration}.${x.question}`;
-        expect(pools.get(group) ?? allowed!.join()).toBe(allowed!.join());
-        pools.set(group, allowed!.join());
+        pools.set(group, [...(pools.get(group) ?? []), allowed!.join()]);
       }
-      expect(new Set(pools.values()).size, 'questions get different pools').toBeGreaterThan(1);
+      // Q groups per iteration, each of its G rollouts on one and the same pool
+      expect([...pools.keys()].sort()).toEqual(['0.0', '0.1', '0.2', '0.3', '1.0', '1.1', '1.2', '1.3']);
+      for (const [group, seen] of pools) {
+        expect(seen, `group ${group}`).toHaveLength(small.g!);
+        expect(new Set(seen).size, `group ${group}: one pool for its ${small.g} rollouts`).toBe(1);
+      }
+      expect(new Set([...pools.values()].map((seen) => seen[0])).size, 'questions get different pools').toBeGreaterThan(1);
     } finally {
       await conductor?.term();
       await worker?.term();
