@@ -84,7 +84,24 @@ describe('grpoUpdate on a 3-armed bandit', () => {
   it('increases the expected reward (seeded)', () => {
     const theta0 = new Float64Array(3);
     const { theta, history, updates } = train(theta0, 30);
-    expect(history[0]).toBeCloseTo(0.5, 15);
+    // the first update's first step: at the sampling params rho = 1, so dLoss/dθ is the batch's
+    // advantage-weighted score, -(1/N) Σ_i (A_i / |o_i|) Σ_d (e_{a_d} - p), computed here from the
+    // samples; Adam's first step moves each logit by lr against its sign (g / (|g| + eps): the bias
+    // corrections cancel), and the step reports its norm
+    const batch0 = sampleBatch(theta0, 0);
+    const p0 = softmax(theta0);
+    const g0 = [0, 0, 0];
+    for (const { sample, advantage } of batch0) {
+      for (const a of sample.arms) for (let k = 0; k < 3; k++) g0[k] = g0[k]! - (advantage / (batch0.length * sample.arms.length)) * ((k === a ? 1 : 0) - p0[k]!);
+    }
+    expect(g0.every((g) => Math.abs(g) > 1e-4), 'every logit has a gradient').toBe(true);
+    const one = grpoUpdate({ params: theta0, samples: batch0, policy: bandit, adam: { lr: 0.05 } });
+    expect(one.steps).toHaveLength(1);
+    expect(one.steps[0]!.gradNorm).toBeCloseTo(Math.hypot(...g0), 12);
+    Array.from(one.params).forEach((t, k) => expect(t, `logit ${k}`).toBeCloseTo((-0.05 * g0[k]!) / (Math.abs(g0[k]!) + 1e-8), 12));
+    // an arm pulled more by the rollouts that beat their group's mean gains probability
+    const gained = softmax(one.params).map((p, k) => Math.sign(p - p0[k]!));
+    expect(gained).toEqual(g0.map((g) => -Math.sign(g)));
     expect(history.at(-1)!).toBeGreaterThan(0.75);
     expect(softmax(theta)[2]).toBeGreaterThan(softmax(theta)[0]!);
     // the input params are not modified
