@@ -48,8 +48,12 @@ describe('request parameters per provider', () => {
 
   it('replay honours max_tokens and stop by cutting the recorded answer as the model would have stopped', async () => {
     const m = new ReplayChatModel('r', { lookup: () => ({ itemId: 'a', outcome: { score: 1, answer: 'The answer is 42. END of story, told at length.', tokensOut: 12 } }) });
-    const whole = await m.generate(base);
+    // a stop sequence the answer does not contain and a limit of exactly its 12 tokens cut nothing;
+    // one token less cuts it to that many (4 characters a token), finish length
+    const whole = await m.generate({ ...base, stop: ['zzz'], maxTokens: 12 });
     expect([whole.text, whole.finishReason, whole.usage.outputTokens]).toEqual(['The answer is 42. END of story, told at length.', 'stop', 12]);
+    const shy = await m.generate({ ...base, stop: ['zzz'], maxTokens: 11 });
+    expect([shy.text, shy.finishReason, shy.usage.outputTokens]).toEqual(['The answer is 42. END of story, told at leng', 'length', 11]);
     const stopped = await m.generate({ ...base, stop: ['zzz', ' END'] });
     expect([stopped.text, stopped.finishReason, stopped.usage.outputTokens]).toEqual(['The answer is 42.', 'stop', 5]);
     const short = await m.generate({ ...base, maxTokens: 2 });
