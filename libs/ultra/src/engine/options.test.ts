@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { REPLAY_STEP_OUTPUT_TOKENS } from '@fugu/conductor';
-import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
+import { answerReplayRequest, encodeReplayStepRequest, REPLAY_PRESETS } from '@fugu/conductor';
+import { REPLAY_DEFAULT_OUTPUT_TOKENS, ReplayChatModel } from '@fugu/providers';
 import { validateWorkflowOptions } from './options.ts';
 
 const fieldOf = (f: () => unknown): string | undefined => {
@@ -36,7 +36,30 @@ describe('workflow options', () => {
 });
 
 describe('replay steps and the replay provider', () => {
-  it('count the output of an answer without recorded tokens alike', () => {
-    expect(REPLAY_STEP_OUTPUT_TOKENS).toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
+  it('count the output of an answer without recorded tokens alike', async () => {
+    // a replay worker as apps/provider-worker builds it: its store answers a Conductor step (request
+    // metadata replayStep) by the step model, any other request by the item's recorded outcome
+    const item = { id: 'q1', recorded: { w: { score: 1 }, v: { score: 0 }, x: { score: 1, answer: 'It is 42, by a long computation written out in full.' } } };
+    const model = (worker: string) => new ReplayChatModel(worker, {
+      lookup: (prompt, _itemId, metadata) => {
+        const a = answerReplayRequest(worker, item, prompt, metadata);
+        return a && { itemId: item.id, ...a };
+      },
+    });
+    const ask = (sources?: string[]) => ({
+      messages: [{ role: 'user' as const, content: 'What is 6 x 7?' }],
+      ...(sources && { metadata: { replayStep: encodeReplayStepRequest({ seed: 3, sources, seenTokens: 0, params: { ...REPLAY_PRESETS.large } }) } }),
+    });
+    const outputTokens = async (worker: string, sources?: string[]) => (await model(worker).generate(ask(sources))).usage.outputTokens;
+    // neither tokens nor an answer recorded: the provider's default, for the plain call, a step that
+    // sees nothing and a step that sees another worker's answer (whose text is the short marker)
+    expect(await outputTokens('w')).toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
+    expect(await outputTokens('w', [])).toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
+    expect(await outputTokens('w', ['v'])).toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
+    // an answer recorded without tokens: its length, alike on both paths (not the default)
+    const plain = await outputTokens('x');
+    expect(plain).not.toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
+    expect(await outputTokens('x', [])).toBe(plain);
+    expect(await outputTokens('x', ['v'])).toBe(plain);
   });
 });
