@@ -123,7 +123,7 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   }
   const child = fork(gatewayMain, [], { env, stdio: ['inherit', out, out, 'ipc'], detached: true });
   if (typeof out === 'number') closeSync(out);
-  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string }) => {
+  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string; pool?: string; defaultRouting?: { worker: string; reason: string } }) => {
     if (m?.type !== 'ready') return;
     const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
     const body = JSON.stringify({ model: 'fugu', messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
@@ -135,6 +135,16 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
       // the Conductor: a workflow of several workers behind one model name (the x-fugu-workflow header and the fugu object name it)
       const ultraBody = JSON.stringify({ model: m.ultra, messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
       process.stderr.write(`  curl -s http://${host}:${m.port}/v1/chat/completions${authHeader} -H 'Content-Type: application/json' -d '${ultraBody}'\n`);
+    }
+    if (m.defaultRouting) {
+      // no router for this pool yet: what fugu does meanwhile, and the three commands that make one
+      const p = f.pool ?? m.pool ?? 'POOL';
+      process.stderr.write(
+        `model "fugu" answers with the pool's default worker ${m.defaultRouting.worker} (${m.defaultRouting.reason}); to route, train and publish a router for this pool:\n` +
+          `  npx fugu eval --dataset DATASET --pool ${p}          # every worker on a dataset (its rewards)\n` +
+          '  npx fugu router train --run RUN                     # SFT of the router on that run (prints the checkpoint id)\n' +
+          '  npx fugu router publish CHECKPOINT                  # then restart the gateway\n',
+      );
     }
     process.stderr.write('a batch of such requests (OpenAI Batch API JSONL): npx fugu batch submit FILE --wait\n');
     if (f.logFile !== undefined) process.stderr.write(`the gateway's JSON log (a line per request): ${f.logFile} (npm run demo -- --gateway-log - shows it here)\n`);
