@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatRequest, ToolDefinition } from '@fugu/core';
-import { RateLimitError, ServerError, TimeoutError } from './errors.ts';
+import { AbortedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
 import { argumentsFor, ScriptedChatModel } from './scripted.ts';
 import { createChatModel } from './factory.ts';
 
@@ -98,6 +98,11 @@ describe('scripted worker', () => {
     const fresh = new ScriptedChatModel('flaky', { seed: 3, failures: { rateLimit: 0.2, serverError: 0.1, timeout: 0 } });
     expect(await seq(again)).toEqual(await seq(fresh));
     await expect(new ScriptedChatModel('t', { failures: { rateLimit: 0, serverError: 0, timeout: 1 } }).generate(ask('q', { timeoutMs: 5 }))).rejects.toBeInstanceOf(TimeoutError);
+    // the caller's abort ends the wait
+    const abort = new AbortController();
+    const slow = new ScriptedChatModel('slow', { latencyMs: 60_000 }).generate(ask('q', { signal: abort.signal }));
+    abort.abort();
+    await expect(slow).rejects.toBeInstanceOf(AbortedError);
   });
 
   it('streams the same answer, and the tool call as one event', async () => {

@@ -13,6 +13,7 @@
 // capitalised words; a query or text: the message; numbers: the first number). Given tool
 // results, it answers from them.
 
+import { setTimeout as delay } from 'node:timers/promises';
 import { estimateTokens, messageText, rng, type ScriptSpec, type ToolDefinition } from '@fugu/core';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent, ToolCall } from '@fugu/core';
 import { AbortedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
@@ -233,18 +234,11 @@ function clip(s: string, n: number): string {
   return one.length > n ? `${one.slice(0, n - 3)}...` : one;
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.reject(new AbortedError('scripted', 'scripted: call aborted by the caller'));
-  if (ms <= 0) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(new AbortedError('scripted', 'scripted: call aborted by the caller'));
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+/** Waits `ms` (Node's abortable timer); the caller's abort is an AbortedError. */
+async function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  try {
+    await delay(Math.max(0, ms), undefined, signal && { signal });
+  } catch {
+    throw new AbortedError('scripted', 'scripted: call aborted by the caller');
+  }
 }
