@@ -92,6 +92,7 @@ COPY package.json ./
 COPY apps ./apps
 COPY libs ./libs
 COPY data/llmrouter ./data/llmrouter
+COPY data/pools ./data/pools
 VOLUME ["/var/lib/fugu"]
 USER 10001:10001
 EXPOSE 8080

@@ -31,7 +31,8 @@ const expected = tracked
       ['package.json', 'package-lock.json', '.npmrc'].includes(f) ||
       /^(apps|libs)\/[^/]+\/package\.json$/.test(f) ||
       (/^(apps|libs)\/[^/]+\/src\//.test(f) && !isTest(f)) ||
-      f.startsWith('data/llmrouter/'),
+      f.startsWith('data/llmrouter/') ||
+      f.startsWith('data/pools/'),
   )
   .sort();
 
@@ -56,7 +57,7 @@ describe('.dockerignore', () => {
     expect(patterns, 'a first line ** would exclude everything').not.toContain('**');
   });
 
-  it('leaves exactly the manifests, the non-test sources and prompts of apps/ and libs/, and data/llmrouter', () => {
+  it('leaves exactly the manifests, the non-test sources and prompts of apps/ and libs/, data/llmrouter and data/pools', () => {
     const extra = context.filter((f) => !expected.includes(f));
     const missing = expected.filter((f) => !inContext.has(f));
     expect(extra, `in the context but not needed by the images (exclude them in .dockerignore) ${list(extra)}`).toEqual([]);
@@ -67,6 +68,7 @@ describe('.dockerignore', () => {
     expect(context).toContain('libs/conductor/src/prompts/worker-v1.md');
     expect(context).toContain('data/llmrouter/queries_train.jsonl');
     expect(context).toContain('data/llmrouter/queries_test.jsonl'); // data, not a test
+    expect(context).toContain('data/pools/scripted.yaml');
     expect(context).toContain('apps/gateway/src/main.ts');
     expect(context.length).toBeGreaterThan(300);
   });
