@@ -1,7 +1,8 @@
 // Any pool, served from its first minute (issue 28, section 2): the gateway as deployed, started
 // on a pool no router was trained on (scripted workers, no key), answers model `fugu` with the
 // pool's default worker (said in a header and in the `fugu` object), a worker by name, and
-// fugu-ultra's tool loop to its final answer, all through the real `openai` client.
+// fugu-ultra's tool loop to its final answer on the default Conductor (none is published), all
+// through the real `openai` client; the shipped example (examples/ultra-tool-loop.ts) as printed.
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -13,7 +14,8 @@ import { createApiKey } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { resolvePool, writeWorkerPool } from '@fugu/datasets';
 import { forkGateway, type AppProcess } from '../support/app-process.ts';
-import { publishUltraAndTell } from '../support/ultra-publish.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -23,6 +25,7 @@ let home: string;
 let config: FuguConfig;
 let gateway: { url: string; app: AppProcess };
 let client: OpenAI;
+let apiKey: string;
 
 beforeAll(async () => {
   home = await mkdtemp(path.join(tmpdir(), 'fugu-any-pool-'));
@@ -33,8 +36,8 @@ beforeAll(async () => {
   const workers = shipped.workers.filter((w) => w.name !== 'sim-flaky').map((w) => ({ ...w, script: { ...w.script, latencyMs: 0 } }));
   const poolFile = path.join(home, 'new-pool.yaml');
   await writeWorkerPool(poolFile, { name: 'new-pool', defaultWorker: 'sim-medium', workers });
-  await publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'new-pool', options: {} });
   const { key } = await createApiKey(database.db, { name: 'any-pool' });
+  apiKey = key;
   gateway = await forkGateway({ ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: poolFile, FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_ULTRA_ID_SECRET: randomBytes(32).toString('hex') });
   client = new OpenAI({ apiKey: key, baseURL: gateway.url, maxRetries: 0 });
 }, 120_000);
@@ -71,7 +74,15 @@ describe('a gateway on a pool no router was trained on', () => {
     expect(text).toMatch(/\[scripted sim-medium\] On heat, pump/);
   });
 
-  it('fugu-ultra runs a tool loop to its final answer on the scripted workers', async () => {
+  it('the shipped example runs fugu-ultra\'s tool loop to its final answer, as the demo prints it', async () => {
+    const example = new URL('../../examples/ultra-tool-loop.ts', import.meta.url).pathname;
+    const { stdout } = await promisify(execFile)(process.execPath, [example, gateway.url], { env: { ...process.env, FUGU_API_KEY: apiKey }, timeout: 60_000 });
+    expect(stdout).toMatch(/request 1: workflow \d+ \(fixed:moa:2; steps on sim-small, sim-medium, sim-small\): 1 tool call/);
+    expect(stdout).toMatch(/tool get_weather\(\{"city":"Paris"\}\) -> 14 C, light rain/);
+    expect(stdout).toMatch(/request 2: .*the final answer\nassistant: .*\[scripted sim-small\]/);
+  });
+
+  it('fugu-ultra (none published for this pool: the default Conductor, said in the fugu object) runs a tool loop to its final answer on the scripted workers', async () => {
     const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: 'get_weather', description: 'Current weather of a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
     const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Should I take an umbrella in Paris today? Check the weather.' }];
     const first = await client.chat.completions.create({ model: 'fugu-ultra', messages, tools });
@@ -84,6 +95,6 @@ describe('a gateway on a pool no router was trained on', () => {
     expect(done.choices[0]!.finish_reason).toBe('stop');
     // the aggregator (sim-small, the first worker, as fixed:moa:2 writes it) answers from the proposers' answers, which read the tool's result
     expect(done.choices[0]!.message.content).toMatch(/\[scripted sim-small\]/);
-    expect((done as Json).fugu).toMatchObject({ status: 'done', topology: 'parallel' });
+    expect((done as Json).fugu).toMatchObject({ status: 'done', topology: 'parallel', conductor: 'fixed:moa:2', conductor_default: expect.stringMatching(/^no Conductor is published as "fugu-ultra"/) });
   });
 });

@@ -111,10 +111,10 @@ async function refused(p: Promise<unknown>): Promise<APIError & { param?: string
 const reset = () => Object.values(stubs).forEach((s) => s.requests.splice(0));
 
 describe('fugu-ultra: one model behind chat completions', () => {
-  it('answers 503 naming the command until a Conductor is published', async () => {
-    const err = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] }));
-    expect(err.status).toBe(503);
-    expect(err.message).toMatch(/fugu ultra publish/);
+  it('runs the default Conductor until one is published, said in the fugu object with the command (was a 503, issue 28)', async () => {
+    const c = await client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: QUESTION }] });
+    expect((c as Json).fugu).toMatchObject({ conductor: 'fixed:moa:2', conductor_default: expect.stringMatching(/^no Conductor is published as "fugu-ultra": `fugu ultra publish --conductor <spec> --pool \S+` publishes one$/) });
+    expect(c.choices[0]!.message.content).toBe('alpha aggregated the proposals');
   });
 
   it('runs a workflow: the final step answers; header, fugu object and usage name the workflow, its workers and the two kinds of tokens; rows written', async () => {

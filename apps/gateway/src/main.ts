@@ -19,7 +19,7 @@ import { collectDefaultMetrics } from 'prom-client';
 import { buildGateway } from './server.ts';
 import { createRewardsService, REWARD_LIMITS } from './plugins/rewards.ts';
 import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
-import { loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
+import { defaultConductor, loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
 import type { DefaultRouting, GatewayContext } from './context.ts';
 import { assertPortFree } from './port.ts';
 
@@ -104,8 +104,11 @@ async function main(): Promise<void> {
   // a parent process (fugu gateway, tests) reads this to learn the port
   // (and the fugu-ultra model's name, when a Conductor is published for it)
   const ultraName = process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || ULTRA_MODEL;
+  // (served either way: the default Conductor where none is published for this pool)
   const ultraPublished = (await getUltraDeployment(db, ultraName))?.pool === pool.name;
-  if (process.send) process.send({ type: 'ready', port, host: g.host, example, pool: pool.name, ...(ultraPublished && { ultra: ultraName }), ...(defaultRouting && { defaultRouting }) });
+  if (process.send) {
+    process.send({ type: 'ready', port, host: g.host, example, pool: pool.name, ultra: ultraName, ...(!ultraPublished && { ultraDefault: defaultConductor(pool.workers) }), ...(defaultRouting && { defaultRouting }) });
+  }
   installShutdown(
     [
       { name: 'http server', close: () => app.close() },

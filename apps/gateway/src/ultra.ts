@@ -54,6 +54,17 @@ export type UltraServingOptions = {
   read?: (db: Db, name: string) => Promise<UltraDeployment | undefined>;
 };
 
+/** A deployment as served: `byDefault` says why the default Conductor serves it (none published for this pool). */
+type ServedDeployment = UltraDeploymentRef & { byDefault?: string };
+
+/**
+ * The Conductor of a pool no Conductor is published for: two proposers and an aggregator
+ * (`fixed:moa:2`, the pool's first two workers) or, on a one-worker pool, that worker alone.
+ */
+export function defaultConductor(workers: ReadonlyArray<{ name: string }>): string {
+  return workers.length >= 2 ? 'fixed:moa:2' : `fixed:single:${workers[0]!.name}`;
+}
+
 export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHandler {
   const name = o.name ?? ULTRA_MODEL;
   const deps: InteractiveDeps = {
@@ -75,14 +86,15 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     invalidations: o.invalidations ?? { redisUrl: ctx.config.redisUrl, queuePrefix: ctx.config.queuePrefix },
     log: ctx.log,
   });
-  const deployment = (): Promise<UltraDeploymentRef> => cache.get();
+  const deployment = (): Promise<ServedDeployment> => cache.get();
 
   /** The deployment as stored, checked against this gateway's pool, its options validated: a 503 when it cannot be served. */
-  async function readDeployment(): Promise<UltraDeploymentRef> {
+  async function readDeployment(): Promise<ServedDeployment> {
     const d = await (o.read ?? getUltraDeployment)(o.db, name);
-    if (!d) throw new GatewayError(503, `no Conductor is published as "${name}": run \`fugu ultra publish --conductor <spec>\``, { code: 'model_not_published' });
-    if (d.pool !== ctx.pool.name) {
-      throw new GatewayError(503, `"${name}" was published for the pool "${d.pool}", but this gateway serves "${ctx.pool.name}" (publish it again with --pool, or set FUGU_GATEWAY_POOL)`, { code: 'model_not_published' });
+    if (!d || d.pool !== ctx.pool.name) {
+      // none published for this pool: the default Conductor, said in every answer (any pool is served from its first minute)
+      const why = !d ? `no Conductor is published as "${name}"` : `"${name}" is published for the pool "${d.pool}", not this gateway's "${ctx.pool.name}"`;
+      return { name, conductor: defaultConductor(o.workers), poolId: o.poolId, workers: o.workers, options: validateInteractiveOptions({}), byDefault: `${why}: \`fugu ultra publish --conductor <spec> --pool ${ctx.pool.name}\` publishes one` };
     }
     let options;
     try {
@@ -154,7 +166,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
     return c.capable;
   }
 
-  const described = (t: TurnResult) => ({
+  const described = (t: TurnResult, byDefault: string | undefined) => ({
     headers: {
       'x-fugu-workflow': String(t.workflowId), 'x-fugu-conversation': t.conversationId, 'x-fugu-worker': t.worker,
       // the stored answer of the same request sent before (Stripe's header): charged then, not now
@@ -164,6 +176,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
       workflow: t.workflowId,
       conversation: t.conversationId,
       conductor: t.conductor,
+      ...(byDefault !== undefined && { conductor_default: byDefault }),
       topology: t.topology,
       status: t.status,
       finish_reason: t.workflowFinish,
@@ -187,7 +200,8 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
 
     async complete(input): Promise<Completion> {
       // the request's row names its workflow from the moment it is written (a workflow that fails too)
-      const t = await turn(depsOf(input), await turnInput(input, false), (e) => {
+      const ti = await turnInput(input, false);
+      const t = await turn(depsOf(input), ti, (e) => {
         if (e.type === 'progress' && typeof e.progress.workflow === 'number') input.record.workflowId = e.progress.workflow;
       });
       const result: ChatResult = {
@@ -198,7 +212,7 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
         finishReason: t.finishReason,
         model: name,
       };
-      return { result, worker: t.worker, model: name, cost: totalCost(t), ...described(t) };
+      return { result, worker: t.worker, model: name, cost: totalCost(t), ...described(t, (ti.deployment as ServedDeployment).byDefault) };
     },
 
     async stream(input): Promise<StreamAnswer> {
@@ -237,8 +251,8 @@ export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHa
         events: ch,
         first,
         cost: async () => (done ? totalCost(done) : 0n),
-        extension: () => done && described(done).extension,
-        usageExtra: () => done && described(done).usageExtra,
+        extension: () => done && described(done, (ti.deployment as ServedDeployment).byDefault).extension,
+        usageExtra: () => done && described(done, undefined).usageExtra,
       };
     },
   };

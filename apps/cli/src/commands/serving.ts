@@ -123,7 +123,7 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   }
   const child = fork(gatewayMain, [], { env, stdio: ['inherit', out, out, 'ipc'], detached: true });
   if (typeof out === 'number') closeSync(out);
-  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string; pool?: string; defaultRouting?: { worker: string; reason: string } }) => {
+  child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string; ultraDefault?: string; pool?: string; defaultRouting?: { worker: string; reason: string } }) => {
     if (m?.type !== 'ready') return;
     const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
     const body = JSON.stringify({ model: 'fugu', messages: [{ role: 'user', content: m.example ?? 'Hello!' }] }).replace(/'/g, "'\\''");
@@ -145,6 +145,9 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
           '  npx fugu router train --run RUN                     # SFT of the router on that run (prints the checkpoint id)\n' +
           '  npx fugu router publish CHECKPOINT                  # then restart the gateway\n',
       );
+    }
+    if (m.ultra && m.ultraDefault) {
+      process.stderr.write(`model "${m.ultra}" runs the default Conductor ${m.ultraDefault} (none is published for this pool; \`npx fugu ultra publish --conductor SPEC --pool ${f.pool ?? m.pool ?? 'POOL'}\` publishes one)\n`);
     }
     process.stderr.write('a batch of such requests (OpenAI Batch API JSONL): npx fugu batch submit FILE --wait\n');
     if (f.logFile !== undefined) process.stderr.write(`the gateway's JSON log (a line per request): ${f.logFile} (npm run demo -- --gateway-log - shows it here)\n`);
