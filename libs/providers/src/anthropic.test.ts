@@ -1,29 +1,31 @@
 // Anthropic adapter against a local server speaking the Messages API, through the real SDK.
 
 import { createServer } from 'node:http';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '@fugu/core';
 import { AnthropicChatModel } from './anthropic.ts';
-import { AuthError, BadRequestError, ConnectionError, OverloadedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
+import { BadRequestError, OverloadedError, RateLimitError, ServerError } from './errors.ts';
 import {
   WEATHER_TOOL,
   collectStream, startAnthropicStub, type AnthropicStub } from './testing/index.ts';
+import { sharedFailureTests, stubPerSuite, type AdapterUnderTest } from './testing/adapter-suite.ts';
 import type { ChatModelOptions } from '@fugu/core';
 
 const KEY = 'sk-ant-test-0123456789abcdefghij';
 
 const WEATHER = WEATHER_TOOL; // shared with the other adapters' tests
 
+const ADAPTER: AdapterUnderTest = {
+  start: startAnthropicStub,
+  make: (stub, o = {}) => new AnthropicChatModel({ model: 'claude-test', apiKey: KEY, baseURL: stub.baseURL, ...o }),
+  key: KEY,
+  otherKey: 'sk-ant-the-right-key-0000000',
+};
+
 describe('AnthropicChatModel', () => {
   let stub: AnthropicStub;
-  const make = (o: Partial<ChatModelOptions> = {}): AnthropicChatModel =>
-    new AnthropicChatModel({ model: 'claude-test', apiKey: KEY, baseURL: stub.baseURL, ...o });
-
-  beforeAll(async () => {
-    stub = await startAnthropicStub({ chunkSize: 3 });
-  });
-  afterAll(() => stub.close());
-  beforeEach(() => stub.reset());
+  const make = (o: Partial<ChatModelOptions> = {}): AnthropicChatModel => ADAPTER.make(stub, o) as AnthropicChatModel;
+  stubPerSuite(() => startAnthropicStub({ chunkSize: 3 }), (s) => (stub = s));
 
   it('generates plain text; system split out, max_tokens defaulted', async () => {
     stub.enqueue({ type: 'text', text: 'Bonjour.', usage: { input: 14, output: 4 } });
@@ -222,32 +224,5 @@ describe('AnthropicChatModel', () => {
     }
   });
 
-  it('maps 401 to AuthError and keeps the key out of the message', async () => {
-    const strict = await startAnthropicStub({ apiKey: 'sk-ant-the-right-key-0000000' });
-    try {
-      const m = new AnthropicChatModel({ model: 'claude-test', apiKey: KEY, baseURL: strict.baseURL });
-      const err = await m.generate({ messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(AuthError);
-      expect(err).toMatchObject({ status: 401, transient: false });
-      expect((err as Error).message).not.toContain(KEY);
-      expect(JSON.stringify(err)).not.toContain(KEY);
-    } finally {
-      await strict.close();
-    }
-  });
-
-  it('times out on a server that never answers (generate, stream, stalled stream)', async () => {
-    stub.enqueue({ type: 'hang' }, { type: 'hang' }, { type: 'stall-mid-stream', text: 'partial answer' });
-    const m = make({ timeoutMs: 300 });
-    await expect(m.generate({ messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(TimeoutError);
-    await expect(collectStream(m.stream({ messages: [{ role: 'user', content: 'x' }] }))).rejects.toBeInstanceOf(TimeoutError);
-    await expect(collectStream(m.stream({ messages: [{ role: 'user', content: 'x' }] }))).rejects.toBeInstanceOf(TimeoutError);
-  });
-
-  it('maps an unreachable server to ConnectionError', async () => {
-    const gone = await startAnthropicStub();
-    await gone.close();
-    const m = new AnthropicChatModel({ model: 'claude-test', apiKey: KEY, baseURL: gone.baseURL });
-    await expect(m.generate({ messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(ConnectionError);
-  });
+  sharedFailureTests(ADAPTER, () => stub);
 });

@@ -20,11 +20,11 @@ import type {
   Tool,
   ToolChoice as AnthropicToolChoice,
 } from '@anthropic-ai/sdk/resources/messages/messages';
-import type { ChatMessage, FinishReason, ImagePart, SamplingSettings, ToolCall, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
+import type { ChatMessage, FinishReason, ImagePart, ToolCall, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import { CallScope } from './call-scope.ts';
 import { ConnectionError } from './errors.ts';
 import { mapAnthropicError } from './sdk-errors.ts';
-import { buildResult, clientTimeoutMs, defined, effectiveSampling, parseToolArguments, requireApiKey } from './shared.ts';
+import { adapterSettings, buildResult, defined, effectiveSampling, parseToolArguments, type AdapterSettings } from './shared.ts';
 import { supportsOnly, type ParamSupport } from './param-support.ts';
 import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
 
@@ -50,26 +50,22 @@ export class AnthropicChatModel implements ChatModel {
   readonly provider = 'anthropic' as const;
   readonly modelId: string;
   readonly #client: Anthropic;
-  readonly #timeoutMs: number;
-  readonly #defaults: SamplingSettings | undefined;
-  readonly #apiKey: string;
+  readonly #settings: AdapterSettings;
 
   constructor(opts: AnthropicChatModelOptions) {
-    this.modelId = opts.model;
-    this.#apiKey = requireApiKey('anthropic', opts.apiKey);
-    this.#timeoutMs = clientTimeoutMs(opts.timeoutMs);
-    this.#defaults = opts.defaults;
+    this.#settings = adapterSettings('anthropic', opts);
+    this.modelId = this.#settings.modelId;
     this.#client = new Anthropic({
-      apiKey: this.#apiKey,
+      apiKey: this.#settings.apiKey,
       // explicit, so ANTHROPIC_BASE_URL in process.env cannot redirect a configured worker
       baseURL: opts.baseURL ?? 'https://api.anthropic.com',
       maxRetries: 0,
-      timeout: this.#timeoutMs,
+      timeout: this.#settings.timeoutMs,
     });
   }
 
   async generate(req: ChatRequest): Promise<ChatResult> {
-    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#timeoutMs, req.signal);
+    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#settings.timeoutMs, req.signal);
     try {
       const message = await this.#client.messages.create(
         { ...this.#body(req), stream: false },
@@ -85,7 +81,7 @@ export class AnthropicChatModel implements ChatModel {
   }
 
   async *stream(req: ChatRequest): AsyncGenerator<StreamEvent> {
-    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#timeoutMs, req.signal);
+    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#settings.timeoutMs, req.signal);
     try {
       const events = await this.#client.messages.create({ ...this.#body(req), stream: true }, { signal: scope.signal, timeout: scope.timeoutMs });
       const toolBlocks = new Map<number, { id: string; name: string; json: string; initial: unknown }>();
@@ -148,11 +144,11 @@ export class AnthropicChatModel implements ChatModel {
   }
 
   #mapError(e: unknown): unknown {
-    return mapAnthropicError(e, { provider: this.provider, secrets: [this.#apiKey] });
+    return mapAnthropicError(e, { provider: this.provider, secrets: [this.#settings.apiKey] });
   }
 
   #body(req: ChatRequest): MessageCreateParamsBase {
-    const s = effectiveSampling(req, this.#defaults);
+    const s = effectiveSampling(req, this.#settings.defaults);
     const { system, messages } = toAnthropicMessages(req.messages);
     const maxTokens = s.maxTokens ?? ANTHROPIC_DEFAULT_MAX_TOKENS;
     const budget = s.reasoningEffort && !continuesToolLoop(req.messages) ? THINKING_BUDGET[s.reasoningEffort] : undefined;

@@ -1,28 +1,30 @@
 // Google adapter against a local server speaking the Gemini API, through the real @google/genai SDK.
 
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChatMessage } from '@fugu/core';
-import { AuthError, BadRequestError, ConnectionError, OverloadedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
+import { BadRequestError, OverloadedError, RateLimitError, ServerError } from './errors.ts';
 import { GoogleChatModel, THOUGHT_SIGNATURE_SEPARATOR } from './google.ts';
 import {
   WEATHER_TOOL,
   collectStream, startGoogleStub, type GoogleStub } from './testing/index.ts';
+import { sharedFailureTests, stubPerSuite, type AdapterUnderTest } from './testing/adapter-suite.ts';
 import type { ChatModelOptions } from '@fugu/core';
 
 const KEY = 'AIzaTEST0123456789abcdefghijklmnop';
 
 const WEATHER = WEATHER_TOOL; // shared with the other adapters' tests
 
+const ADAPTER: AdapterUnderTest = {
+  start: startGoogleStub,
+  make: (stub, o = {}) => new GoogleChatModel({ model: 'gemini-2.5-flash', apiKey: KEY, baseURL: stub.baseURL, ...o }),
+  key: KEY,
+  otherKey: 'AIzaTheRightKey0000000000000000',
+};
+
 describe('GoogleChatModel', () => {
   let stub: GoogleStub;
-  const make = (o: Partial<ChatModelOptions> = {}): GoogleChatModel =>
-    new GoogleChatModel({ model: 'gemini-2.5-flash', apiKey: KEY, baseURL: stub.baseURL, ...o });
-
-  beforeAll(async () => {
-    stub = await startGoogleStub({ chunkSize: 3 });
-  });
-  afterAll(() => stub.close());
-  beforeEach(() => stub.reset());
+  const make = (o: Partial<ChatModelOptions> = {}): GoogleChatModel => ADAPTER.make(stub, o) as GoogleChatModel;
+  stubPerSuite(() => startGoogleStub({ chunkSize: 3 }), (s) => (stub = s));
 
   it('generates plain text; system instruction and generation config serialised', async () => {
     stub.enqueue({ type: 'text', text: 'Four.', usage: { input: 8, output: 2 } });
@@ -185,32 +187,5 @@ describe('GoogleChatModel', () => {
     expect(stub.requestCount).toBe(2);
   });
 
-  it('maps 401 to AuthError and keeps the key out of the message', async () => {
-    const strict = await startGoogleStub({ apiKey: 'AIzaTheRightKey0000000000000000' });
-    try {
-      const m = new GoogleChatModel({ model: 'gemini-2.5-flash', apiKey: KEY, baseURL: strict.baseURL });
-      const err = await m.generate({ messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(AuthError);
-      expect(err).toMatchObject({ status: 401, transient: false });
-      expect((err as Error).message).not.toContain(KEY);
-      expect(JSON.stringify(err)).not.toContain(KEY);
-    } finally {
-      await strict.close();
-    }
-  });
-
-  it('times out on a server that never answers (generate, stream, stalled stream)', async () => {
-    stub.enqueue({ type: 'hang' }, { type: 'hang' }, { type: 'stall-mid-stream', text: 'partial answer' });
-    const m = make({ timeoutMs: 300 });
-    await expect(m.generate({ messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(TimeoutError);
-    await expect(collectStream(m.stream({ messages: [{ role: 'user', content: 'x' }] }))).rejects.toBeInstanceOf(TimeoutError);
-    await expect(collectStream(m.stream({ messages: [{ role: 'user', content: 'x' }] }))).rejects.toBeInstanceOf(TimeoutError);
-  });
-
-  it('maps an unreachable server to ConnectionError', async () => {
-    const gone = await startGoogleStub();
-    await gone.close();
-    const m = new GoogleChatModel({ model: 'gemini-2.5-flash', apiKey: KEY, baseURL: gone.baseURL });
-    await expect(m.generate({ messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(ConnectionError);
-  });
+  sharedFailureTests(ADAPTER, () => stub);
 });

@@ -22,11 +22,11 @@ import type {
   ThinkingConfig,
   ToolConfig,
 } from '@google/genai';
-import type { ChatMessage, FinishReason, ImagePart, SamplingSettings, ToolCall, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
+import type { ChatMessage, FinishReason, ImagePart, ToolCall, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import { CallScope } from './call-scope.ts';
 import { BadRequestError, ConnectionError } from './errors.ts';
 import { mapGoogleError } from './sdk-errors.ts';
-import { buildResult, clientTimeoutMs, defined, effectiveSampling, parseToolArguments, requireApiKey } from './shared.ts';
+import { adapterSettings, buildResult, defined, effectiveSampling, parseToolArguments, type AdapterSettings } from './shared.ts';
 import { supportsOnly, type ParamSupport } from './param-support.ts';
 import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ReasoningEffort, StreamEvent } from '@fugu/core';
 
@@ -66,17 +66,13 @@ export class GoogleChatModel implements ChatModel {
   readonly provider = 'google' as const;
   readonly modelId: string;
   readonly #client: GoogleGenAI;
-  readonly #timeoutMs: number;
-  readonly #defaults: SamplingSettings | undefined;
-  readonly #apiKey: string;
+  readonly #settings: AdapterSettings;
 
   constructor(opts: GoogleChatModelOptions) {
-    this.modelId = opts.model;
-    this.#apiKey = requireApiKey('google', opts.apiKey);
-    this.#timeoutMs = clientTimeoutMs(opts.timeoutMs);
-    this.#defaults = opts.defaults;
+    this.#settings = adapterSettings('google', opts);
+    this.modelId = this.#settings.modelId;
     this.#client = new GoogleGenAI({
-      apiKey: this.#apiKey,
+      apiKey: this.#settings.apiKey,
       // explicit, so GOOGLE_GENAI_API_VERSION in process.env cannot change the paths
       apiVersion: 'v1beta',
       // no retryOptions: the SDK then makes exactly one attempt (retries are the queue's job);
@@ -87,7 +83,7 @@ export class GoogleChatModel implements ChatModel {
   }
 
   async generate(req: ChatRequest): Promise<ChatResult> {
-    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#timeoutMs, req.signal);
+    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#settings.timeoutMs, req.signal);
     try {
       const response = await this.#client.models.generateContent(this.#params(req, scope.signal));
       return this.#result(response);
@@ -99,7 +95,7 @@ export class GoogleChatModel implements ChatModel {
   }
 
   async *stream(req: ChatRequest): AsyncGenerator<StreamEvent> {
-    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#timeoutMs, req.signal);
+    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#settings.timeoutMs, req.signal);
     try {
       const chunks = await this.#client.models.generateContentStream(this.#params(req, scope.signal));
       let finish: FinishReason | undefined;
@@ -135,11 +131,11 @@ export class GoogleChatModel implements ChatModel {
   }
 
   #mapError(e: unknown): unknown {
-    return mapGoogleError(e, { provider: this.provider, secrets: [this.#apiKey] });
+    return mapGoogleError(e, { provider: this.provider, secrets: [this.#settings.apiKey] });
   }
 
   #params(req: ChatRequest, signal: AbortSignal): GenerateContentParameters {
-    const s = effectiveSampling(req, this.#defaults);
+    const s = effectiveSampling(req, this.#settings.defaults);
     const { systemInstruction, contents } = toGeminiContents(req.messages);
     const config: GenerateContentConfig = defined({
       abortSignal: signal,

@@ -1,21 +1,14 @@
 // OpenAI and OpenAI-compatible adapters against a local server speaking Chat Completions,
 // through the real `openai` SDK.
 
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '@fugu/core';
-import {
-  AbortedError,
-  AuthError,
-  ConnectionError,
-  OverloadedError,
-  RateLimitError,
-  ServerError,
-  TimeoutError,
-} from './errors.ts';
+import { AbortedError, OverloadedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
 import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
 import {
   WEATHER_TOOL,
   collectStream, startOpenAIStub, type OpenAIStub } from './testing/index.ts';
+import { sharedFailureTests, stubPerSuite } from './testing/adapter-suite.ts';
 import type { ChatModel, ChatModelOptions } from '@fugu/core';
 
 const KEY = 'sk-test-0123456789abcdefghijklmnop';
@@ -46,11 +39,7 @@ const flavours: Flavour[] = [
 
 describe.each(flavours)('$kind adapter', (f) => {
   let stub: OpenAIStub;
-  beforeAll(async () => {
-    stub = await startOpenAIStub({ chunkSize: 3 });
-  });
-  afterAll(() => stub.close());
-  beforeEach(() => stub.reset());
+  stubPerSuite(() => startOpenAIStub({ chunkSize: 3 }), (s) => (stub = s));
 
   it('generates plain text with usage, finish reason and the request serialised', async () => {
     stub.enqueue({ type: 'text', text: 'Paris is the capital.', usage: { input: 21, output: 6 } });
@@ -225,30 +214,6 @@ describe.each(flavours)('$kind adapter', (f) => {
     expect(stub.requestCount).toBe(2);
   });
 
-  it('maps 401 to AuthError and keeps the key out of the message', async () => {
-    const strict = await startOpenAIStub({ apiKey: 'sk-the-right-key-000000000' });
-    try {
-      const err = await f.make(strict).generate({ messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
-      expect(err).toBeInstanceOf(AuthError);
-      expect(err).toMatchObject({ status: 401, transient: false });
-      // the stub echoes the key it got, as OpenAI does
-      expect(String((err as Error).message)).not.toContain(KEY);
-      expect(JSON.stringify(err)).not.toContain(KEY);
-      expect(String((err as Error).stack)).not.toContain(KEY);
-    } finally {
-      await strict.close();
-    }
-  });
-
-  it('times out on a server that never answers (generate and stream)', async () => {
-    stub.enqueue({ type: 'hang' }, { type: 'hang' }, { type: 'stall-mid-stream', text: 'partial answer' });
-    const model = f.make(stub, { timeoutMs: 300 });
-    await expect(model.generate({ messages: [{ role: 'user', content: 'x' }] })).rejects.toBeInstanceOf(TimeoutError);
-    await expect(collectStream(model.stream({ messages: [{ role: 'user', content: 'x' }] }))).rejects.toBeInstanceOf(TimeoutError);
-    // headers and a first delta arrive, then nothing: the deadline covers the whole stream
-    await expect(collectStream(model.stream({ messages: [{ role: 'user', content: 'x' }] }))).rejects.toBeInstanceOf(TimeoutError);
-  });
-
   it("a request's timeoutMs overrides the model's", async () => {
     stub.enqueue({ type: 'hang' });
     const err = await f
@@ -266,13 +231,7 @@ describe.each(flavours)('$kind adapter', (f) => {
     await expect(p).rejects.toBeInstanceOf(AbortedError);
   });
 
-  it('maps an unreachable server to ConnectionError', async () => {
-    const gone = await startOpenAIStub();
-    await gone.close();
-    const err = await f.make(gone).generate({ messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(ConnectionError);
-    expect(err).toMatchObject({ transient: true });
-  });
+  sharedFailureTests({ start: startOpenAIStub, make: f.make, key: KEY, otherKey: 'sk-the-right-key-000000000' }, () => stub);
 });
 
 describe('openai-compatible specifics', () => {

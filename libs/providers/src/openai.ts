@@ -12,11 +12,11 @@ import type {
   ChatCompletionToolChoiceOption,
 } from 'openai/resources/chat/completions';
 import type { CompletionUsage } from 'openai/resources/completions';
-import type { ChatMessage, FinishReason, ProviderKind, SamplingSettings, ToolCall, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
+import type { ChatMessage, FinishReason, ProviderKind, ToolCall, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
 import { CallScope } from './call-scope.ts';
 import { ConnectionError } from './errors.ts';
 import { mapOpenAIError } from './sdk-errors.ts';
-import { buildResult, clientTimeoutMs, defined, effectiveSampling, estimatedUsage, requireApiKey, textOf, toolCallParts } from './shared.ts';
+import { adapterSettings, buildResult, defined, effectiveSampling, estimatedUsage, textOf, toolCallParts, type AdapterSettings } from './shared.ts';
 import { ToolCallAssembler } from './tool-call-assembler.ts';
 import { supportsAll, type ParamSupport } from './param-support.ts';
 import type { ChatModel, ChatModelOptions, ChatRequest, ChatResult, ResponseFormat, StreamEvent, TokenLogprob } from '@fugu/core';
@@ -39,22 +39,18 @@ class OpenAIChatCompletionsModel implements ChatModel {
   readonly modelId: string;
   readonly #client: OpenAI;
   readonly #flavour: Flavour;
-  readonly #timeoutMs: number;
-  readonly #defaults: SamplingSettings | undefined;
-  readonly #apiKey: string | undefined;
+  readonly #settings: AdapterSettings<string | undefined>;
 
-  constructor(flavour: Flavour, opts: ChatModelOptions, client: OpenAI) {
+  constructor(flavour: Flavour, baseURL: string | undefined, settings: AdapterSettings<string | undefined>) {
     this.provider = flavour.provider;
-    this.modelId = opts.model;
+    this.modelId = settings.modelId;
     this.#flavour = flavour;
-    this.#client = client;
-    this.#timeoutMs = clientTimeoutMs(opts.timeoutMs);
-    this.#defaults = opts.defaults;
-    this.#apiKey = opts.apiKey;
+    this.#settings = settings;
+    this.#client = makeClient(settings, baseURL);
   }
 
   async generate(req: ChatRequest): Promise<ChatResult> {
-    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#timeoutMs, req.signal);
+    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#settings.timeoutMs, req.signal);
     try {
       const completion = await this.#client.chat.completions.create(
         { ...this.#body(req), stream: false },
@@ -69,7 +65,7 @@ class OpenAIChatCompletionsModel implements ChatModel {
   }
 
   async *stream(req: ChatRequest): AsyncGenerator<StreamEvent> {
-    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#timeoutMs, req.signal);
+    const scope = new CallScope(this.provider, req.timeoutMs ?? this.#settings.timeoutMs, req.signal);
     try {
       const chunks = await this.#client.chat.completions.create(
         { ...this.#body(req), stream: true, stream_options: { include_usage: true } },
@@ -112,11 +108,11 @@ class OpenAIChatCompletionsModel implements ChatModel {
   }
 
   #mapError(e: unknown): unknown {
-    return mapOpenAIError(e, { provider: this.provider, secrets: [this.#apiKey] });
+    return mapOpenAIError(e, { provider: this.provider, secrets: [this.#settings.apiKey] });
   }
 
   #body(req: ChatRequest): ChatCompletionCreateParamsBase {
-    const s = effectiveSampling(req, this.#defaults);
+    const s = effectiveSampling(req, this.#settings.defaults);
     return defined({
       model: this.modelId,
       messages: toOpenAIMessages(req.messages),
@@ -184,8 +180,7 @@ export type OpenAIChatModelOptions = ChatModelOptions & { apiKey: string };
 /** OpenAI's hosted Chat Completions API. */
 export class OpenAIChatModel extends OpenAIChatCompletionsModel {
   constructor(opts: OpenAIChatModelOptions) {
-    const apiKey = requireApiKey('openai', opts.apiKey);
-    super({ provider: 'openai', maxTokensField: 'max_completion_tokens' }, opts, makeClient(apiKey, opts, false));
+    super({ provider: 'openai', maxTokensField: 'max_completion_tokens' }, opts.baseURL, adapterSettings('openai', opts));
   }
 }
 
@@ -194,27 +189,24 @@ export type OpenAICompatibleChatModelOptions = ChatModelOptions & { baseURL: str
 /** Any server that speaks Chat Completions (vLLM, Ollama, llama.cpp server); the key is optional. */
 export class OpenAICompatibleChatModel extends OpenAIChatCompletionsModel {
   constructor(opts: OpenAICompatibleChatModelOptions) {
-    super(
-      { provider: 'openai-compatible', maxTokensField: 'max_tokens' },
-      opts,
-      makeClient(opts.apiKey || NO_KEY_PLACEHOLDER, opts, !opts.apiKey),
-    );
+    super({ provider: 'openai-compatible', maxTokensField: 'max_tokens' }, opts.baseURL, adapterSettings('openai-compatible', opts, 'optional'));
   }
 }
 
-function makeClient(apiKey: string, opts: ChatModelOptions, dropAuthHeader: boolean): OpenAI {
+/** The SDK client; with no key (an openai-compatible endpoint), no Authorization header either. */
+function makeClient(settings: AdapterSettings<string | undefined>, baseURL: string | undefined): OpenAI {
   return new OpenAI({
-    apiKey,
+    apiKey: settings.apiKey || NO_KEY_PLACEHOLDER,
     // Everything explicit: the SDK would otherwise read OPENAI_* variables from process.env,
     // and an OpenAI organisation id must not be sent to a third-party endpoint.
-    baseURL: opts.baseURL ?? 'https://api.openai.com/v1',
+    baseURL: baseURL ?? 'https://api.openai.com/v1',
     organization: null,
     project: null,
     adminAPIKey: null,
     webhookSecret: null,
     maxRetries: 0,
-    timeout: clientTimeoutMs(opts.timeoutMs),
-    ...(dropAuthHeader ? { defaultHeaders: { Authorization: null } } : {}),
+    timeout: settings.timeoutMs,
+    ...(settings.apiKey ? {} : { defaultHeaders: { Authorization: null } }),
   });
 }
 

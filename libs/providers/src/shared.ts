@@ -14,7 +14,7 @@ import {
   type Usage,
 } from '@fugu/core';
 import { BadRequestError } from './errors.ts';
-import { DEFAULT_TIMEOUT_MS, type ChatRequest, type ChatResult, type ReasoningEffort } from '@fugu/core';
+import { DEFAULT_TIMEOUT_MS, type ChatModelOptions, type ChatRequest, type ChatResult, type ReasoningEffort } from '@fugu/core';
 
 export type EffectiveSampling = {
   temperature: number | undefined;
@@ -120,4 +120,27 @@ export function clientTimeoutMs(timeoutMs: number | undefined): number {
   const ms = timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(ms > 0)) throw new ConfigError(`timeoutMs must be a positive number of ms, got ${ms}`);
   return Math.min(Math.ceil(ms), 2 ** 31 - 1);
+}
+
+/** What an adapter's constructor settles from its options, checked the same way in every adapter. */
+export type AdapterSettings<Key extends string | undefined = string> = {
+  modelId: string;
+  /** the API key: checked present unless the adapter takes none (openai-compatible) */
+  apiKey: Key;
+  /** the model's call time limit, as clientTimeoutMs gives it; a request's timeoutMs wins */
+  timeoutMs: number;
+  /** the worker's sampling settings, for the fields a request leaves unset */
+  defaults: SamplingSettings | undefined;
+};
+
+/**
+ * The options every adapter takes, settled: the model, the key (a ConfigError when it is
+ * required and missing, checked first), the call time limit (a ConfigError unless positive)
+ * and the sampling defaults.
+ */
+export function adapterSettings(provider: ProviderKind, opts: ChatModelOptions): AdapterSettings;
+export function adapterSettings(provider: ProviderKind, opts: ChatModelOptions, key: 'optional'): AdapterSettings<string | undefined>;
+export function adapterSettings(provider: ProviderKind, opts: ChatModelOptions, key: 'required' | 'optional' = 'required'): AdapterSettings<string | undefined> {
+  const apiKey = key === 'required' ? requireApiKey(provider, opts.apiKey) : opts.apiKey;
+  return { modelId: opts.model, apiKey, timeoutMs: clientTimeoutMs(opts.timeoutMs), defaults: opts.defaults };
 }
