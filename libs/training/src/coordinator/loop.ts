@@ -18,7 +18,7 @@
 // and only the missing jobs are dispatched. So a resumed run computes exactly what an
 // uninterrupted one does, provided the driver's jobs are deterministic in (state, key).
 //
-// The driver (ES: es-driver.ts; GRPO later) says what an iteration's jobs are, where results are
+// The driver (ES: es-driver.ts; GRPO: libs/ultra-training/src/grpo/driver.ts) says what an iteration's jobs are, where results are
 // stored, what the fan-in computes and what the commit writes. Contract: README.md in this folder.
 import { randomBytes } from 'node:crypto';
 import { FlowProducer, Worker, type FlowJob, type Job } from 'bullmq';
