@@ -13,13 +13,14 @@ import { createCallPipeline } from '@fugu/calls';
 import { poolContentHash } from '@fugu/evaluation';
 import { assertRedis, createRedis, installShutdown } from '@fugu/queue';
 import { InProcessRouteClient, QueueRouteClient, type RouteClient } from '@fugu/serving';
+import { startLocalWorkers } from '@fugu/local-services';
 import { createLogger, Registry, startTracing, bullTelemetry } from '@fugu/telemetry';
-import { policyWriter, routerPicker } from '@fugu/ultra';
+import { defaultConductor, policyWriter, routerPicker } from '@fugu/ultra';
 import { collectDefaultMetrics } from 'prom-client';
 import { buildGateway } from './server.ts';
 import { createRewardsService, REWARD_LIMITS } from './plugins/rewards.ts';
 import { checkRouterWorkers, loadGatewayWorkers } from './workers.ts';
-import { defaultConductor, loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
+import { loadUltraIdSecret, ULTRA_MODEL, ultraModel } from './ultra.ts';
 import type { DefaultRouting, GatewayContext } from './context.ts';
 import { assertPortFree } from './port.ts';
 
@@ -93,7 +94,11 @@ async function main(): Promise<void> {
   const ultra = (ctx: GatewayContext) => ultraModel(ctx, { name: process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || ULTRA_MODEL, db, poolId: stored.poolId, workers: stored.workers, deps: ultraDeps });
   // the Batch API: lines as chat-call jobs on the provider queues (replay workers answer from the LLMRouter data)
   const replayPool = g.pool === 'llmrouter' || g.pool.startsWith('llmrouter:');
-  const batches = { queue, workers: stored.workers, ...(replayPool && { replayDataset: g.pool }) };
+  // (a batch whose lines find no provider worker: this gateway starts its own, the provider-worker
+  // app's command as `fugu eval --local-workers` starts them; they exit with the gateway)
+  const startWorkers = (o: { count: number; providers: string[] }) =>
+    startLocalWorkers(config, { ...o, env: { FUGU_WORKER_EXIT_WITH_PARENT: '1' }, onEvent: (msg) => log.warn({}, msg) });
+  const batches = { queue, workers: stored.workers, startWorkers, ...(replayPool && { replayDataset: g.pool }) };
   const app = await buildGateway({ config, pool, routeClient, routerWorkers, ...(defaultRouting && { defaultRouting }), db, env: process.env, replayStore, redis, adminKey, log, registry, rewards, batches, extraModels: [ultra] });
   await app.listen({ port: g.port, host: g.host });
   const port = (app.server.address() as { port: number }).port;

@@ -19,7 +19,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { RedisClient } from '@fugu/queue';
 import type { Queue } from 'bullmq';
-import { BatchDriver, FILE_LIMITS, type BatchDriverOptions } from '@fugu/batch';
+import { BatchDriver, FILE_LIMITS, type BatchDriverOptions, type BatchWorkersOptions } from '@fugu/batch';
 import { createCallPipeline, defaultChatCallJobOptions } from '@fugu/calls';
 import { InputError, type WorkerPool } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
@@ -91,6 +91,12 @@ export type GatewayOptions = {
     replayDataset?: string;
     /** driver settings (tests) */
     driver?: Pick<BatchDriverOptions, 'pollMs' | 'leaseMs' | 'stallMs'>;
+    /**
+     * starts provider-worker processes of the gateway's own, for a batch whose lines wait on a
+     * queue no worker consumes (gateway.batchLocalWorkers of them; main.ts: the provider-worker
+     * app's command); absent: none is started, the batch says its lines wait
+     */
+    startWorkers?: BatchWorkersOptions['start'];
   };
 };
 
@@ -182,6 +188,10 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
             maxLocal: g.batchMaxLocal,
             concurrency: g.batchDrivers,
             leaseMs: g.batchLeaseMs,
+            workers: {
+              localWorkers: g.batchLocalWorkers, waitMs: g.batchWorkerWaitMs, idleMs: g.batchLocalIdleMs,
+              ...(opts.batches.startWorkers && { start: opts.batches.startWorkers }),
+            },
             ...opts.batches.driver,
           });
   if (batchDriver) {

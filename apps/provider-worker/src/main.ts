@@ -29,7 +29,7 @@ async function main(): Promise<void> {
   log.info({ port: ops.port }, 'health and metrics on /healthz, /readyz, /metrics');
   // a parent process (fugu eval) reads this line to learn the port
   if (process.send) process.send({ type: 'ready', port: ops.port });
-  installShutdown(
+  const shutdown = installShutdown(
     [
       // the drain gets its own bound, so closing the rest still has time after it
       { name: 'workers', close: (deadline) => worker.close(Math.min(deadline, Date.now() + config.worker.drainTimeoutMs)) },
@@ -39,6 +39,13 @@ async function main(): Promise<void> {
     ],
     { timeoutMs: config.worker.drainTimeoutMs + 5_000, log: (msg, extra) => log.info(extra ?? {}, msg) },
   );
+  // a worker a gateway started for its batches drains and exits when that gateway is gone (even killed -9)
+  // (not when it is draining on a signal already: a second shutdown would exit at once)
+  if (process.env.FUGU_WORKER_EXIT_WITH_PARENT === '1' && process.send) {
+    let signalled = false;
+    for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => (signalled = true));
+    process.once('disconnect', () => signalled || void shutdown());
+  }
 }
 
 main().catch((e: unknown) => {

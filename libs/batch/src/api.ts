@@ -1,6 +1,6 @@
 // The Batch API's objects and requests as OpenAI defines them (the file object, the batch object
 // with its status, request_counts and timestamps in Unix seconds), and the checks of a new batch.
-import { getBatchRow, getFileRow, insertBatch, listBatchRows, requestBatchCancel, type BatchRow, type Db, type FileRow } from '@fugu/db';
+import { getBatchRow, getFileRow, insertBatch, listBatchRows, OPEN_BATCH_STATUSES, requestBatchCancel, type BatchRow, type Db, type FileRow } from '@fugu/db';
 import { hasNonBlankLine, newId } from './files.ts';
 
 /** Endpoints a batch may run (each line's `url` is the batch's). */
@@ -49,6 +49,25 @@ export function batchObject(b: BatchRow): Record<string, unknown> {
     cancelled_at: secs(b.cancelledAt),
     request_counts: { total: b.total, completed: b.completed, failed: b.failed },
     metadata: b.metadata,
+    ...(b.workerNote && { fugu: batchWorkerStatus(b) }),
+  };
+}
+
+/**
+ * The batch object's `fugu` extension (OpenAI clients read past it): whether its lines wait for a
+ * provider worker (on which queues, since when, what to do: `message`), and the gateway's own
+ * provider workers that run them when none was connected. Absent until the driver has had
+ * something to say; an ended batch waits for nothing.
+ */
+export function batchWorkerStatus(b: BatchRow): Record<string, unknown> {
+  const n = b.workerNote!;
+  const waiting = n.waiting && (OPEN_BATCH_STATUSES as readonly string[]).includes(b.status);
+  return {
+    waiting_for_worker: waiting,
+    waiting_queues: waiting ? n.queues : [],
+    waiting_since: waiting && n.since !== null ? Math.floor(Date.parse(n.since) / 1000) : null,
+    local_workers: n.local && { count: n.local.workers, providers: n.local.providers, started_at: Math.floor(Date.parse(n.local.startedAt) / 1000) },
+    message: n.message,
   };
 }
 

@@ -25,19 +25,25 @@
 // again, their calls' rows reused), answers no custom_id twice and pays for no call twice. Jobs
 // Redis lost (a flushed or failed-over Redis) are put back when no answer has come for `stallMs`
 // (reconcileChatCalls).
+//
+// Workers: lines on a provider queue that no provider worker consumes would wait forever; the
+// driver checks the queues its lines wait on (every `workers.checkMs`), says so on the batch
+// (`worker_note`, the batch object's `fugu` extension) and, after `workers.waitMs` with none
+// connected, starts provider workers of the gateway's own (workers.ts, LocalWorkerSupply).
 import { performance } from 'node:perf_hooks';
 import { hostname } from 'node:os';
 import { fromWireError, InputError, parseUsd, type ChatRequest, type ChatResult, type ProviderKind } from '@fugu/core';
 import {
   addBatchPart, batchPartTotals, claimBatch, deleteFileRow, finishBatchPart, getBatchLineAnswers, getBatchLines, getBatchParts, getBatchRow, getChatCalls, getChatCallStates,
   getChatRequestWorkers, insertBatchLines, lineOfCustomIds, releaseBatchLease, renewBatchLease, setBatchLineAnswer, updateBatchRow,
-  type BatchLineAnswer, type BatchLineRow, type BatchRow, type BatchStatus, type ChatCallRow, type Db, type NewBatchLine, type StoredWorker,
+  type BatchLineAnswer, type BatchLineRow, type BatchRow, type BatchStatus, type BatchWorkerNote, type ChatCallRow, type Db, type NewBatchLine, type StoredWorker,
 } from '@fugu/db';
 import { reconcileChatCalls, submitChatCalls, waitForChatCalls, type ChatCallClientOptions, type ChatCallSpec } from '@fugu/calls';
-import { providerCallQueueFor } from '@fugu/queue';
+import { providerCallQueueFor, providerCallQueues } from '@fugu/queue';
 import { scrub, type Logger } from '@fugu/telemetry';
 import { FileWriter, readParts, type FilePartLines } from './files.ts';
 import { customIdOf, parseLine, type LineError } from './lines.ts';
+import { LocalWorkerSupply, workerNote, type BatchWorkersOptions } from './workers.ts';
 
 /**
  * A line the endpoint's codec has read: the worker and request of its one chat-call job, or
@@ -115,10 +121,20 @@ export type BatchDriverOptions = {
   stallMs?: number;
   /** local lines (fugu-ultra) a batch runs at once (default 8) */
   maxLocal?: number;
+  /** the provider workers lines need: checked, said on the batch, started here when none is connected (default: checked and said, none started) */
+  workers?: BatchWorkersOptions;
 };
 
-/** A part being answered: its lines' call ids without a row yet, its local lines without an answer yet. */
-type OpenPart = { part: number; firstLine: number; lines: number; pending: Set<string>; local: Set<number>; completed: number; failed: number; cost: bigint };
+/**
+ * A part being answered: its lines' call ids without a row yet (and the provider of each whose
+ * queue it is on), its local lines without an answer yet.
+ */
+type OpenPart = {
+  part: number; firstLine: number; lines: number; pending: Set<string>; providers: Map<string, string>; local: Set<number>; completed: number; failed: number; cost: bigint;
+};
+
+/** A batch's watch over its providers' workers: when it last looked, since when lines wait, the gateway's workers that ran them, the note last written. */
+type Watch = { checkedAt: number; since: Date | null; local: BatchWorkerNote['local']; startError?: string; written: string | null };
 
 /**
  * A batch's lines in this driver not on the queues yet, and its local lines: chat lines held back
@@ -134,6 +150,8 @@ type Local = {
   made: Map<number, Set<string>>;
   stop: AbortController;
   seen: { lines: number; cost: bigint };
+  /** the local lines' worker calls on the queues now, by id: their providers */
+  calls: Map<string, string>;
 };
 
 const ENDINGS = { cancelled: 'cancelledAt', expired: 'expiredAt', completed: 'completedAt' } as const;
@@ -148,7 +166,10 @@ type KeyLedger = { uncharged(): bigint; answered(): bigint; inFlight(): bigint }
 
 export class BatchDriver {
   readonly owner: string;
-  readonly #o: Required<Omit<BatchDriverOptions, 'owner'>>;
+  readonly #o: Required<Omit<BatchDriverOptions, 'owner' | 'workers'>> & { workers: Required<Omit<BatchWorkersOptions, 'start'>> & Pick<BatchWorkersOptions, 'start'> };
+  readonly #supply: LocalWorkerSupply;
+  /** the watches of the batches this driver runs (the last note is settled when a batch ends) */
+  readonly #watches = new Map<string, Watch>();
   readonly #active = new Set<string>();
   #running = false;
   #loops: Promise<void>[] = [];
@@ -159,7 +180,11 @@ export class BatchDriver {
 
   constructor(o: BatchDriverOptions) {
     this.owner = o.owner ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 8)}`;
-    this.#o = { leaseMs: 30_000, pollMs: 500, maxInFlight: 20_000, concurrency: 4, stallMs: 15_000, maxLocal: 8, ...o };
+    this.#o = {
+      leaseMs: 30_000, pollMs: 500, maxInFlight: 20_000, concurrency: 4, stallMs: 15_000, maxLocal: 8, ...o,
+      workers: { localWorkers: 0, waitMs: 5_000, idleMs: 60_000, checkMs: 2_000, ...o.workers },
+    };
+    this.#supply = new LocalWorkerSupply(this.#o.workers, o.log);
   }
 
   start(): void {
@@ -179,6 +204,7 @@ export class BatchDriver {
     this.poke();
     await Promise.all(this.#loops);
     this.#loops = [];
+    await this.#supply.stop();
   }
 
   async #sleep(ms: number): Promise<void> {
@@ -229,10 +255,12 @@ export class BatchDriver {
   }
 
   async #drive(start: BatchRow, lease: { lost: boolean }): Promise<void> {
-    const local: Local = { held: [], waiting: [], running: new Map(), made: new Map(), stop: new AbortController(), seen: { lines: 0, cost: 0n } };
+    const local: Local = { held: [], waiting: [], running: new Map(), made: new Map(), stop: new AbortController(), seen: { lines: 0, cost: 0n }, calls: new Map() };
+    this.#watches.set(start.id, { checkedAt: 0, since: null, local: start.workerNote?.local ?? null, written: start.workerNote ? JSON.stringify(start.workerNote) : null });
     try {
       await this.#driveWith(start, lease, local);
     } finally {
+      this.#watches.delete(start.id);
       // local lines still running answer nothing now (another driver, or this one later, runs them again)
       local.stop.abort();
       await Promise.all(local.running.values());
@@ -267,7 +295,7 @@ export class BatchDriver {
     const { db, log } = this.#o;
     const id = start.id;
     // (the part at nextPart is read again below, its local lines with it)
-    for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p, local, p.part < start.nextPart ? start.inputFileId : undefined));
+    for (const p of await getBatchParts(db, id, { open: true })) open.set(p.part, await this.#openPart(id, p, local, p.part < start.nextPart ? start.inputFileId : undefined, true));
     let submitted = start.submitted;
     // parts below it are submitted whole; the one at it may have been begun by a dead driver (read
     // again); it moves past a part once none of the part's lines is held back
@@ -340,6 +368,8 @@ export class BatchDriver {
       this.#startLocal(b, local, lease, room);
       // the answers
       if (await this.#collect(id, open, nextPart, local.seen)) progressAt = performance.now();
+      // the workers of the queues its lines wait on (said on the batch; the gateway's own started when none is connected)
+      await this.#watchWorkers(b, open, local).catch((e: unknown) => log.warn({ batch: id, err: scrub((e as Error).message) }, 'could not check the provider workers of the batch\'s queues'));
       const done = await batchPartTotals(db, id);
       const now = { completed: done.completed + sum(open, (p) => p.completed), failed: done.failed + sum(open, (p) => p.failed) };
       if (now.completed !== shown.completed || now.failed !== shown.failed) {
@@ -359,6 +389,59 @@ export class BatchDriver {
       }
       if (!more) await this.#sleep(this.#o.pollMs);
     }
+  }
+
+  /**
+   * Every `workers.checkMs`: the queues the batch's lines are on now (their calls submitted and
+   * unanswered, its local lines' worker calls) and whether a worker consumes each (every shard);
+   * when none has for `workers.waitMs`, the gateway's own are started for those providers. What it
+   * finds is written on the batch when it changes.
+   */
+  async #watchWorkers(b: BatchRow, open: Map<number, OpenPart>, local: Local): Promise<void> {
+    const watch = this.#watches.get(b.id);
+    const now = Date.now();
+    if (!watch || now - watch.checkedAt < this.#o.workers.checkMs) return;
+    watch.checkedAt = now;
+    const held = new Set(local.held.map((c) => c.id));
+    const needed = new Set(local.calls.values());
+    for (const p of open.values()) for (const [id, provider] of p.providers) if (!held.has(id)) needed.add(provider);
+    const { shards } = this.#o.calls;
+    const missing: string[] = [];
+    for (const provider of [...needed].sort()) {
+      const queues = providerCallQueues(provider as ProviderKind, shards);
+      const counts = await Promise.all(queues.map((q) => this.#o.calls.queue(q).getWorkersCount()));
+      if (counts.some((n) => n === 0)) missing.push(provider);
+    }
+    this.#supply.touch(needed);
+    if (missing.length === 0) watch.since = null;
+    else {
+      watch.since ??= new Date(now);
+      if (this.#supply.enabled && now - watch.since.getTime() >= this.#o.workers.waitMs) {
+        const why = `batch ${b.id}: its lines wait on ${missing.map((p) => providerCallQueues(p as ProviderKind, shards).join(', ')).join(', ')}, which no provider worker has consumed for ${Math.round((now - watch.since.getTime()) / 1000)} s`;
+        try {
+          await this.#supply.ensure(missing, why);
+          delete watch.startError;
+        } catch (e) {
+          watch.startError = scrub((e as Error).message);
+        }
+      }
+    }
+    // the gateway's own workers for these providers, once they ran some of its lines (kept when they stop)
+    watch.local = this.#supply.local(needed) ?? watch.local;
+    const note = this.#note(watch, missing, missing.flatMap((p) => providerCallQueues(p as ProviderKind, shards)));
+    // nothing to say yet (a worker consumes every queue, none of the gateway's ran its lines): no note
+    if (watch.written === null && !note.waiting && note.local === null) return;
+    const text = JSON.stringify(note);
+    if (text === watch.written) return;
+    if (await updateBatchRow(this.#o.db, b.id, this.owner, { workerNote: note })) watch.written = text;
+  }
+
+  #note(watch: Watch, providers: string[], queues: string[]): BatchWorkerNote {
+    const { localWorkers, waitMs } = this.#o.workers;
+    return workerNote({
+      queues, providers, since: watch.since, local: watch.local, localWorkers: this.#supply.enabled ? localWorkers : 0, waitMs,
+      ...(watch.startError !== undefined && { startError: watch.startError }),
+    });
   }
 
   #client(): ChatCallClientOptions {
@@ -386,15 +469,18 @@ export class BatchDriver {
    * `inputFileId` (a part a dead driver submitted whole), its local lines without an answer wait
    * to run again, their bodies read from the input.
    */
-  async #openPart(batchId: string, p: { part: number; firstLine: number; lines: number }, local: Local, inputFileId?: string): Promise<OpenPart> {
+  async #openPart(batchId: string, p: { part: number; firstLine: number; lines: number }, local: Local, inputFileId?: string, lookupProviders = false): Promise<OpenPart> {
     const rows = await getBatchLines(this.#o.db, batchId, p.firstLine, p.firstLine + p.lines - 1);
-    const o: OpenPart = { ...p, pending: new Set(), local: new Set(), completed: 0, failed: 0, cost: 0n };
+    const o: OpenPart = { ...p, pending: new Set(), providers: new Map(), local: new Set(), completed: 0, failed: 0, cost: 0n };
     for (const r of rows) {
       if (r.callId) o.pending.add(r.callId);
       else if (r.local && !r.error) o.local.add(r.line);
       else o.failed++;
     }
     await this.#collect(batchId, new Map([[p.part, o]]), -1, local.seen);
+    // (a part a driver before this one submitted: the providers of its calls' queues, as stored with their requests)
+    const ids = [...o.pending];
+    for (let i = 0; lookupProviders && i < ids.length; i += 1000) for (const r of await getChatRequestWorkers(this.#o.db, ids.slice(i, i + 1000))) o.providers.set(r.id, r.provider);
     if (inputFileId !== undefined && o.local.size > 0) {
       const n = await readParts(this.#o.db, inputFileId, p.part).next();
       const lines = n.done ? [] : n.value.lines;
@@ -423,6 +509,7 @@ export class BatchDriver {
       if (p.pending.size > 0) {
         for (const r of await getChatCallStates(this.#o.db, [...p.pending])) {
           p.pending.delete(r.key);
+          p.providers.delete(r.key);
           answered(p, r.status === 'ok', parseUsd(r.cost));
         }
       }
@@ -496,7 +583,11 @@ export class BatchDriver {
     }
     const p = await this.#openPart(b.id, { part: input.part, firstLine: first, lines: input.lines.length }, local);
     // its calls without an answer wait to start (held back while the key's spend limit leaves no room)
-    for (const c of specs.values()) if (p.pending.has(c.id)) local.held.push(c);
+    for (const c of specs.values()) {
+      if (!p.pending.has(c.id)) continue;
+      local.held.push(c);
+      p.providers.set(c.id, c.worker.provider);
+    }
     // its local lines without an answer (a dead driver's too) wait to run
     for (const line of p.local) local.waiting.push({ line, body: envelopeBody(input.lines[line - first]!) });
     return p;
@@ -547,6 +638,7 @@ export class BatchDriver {
       signal.throwIfAborted();
       made(id);
       let r;
+      local.calls.set(id, worker.provider);
       try {
         await submitChatCalls(client, [{ id, worker, request }]);
         r = (await waitForChatCalls(this.#o.db, [id], { pollMs: Math.min(this.#o.pollMs, 200), signal, reconcile: { client, stallMs: this.#o.stallMs } })).get(id)!;
@@ -554,6 +646,8 @@ export class BatchDriver {
         // (a request that differs from the one first submitted under the id is the line's own failure)
         seam.failed ||= !signal.aborted && !(e instanceof InputError);
         throw e;
+      } finally {
+        local.calls.delete(id);
       }
       if (r.status === 'ok') return { result: r.result, cost: parseUsd(r.cost) };
       throw fromWireError(r.error);
@@ -601,6 +695,7 @@ export class BatchDriver {
         for (const p of open.values()) {
           p.failed += p.pending.size + p.local.size;
           p.pending.clear();
+          p.providers.clear();
           p.local.clear();
         }
         break;
@@ -677,8 +772,11 @@ export class BatchDriver {
     const outputFileId = out.lines > 0 ? await out.finish() : (await out.discard(), undefined);
     const errorFileId = err.lines > 0 ? await err.finish() : (await err.discard(), undefined);
     const status: BatchStatus = ending;
+    // nothing waits for a worker any more: the note keeps the gateway's own workers that ran lines, if any
+    const watch = this.#watches.get(b.id);
+    const workerNote = watch && watch.written !== null ? this.#note(watch, [], []) : undefined;
     const ok = await updateBatchRow(db, b.id, this.owner, {
-      status, completed, failed, [ENDINGS[ending]]: 'now', ...(outputFileId && { outputFileId }), ...(errorFileId && { errorFileId }),
+      status, completed, failed, [ENDINGS[ending]]: 'now', ...(outputFileId && { outputFileId }), ...(errorFileId && { errorFileId }), ...(workerNote && { workerNote }),
     }, ['in_progress', 'finalizing', 'cancelling', 'validating']);
     if (ok) this.#o.log.info({ batch: b.id, status, completed, failed }, 'batch ended');
   }

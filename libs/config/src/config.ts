@@ -221,6 +221,15 @@ export const configSchema = z
         batchDrivers: nonNegInt.default(4),
         /** the Batch API: a batch whose driver (a gateway) stops renewing its lease for this long is taken over by another */
         batchLeaseMs: positiveInt.default(30_000),
+        /**
+         * the Batch API: provider-worker processes a gateway starts of its own when a batch's lines
+         * wait on a provider queue no worker consumes (0: none; the batch object says they wait)
+         */
+        batchLocalWorkers: nonNegInt.default(1),
+        /** the Batch API: how long a batch's lines wait with no provider worker connected before the gateway starts its own */
+        batchWorkerWaitMs: nonNegInt.default(5_000),
+        /** the Batch API: the gateway's own provider workers stop once no batch has needed them for this long */
+        batchLocalIdleMs: positiveInt.default(60_000),
       })
       .strict()
       .prefault({}),
@@ -289,6 +298,9 @@ export const ENV_VARS: Record<string, string> = {
   FUGU_BATCH_MAX_LOCAL: 'gateway.batchMaxLocal',
   FUGU_BATCH_DRIVERS: 'gateway.batchDrivers',
   FUGU_BATCH_LEASE_MS: 'gateway.batchLeaseMs',
+  FUGU_BATCH_LOCAL_WORKERS: 'gateway.batchLocalWorkers',
+  FUGU_BATCH_WORKER_WAIT_MS: 'gateway.batchWorkerWaitMs',
+  FUGU_BATCH_LOCAL_IDLE_MS: 'gateway.batchLocalIdleMs',
 };
 // FUGU_RPM_<PROVIDER> and FUGU_TPM_<PROVIDER> (provider upper-cased, '-' as '_') set rateLimits.
 

@@ -29,6 +29,9 @@ describe('gateway configuration', () => {
       batchMaxLocal: 8,
       batchDrivers: 4,
       batchLeaseMs: 30_000,
+      batchLocalWorkers: 1,
+      batchWorkerWaitMs: 5_000,
+      batchLocalIdleMs: 60_000,
     });
   });
 

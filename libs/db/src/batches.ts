@@ -11,6 +11,20 @@ export const OPEN_BATCH_STATUSES = ['validating', 'in_progress', 'finalizing', '
 export type BatchStatus = (typeof OPEN_BATCH_STATUSES)[number] | 'completed' | 'failed' | 'expired' | 'cancelled';
 const isOpen = sql`status = any(${[...OPEN_BATCH_STATUSES]}::text[])`;
 
+/**
+ * What a batch's driver says about the provider workers its lines need (migration 0018):
+ * `waiting`, lines are on provider queues (`queues`) no worker consumes, since `since` (ISO);
+ * `local`, the driving gateway runs them with provider-worker processes of its own; `message`,
+ * the same in words, addressed to the batch's user (what to do).
+ */
+export type BatchWorkerNote = {
+  waiting: boolean;
+  queues: string[];
+  since: string | null;
+  local: { workers: number; providers: string[]; startedAt: string } | null;
+  message: string;
+};
+
 export type BatchRow = {
   id: string;
   apiKeyId: string | null;
@@ -30,6 +44,7 @@ export type BatchRow = {
   submitted: boolean;
   charged: bigint;
   leaseOwner: string | null;
+  workerNote: BatchWorkerNote | null;
   createdAt: Date;
   inProgressAt: Date | null;
   finalizingAt: Date | null;
@@ -115,18 +130,18 @@ export async function batchUsingFile(db: Db, fileId: string): Promise<string | u
 type RawBatch = {
   id: string; api_key_id: string | null; endpoint: string; input_file_id: string; completion_window: string; status: BatchStatus; metadata: Record<string, string> | null;
   allowed: string[] | null; errors: BatchRow['errors']; output_file_id: string | null; error_file_id: string | null; total: number; completed: number; failed: number;
-  next_part: number; submitted: boolean; charged: string; lease_owner: string | null; created_at: Date; in_progress_at: Date | null; finalizing_at: Date | null;
+  next_part: number; submitted: boolean; charged: string; lease_owner: string | null; worker_note: BatchWorkerNote | null; created_at: Date; in_progress_at: Date | null; finalizing_at: Date | null;
   completed_at: Date | null; failed_at: Date | null; expires_at: Date; expired_at: Date | null; cancelling_at: Date | null; cancelled_at: Date | null;
 };
 const toBatch = (r: RawBatch): BatchRow => ({
   id: r.id, apiKeyId: r.api_key_id, endpoint: r.endpoint, inputFileId: r.input_file_id, completionWindow: r.completion_window, status: r.status, metadata: r.metadata,
   allowed: r.allowed, errors: r.errors, outputFileId: r.output_file_id, errorFileId: r.error_file_id, total: r.total, completed: r.completed, failed: r.failed,
-  nextPart: r.next_part, submitted: r.submitted, charged: BigInt(r.charged), leaseOwner: r.lease_owner, createdAt: r.created_at, inProgressAt: r.in_progress_at,
+  nextPart: r.next_part, submitted: r.submitted, charged: BigInt(r.charged), leaseOwner: r.lease_owner, workerNote: r.worker_note, createdAt: r.created_at, inProgressAt: r.in_progress_at,
   finalizingAt: r.finalizing_at, completedAt: r.completed_at, failedAt: r.failed_at, expiresAt: r.expires_at, expiredAt: r.expired_at, cancellingAt: r.cancelling_at,
   cancelledAt: r.cancelled_at,
 });
 const BATCH_COLUMNS = sql`id, api_key_id, endpoint, input_file_id, completion_window, status, metadata, allowed, errors, output_file_id, error_file_id, total, completed, failed,
-  next_part, submitted, charged::text as charged, lease_owner, created_at, in_progress_at, finalizing_at, completed_at, failed_at, expires_at, expired_at, cancelling_at, cancelled_at`;
+  next_part, submitted, charged::text as charged, lease_owner, worker_note, created_at, in_progress_at, finalizing_at, completed_at, failed_at, expires_at, expired_at, cancelling_at, cancelled_at`;
 
 export type NewBatch = {
   id: string; apiKeyId: string | null; endpoint: string; inputFileId: string; completionWindow: string; metadata: Record<string, string> | null;
@@ -186,7 +201,7 @@ export async function releaseBatchLease(db: Db, id: string, owner: string): Prom
 }
 
 export type BatchUpdate = Partial<{
-  status: BatchStatus; errors: BatchRow['errors']; outputFileId: string; errorFileId: string; total: number; completed: number; failed: number; nextPart: number; submitted: boolean;
+  status: BatchStatus; errors: BatchRow['errors']; workerNote: BatchWorkerNote | null; outputFileId: string; errorFileId: string; total: number; completed: number; failed: number; nextPart: number; submitted: boolean;
   inProgressAt: 'now'; finalizingAt: 'now'; completedAt: 'now'; failedAt: 'now'; expiredAt: 'now'; cancelledAt: 'now';
 }>;
 
@@ -195,6 +210,7 @@ export async function updateBatchRow(db: Db, id: string, owner: string, u: Batch
   const sets = [
     ...(u.status !== undefined ? [sql`status = ${u.status}`] : []),
     ...(u.errors !== undefined ? [sql`errors = ${u.errors === null ? null : JSON.stringify(u.errors)}::jsonb`] : []),
+    ...(u.workerNote !== undefined ? [sql`worker_note = ${u.workerNote === null ? null : JSON.stringify(u.workerNote)}::jsonb`] : []),
     ...(u.outputFileId !== undefined ? [sql`output_file_id = ${u.outputFileId}`] : []),
     ...(u.errorFileId !== undefined ? [sql`error_file_id = ${u.errorFileId}`] : []),
     ...(u.total !== undefined ? [sql`total = ${u.total}`] : []),

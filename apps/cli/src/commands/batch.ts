@@ -75,9 +75,22 @@ async function api<T>(f: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The gateway's `fugu` extension of a batch object: whether its lines wait for a provider worker, and the gateway's own workers that run them. */
+type WorkerStatus = { waiting_for_worker: boolean; local_workers: { count: number; providers: string[] } | null; message: string };
+const workerStatus = (b: OpenAI.Batches.Batch): WorkerStatus | undefined => (b as { fugu?: WorkerStatus }).fugu;
+/** What the batch's workers are doing, when there is something to say (lines waiting, or the gateway's own workers running them). */
+const workersText = (b: OpenAI.Batches.Batch): string | undefined => {
+  const w = workerStatus(b);
+  return w && (w.waiting_for_worker || w.local_workers) ? w.message : undefined;
+};
+
 const line = (b: OpenAI.Batches.Batch): string => {
   const c = b.request_counts ?? { total: 0, completed: 0, failed: 0 };
-  return `${b.id}  ${b.status.padEnd(10)}  ${c.completed + c.failed}/${c.total} lines (failed ${c.failed})  output ${b.output_file_id ?? '-'}  errors ${b.error_file_id ?? '-'}  ${new Date(b.created_at * 1000).toISOString()}`;
+  const workers = workersText(b);
+  return (
+    `${b.id}  ${b.status.padEnd(10)}  ${c.completed + c.failed}/${c.total} lines (failed ${c.failed})  output ${b.output_file_id ?? '-'}  errors ${b.error_file_id ?? '-'}  ${new Date(b.created_at * 1000).toISOString()}` +
+    (workers ? `\n  workers: ${workers}` : '')
+  );
 };
 
 async function submit(config: FuguConfig, file: string, f: Conn & { endpoint: string; metadata?: string[]; wait?: boolean; json?: boolean }): Promise<number> {
@@ -106,8 +119,14 @@ async function submit(config: FuguConfig, file: string, f: Conn & { endpoint: st
 async function follow(c: OpenAI, id: string, json: boolean): Promise<number> {
   let b = await api(() => c.batches.retrieve(id));
   const progress = createProgress({ total: b.request_counts?.total ?? 0, label: id, unit: 'lines' });
+  // what the gateway says about the batch's workers, each time it changes (lines waiting for one, its own started)
+  let said: string | undefined;
   while (!ENDED.includes(b.status)) {
-    progress.update((b.request_counts?.completed ?? 0) + (b.request_counts?.failed ?? 0), b.request_counts?.failed ?? 0, b.status);
+    const workers = workersText(b);
+    if (workers !== undefined && workers !== said) process.stderr.write(`\n${id}: ${workers}\n`);
+    said = workers ?? said;
+    const waiting = workerStatus(b)?.waiting_for_worker === true;
+    progress.update((b.request_counts?.completed ?? 0) + (b.request_counts?.failed ?? 0), b.request_counts?.failed ?? 0, waiting ? `${b.status}, waiting for a provider worker` : b.status);
     await new Promise((r) => setTimeout(r, 1000));
     b = await api(() => c.batches.retrieve(id));
   }
