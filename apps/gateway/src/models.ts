@@ -278,7 +278,7 @@ async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput,
       try {
         return { value: await attempt(ctx.specs.get(worker)!, { key: `${rec.id}.${i + 1}`, attempt: i + 1 }), worker, failed: [...failed] };
       } catch (e) {
-        const fatal = input.signal.aborted ? new GatewayError(499, 'the client closed the request', { code: 'client_closed' }) : classify(worker, e);
+        const fatal = input.signal.aborted ? new GatewayError(499, 'the client closed the request', { code: 'client_closed' }) : classify(worker, e, input.req);
         if (fatal) throw fatal;
         ctx.cooldowns?.failed(worker);
         failed.push(worker);
@@ -307,10 +307,18 @@ async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput,
   });
 }
 
-/** A failed call: retryable -> undefined (try the next worker); otherwise the error to return. */
-export function classify(worker: string, e: unknown): GatewayError | undefined {
+/**
+ * A failed call: retryable -> undefined (try the next worker); otherwise the error to return. A
+ * replay worker's refusal (the user's message is not a question of its dataset; its message
+ * quotes it and says what to do) names the last user message (`req`: the request's messages).
+ */
+export function classify(worker: string, e: unknown, req?: Pick<ChatRequest, 'messages'>): GatewayError | undefined {
   if (isProviderError(e)) {
     if (e.transient) return undefined;
+    if (e.kind === 'bad-request' && e.provider === 'replay' && req) {
+      const at = req.messages.findLastIndex((m) => m.role === 'user');
+      return new GatewayError(400, e.message.replace(/^replay: /, ''), { param: at < 0 ? 'messages' : `messages[${at}].content`, code: 'provider_bad_request' });
+    }
     if (e.kind === 'bad-request') return new GatewayError(400, `worker "${worker}": ${e.message}`, { code: 'provider_bad_request' });
     if (e.kind === 'aborted') return new GatewayError(499, 'the client closed the request', { code: 'client_closed' });
     return new GatewayError(502, `worker "${worker}" failed (${e.kind}${e.status ? ` ${e.status}` : ''}): ${e.message}`, { code: 'provider_error' });

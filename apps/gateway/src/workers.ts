@@ -3,13 +3,15 @@
 // resolvePool / loadLlmRouter / replayStoreFor that `fugu eval` and the provider workers use).
 // One ChatModel per worker, made once.
 import { ConfigError, InputError, type WorkerPool, type WorkerSpec } from '@fugu/core';
-import { loadLlmRouter, replayStoreFor, resolvePool, type Dataset } from '@fugu/datasets';
+import { loadLlmRouter, promptIndex, replayStoreFor, resolvePool, type Dataset } from '@fugu/datasets';
 import { createChatModel, type ChatModel, type Env, type ReplayStore, type ReplayStoreSource } from '@fugu/providers';
 import { answerReplayRequest, REPLAY_STEP_METADATA } from '@fugu/conductor';
 
 /**
  * `example`: a question the replay workers can answer (for the curl line printed at start);
- * `itemOf`: the dataset item a question is (fugu-ultra's replay steps name it)
+ * `itemOf`: the dataset item a question is (fugu-ultra's replay steps name it), found as the
+ * replay workers find it (promptIndex: the exact text, else case, whitespace and trailing
+ * punctuation forgiven; the first item of a prompt)
  */
 export type GatewayWorkers = { pool: WorkerPool; replayStore?: ReplayStoreSource; example?: string; itemOf?: (question: string) => string | undefined };
 
@@ -23,9 +25,8 @@ export async function loadGatewayWorkers(spec: string, llmrouterDir: string): Pr
     const example = dataset.items
       .filter((i) => i.sourceSplit === 'test' && i.prompt.length >= 40)
       .reduce<string | undefined>((best, i) => (best === undefined || i.prompt.length < best.length ? i.prompt : best), undefined);
-    const byPrompt = new Map<string, string>();
-    for (const i of dataset.items) if (!byPrompt.has(i.prompt.trim())) byPrompt.set(i.prompt.trim(), i.id);
-    return { pool, replayStore: replayStores(dataset), itemOf: (q) => byPrompt.get(q.trim()), ...(example !== undefined && { example }) };
+    const byPrompt = promptIndex(dataset.items);
+    return { pool, replayStore: replayStores(dataset), itemOf: (q) => byPrompt(q)?.id, ...(example !== undefined && { example }) };
   }
   return { pool: await resolvePool(spec) };
 }

@@ -5,6 +5,6 @@ export * from './verifiers.ts';
 export * from './splits.ts';
 export * from './summary.ts';
 export * from './replay.ts';
-export { normalizePrompt } from './normalize.ts';
+export { normalizePrompt, promptIndex, replayKey } from './normalize.ts';
 export { parsePythonLiteral, tryParsePythonLiteral, parseChoices, type PyValue, type Choices } from './pylit.ts';
 export { readJsonFile } from './json-file.ts';

@@ -23,6 +23,30 @@ describe('replayStoreFor', () => {
     expect(store.lookup('What is 3+3?')).toBeUndefined();
   });
 
+  it('forgives trailing punctuation and Unicode form: a user\'s "Who won ...?" finds the dataset\'s "who won ..."', () => {
+    const store = replayStoreFor(
+      [
+        { id: 'test-171', task: 't', prompt: 'who won the most gold metals in olympics', recorded: { a: { score: 1 } } },
+        { id: 'test-172', task: 't', prompt: 'Caf\u00e9 au lait', recorded: { a: { score: 0 } } },
+      ],
+      'a',
+    );
+    expect(store.lookup('Who won the most gold metals in Olympics?')?.itemId).toBe('test-171');
+    expect(store.lookup('cafe\u0301 AU lait.')?.itemId).toBe('test-172');
+  });
+
+  it('two prompts with the same key: a lookup by key finds the first', () => {
+    const store = replayStoreFor(
+      [
+        { id: 'train-9', task: 't', prompt: 'Define entropy.', recorded: { a: { score: 1 } } },
+        { id: 'test-9', task: 't', prompt: 'define entropy', recorded: { a: { score: 0 } } },
+      ],
+      'a',
+    );
+    expect(store.lookup('DEFINE ENTROPY?')?.itemId).toBe('train-9');
+    expect(store.lookup('define entropy')?.itemId).toBe('test-9'); // the exact text first
+  });
+
   it('only sees items recorded for its worker', () => {
     const store = replayStoreFor({ name: 'd', source: '/x', items, workers: ['a', 'b'], contentHash: '' }, 'b');
     expect(store.lookup('Name a colour.')).toEqual({ itemId: 'train-2', outcome: { score: 0.5 } });

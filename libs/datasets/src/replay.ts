@@ -4,26 +4,27 @@
 
 import { InputError, type DatasetItem, type RecordedOutcome } from '@fugu/core';
 import type { Dataset } from './format.ts';
-import { normalizePrompt } from './normalize.ts';
+import { promptIndex } from './normalize.ts';
 
 export type ReplayHit = { itemId: string; outcome: RecordedOutcome; replay?: Record<string, unknown> };
 
 export type ReplayStore = {
-  /** by item id when given and known, else by exact prompt text, else by normalised prompt (`metadata`: the request's, unused here) */
+  /** by item id when given and known, else by exact prompt text, else by its replayKey (`metadata`: the request's, unused here) */
   lookup(prompt: string, itemId?: string, metadata?: Readonly<Record<string, string>>): ReplayHit | undefined;
 };
 
 /**
- * A ReplayStore over the recorded outcomes of `worker`. When several items share a prompt
- * (LLMRouter has questions in both train and test), a prompt lookup returns the first in
- * order; pass the item id to get a specific one. Throws an InputError if no item has a
+ * A ReplayStore over the recorded outcomes of `worker`. A prompt finds its item as
+ * `promptIndex` finds it: the exact text, else its replayKey (case, whitespace and trailing
+ * punctuation forgiven). When several items share a prompt or a key (LLMRouter has questions in
+ * both train and test), a prompt lookup returns the first in order; pass the item id to get a
+ * specific one. Throws an InputError if no item has a
  * recorded outcome for the worker.
  */
 export function replayStoreFor(source: Dataset | readonly DatasetItem[], worker: string): ReplayStore {
   const items: readonly DatasetItem[] = Array.isArray(source) ? source : (source as Dataset).items;
   const byId = new Map<string, ReplayHit>();
-  const byPrompt = new Map<string, ReplayHit>();
-  const byNormalized = new Map<string, ReplayHit>();
+  const recorded: Array<{ prompt: string; hit: ReplayHit }> = [];
   const others = new Set<string>();
   for (const item of items) {
     const outcome = item.recorded?.[worker];
@@ -33,9 +34,7 @@ export function replayStoreFor(source: Dataset | readonly DatasetItem[], worker:
     }
     const hit = { itemId: item.id, outcome };
     byId.set(item.id, hit);
-    if (!byPrompt.has(item.prompt)) byPrompt.set(item.prompt, hit);
-    const norm = normalizePrompt(item.prompt);
-    if (!byNormalized.has(norm)) byNormalized.set(norm, hit);
+    recorded.push({ prompt: item.prompt, hit });
   }
   if (byId.size === 0) {
     const known = [...others];
@@ -43,13 +42,14 @@ export function replayStoreFor(source: Dataset | readonly DatasetItem[], worker:
       field: 'worker',
     });
   }
+  const byPrompt = promptIndex(recorded);
   return {
     lookup(prompt: string, itemId?: string): ReplayHit | undefined {
       if (itemId !== undefined) {
         const hit = byId.get(itemId);
         if (hit) return hit;
       }
-      return byPrompt.get(prompt) ?? byNormalized.get(normalizePrompt(prompt));
+      return byPrompt(prompt)?.hit;
     },
   };
 }

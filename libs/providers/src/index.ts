@@ -32,7 +32,7 @@ export {
 } from './openai.ts';
 export { ANTHROPIC_DEFAULT_MAX_TOKENS, AnthropicChatModel, THINKING_BUDGET, type AnthropicChatModelOptions } from './anthropic.ts';
 export { GEMINI2_THINKING_BUDGET, GoogleChatModel, THOUGHT_SIGNATURE_SEPARATOR, type GoogleChatModelOptions } from './google.ts';
-export { REPLAY_DEFAULT_OUTPUT_TOKENS, ReplayChatModel, type ReplayHit, type ReplayStore } from './replay.ts';
+export { notInDatasetMessage, REPLAY_ADVICE, REPLAY_DEFAULT_OUTPUT_TOKENS, ReplayChatModel, type ReplayHit, type ReplayStore } from './replay.ts';
 export { SCRIPT_DEFAULTS, ScriptedChatModel, argumentsFor } from './scripted.ts';
 export {
   DEFAULT_API_KEY_ENV,

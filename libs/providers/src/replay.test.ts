@@ -71,7 +71,9 @@ describe('ReplayChatModel', () => {
     expect(err).toBeInstanceOf(BadRequestError);
     expect(err).toMatchObject({ provider: 'replay', transient: false });
     expect((err as Error).message).toContain('the replay worker "llama-70b" only answers questions of its dataset');
-    expect((err as Error).message).toContain('Write a poem about the sea.');
+    expect((err as Error).message).toContain('your message "Write a poem about the sea." is not one of them');
+    // and what to do: any prompt on the scripted pool, or live workers from a pool file with keys
+    expect((err as Error).message).toMatch(/scripted pool of simulated workers \(fugu gateway --pool scripted\).*pool file whose workers have their API keys/);
     const byId = await model.generate({ messages: [{ role: 'user', content: 'x' }], metadata: { itemId: 'test-9' } }).catch((e: unknown) => e);
     expect((byId as Error).message).toContain('item id "test-9"');
   });

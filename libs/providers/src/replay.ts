@@ -26,6 +26,21 @@ export interface ReplayStore {
  */
 export const REPLAY_DEFAULT_OUTPUT_TOKENS = 256;
 
+/** What to do when a prompt is not a question of the replay workers' dataset. */
+export const REPLAY_ADVICE =
+  'to try any prompt, serve the scripted pool of simulated workers (fugu gateway --pool scripted); ' +
+  'to use live workers, serve a pool file whose workers have their API keys in the environment (fugu gateway --pool pool.yaml)';
+
+/**
+ * The refusal of a message that is not a question of the replay workers' dataset: the message
+ * quoted (the first 80 characters), how questions match, and REPLAY_ADVICE. `who`: the replay
+ * worker, or the workers of a workflow.
+ */
+export function notInDatasetMessage(message: string, who: string): string {
+  return `${who} only answers questions of its dataset (their recorded outcomes), and your message ${JSON.stringify(preview(message))} is not one of them ` +
+    `(a question matches ignoring case, spacing and trailing punctuation); ${REPLAY_ADVICE}`;
+}
+
 export class ReplayChatModel implements ChatModel {
   /**
    * A recorded answer cannot be sampled again: what reshapes it is honoured (max_tokens and stop
@@ -80,12 +95,10 @@ export class ReplayChatModel implements ChatModel {
     const prompt = lastUser ? messageText(lastUser) : '';
     const hit = this.#store.lookup(prompt, itemId, req.metadata);
     if (!hit) {
-      const what = itemId !== undefined ? `item id "${itemId}"` : `the prompt ${JSON.stringify(preview(prompt))}`;
-      throw new BadRequestError(
-        'replay',
-        `replay: the replay worker "${this.workerName}" only answers questions of its dataset; ${what} is not in it ` +
-          '(use a live provider for new questions)',
-      );
+      if (itemId !== undefined) {
+        throw new BadRequestError('replay', `replay: the replay worker "${this.workerName}" only answers questions of its dataset; item id "${itemId}" is not in it (or has no recorded outcome for this worker)`);
+      }
+      throw new BadRequestError('replay', notInDatasetMessage(prompt, `the replay worker "${this.workerName}"`));
     }
     const { outcome } = hit;
     const recorded = outcome.answer ?? `[replay:${this.workerName}] recorded score ${outcome.score}`;

@@ -25,7 +25,7 @@ import {
   nextConversationTurn, readToolMemory, renewUltraSession, releaseUltraSession, reopenWorkflow, saveTurn, reserveWorkflowId, startConversationTurn,
   type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
-import { isTransientError } from '@fugu/providers';
+import { isTransientError, notInDatasetMessage } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
 import { allowedWorkers, ConductorFailure, writerPool, writeWorkflow, type WriterDeps } from '../engine/execute.ts';
 import {
@@ -333,6 +333,12 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
   const seed = input.seed ?? 0;
+  // replay workers answer only the questions of their dataset: on a replay pool (itemOf), a
+  // question that is not one is refused before any call (else a step would fail quoting its agent's prompt)
+  const itemId = deps.itemOf?.(question);
+  const notInDataset = (cost = 0n): UltraRequestError =>
+    new UltraRequestError(400, notInDatasetMessage(question, "fugu-ultra's workers here are replay workers, and a replay worker"), { param: `messages[${lastUserAt}].content`, code: 'provider_bad_request', cost });
+  if (deps.itemOf && itemId === undefined && d.workers.filter((w) => options.workers?.includes(w.name) ?? true).every((w) => w.provider === 'replay')) throw notInDataset();
   const fields = { poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> };
   // the key's own conversation of that id (another key's of the same id is another conversation)
   let row: WrittenRow | undefined;
@@ -388,6 +394,12 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${plan.error.message}`, { code: 'conductor_error', cost: conductorTally.cost });
   }
   const { schedule, specs } = plan;
+  if (deps.itemOf && itemId === undefined && specs.some((st) => workers.find((w) => w.name === st.name)?.provider === 'replay')) {
+    // (a pool of live and replay workers: the Conductor chose a replay worker)
+    await created;
+    await finishWorkflow(db, workflowId, { ...plan.shape, status: 'failed', finishReason: 'step-error', outcome: 'unanswered' });
+    throw notInDataset(conductorTally.cost);
+  }
 
   // what every agent is told: the conversation so far, and what earlier workflows' tools found
   // (a conversation's first turn has none)
@@ -397,7 +409,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const system = input.messages.filter((m) => m.role === 'system').map((m) => messageText(m)).join('\n\n');
 
   const state: SessionState = {
-    ...newStepsState(plan, { task, system, workers, itemId: deps.itemOf?.(question) ?? null, seed, options }),
+    ...newStepsState(plan, { task, system, workers, itemId: itemId ?? null, seed, options }),
     v: CURRENT_STATE, conductor: d.conductor, conversationId, keyId: input.keyId, startedAt: Date.now(), replies: [], resume: null,
   };
   // the state is written when the turn ends (one statement with the steps and the workflow's
