@@ -68,8 +68,9 @@ beforeAll(async () => {
   ({ workers, prompts } = stack);
   await publishUltraAndTell(stack.env.config, stack.env.database.db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
   worker = await stack.startWorker();
-  // (prose instead of the lists when the question asks for it)
-  planner = await startOpenAIStub({ defaultReply: (req) => ({ type: 'text', text: JSON.stringify(req.body?.messages ?? []).includes('GARBLE') ? 'I would rather answer myself.' : PLANNED }) });
+  // (prose instead of the lists for one question of the dataset: a question outside it is refused before the Conductor writes)
+  const garble = JSON.stringify(prompts[74]!).slice(1, -1);
+  planner = await startOpenAIStub({ defaultReply: (req) => ({ type: 'text', text: JSON.stringify(req.body?.messages ?? []).includes(garble) ? 'I would rather answer myself.' : PLANNED }) });
   const endpoints = [{ name: 'planner', baseUrl: planner.baseURL, model: 'planner-model', apiKeyEnv: 'PLANNER_KEY', prices: { inputPerMTok: '1', outputPerMTok: '2' } }];
   baseURL = (await stack.startGateway({ FUGU_CONDUCTOR_ENDPOINTS: JSON.stringify(endpoints), PLANNER_KEY: 'sk-planner' })).url;
   client = new OpenAI({ apiKey: stack.full.key, baseURL, maxRetries: 0, timeout: 60_000 });
@@ -208,7 +209,7 @@ describe('Batch API: /v1/responses and fugu-ultra lines', () => {
     try {
       const lines = [
         batchLine('ok', { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[73]! }] }),
-        batchLine('garbled', { model: 'fugu-ultra', messages: [{ role: 'user', content: `${prompts[74]!} GARBLE` }] }),
+        batchLine('garbled', { model: 'fugu-ultra', messages: [{ role: 'user', content: prompts[74]! }] }),
       ];
       const { batch, out, errors } = await runBatch(lines, '/v1/chat/completions');
       expect(batch).toMatchObject({ status: 'completed', request_counts: { total: 2, completed: 1, failed: 1 } });

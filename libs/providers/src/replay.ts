@@ -37,7 +37,7 @@ export const REPLAY_ADVICE =
  * worker, or the workers of a workflow.
  */
 export function notInDatasetMessage(message: string, who: string): string {
-  return `${who} only answers questions of its dataset (their recorded outcomes), and your message ${JSON.stringify(preview(message))} is not one of them ` +
+  return `${who} only answers questions of its dataset (their recorded outcomes): your message ${JSON.stringify(preview(message))} is not one of them ` +
     `(a question matches ignoring case, spacing and trailing punctuation); ${REPLAY_ADVICE}`;
 }
 

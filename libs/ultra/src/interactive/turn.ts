@@ -333,12 +333,13 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   const restricted = input.workers.length < d.workers.length;
   const options: WorkflowOptions = { ...d.options.workflow, ...(restricted && { workers: [...input.workers] }) };
   const seed = input.seed ?? 0;
-  // replay workers answer only the questions of their dataset: on a replay pool (itemOf), a
-  // question that is not one is refused before any call (else a step would fail quoting its agent's prompt)
+  // replay workers answer only the questions of their dataset: on a replay pool (itemOf; the
+  // gateway has one on the LLMRouter pool, all replay workers), a question that is not one is
+  // refused before any call or row (else its first step would fail, quoting its agent's prompt)
   const itemId = deps.itemOf?.(question);
-  const notInDataset = (cost = 0n): UltraRequestError =>
-    new UltraRequestError(400, notInDatasetMessage(question, "fugu-ultra's workers here are replay workers, and a replay worker"), { param: `messages[${lastUserAt}].content`, code: 'provider_bad_request', cost });
-  if (deps.itemOf && itemId === undefined && d.workers.filter((w) => options.workers?.includes(w.name) ?? true).every((w) => w.provider === 'replay')) throw notInDataset();
+  if (deps.itemOf && itemId === undefined && d.workers.filter((w) => options.workers?.includes(w.name) ?? true).every((w) => w.provider === 'replay')) {
+    throw new UltraRequestError(400, notInDatasetMessage(question, "fugu-ultra's workers here are replay workers, and a replay worker"), { param: `messages[${lastUserAt}].content`, code: 'provider_bad_request' });
+  }
   const fields = { poolId: d.poolId, question, conductor: d.conductor, seed, options: options as Record<string, unknown> };
   // the key's own conversation of that id (another key's of the same id is another conversation)
   let row: WrittenRow | undefined;
@@ -394,12 +395,6 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) wrote no valid workflow: ${plan.error.message}`, { code: 'conductor_error', cost: conductorTally.cost });
   }
   const { schedule, specs } = plan;
-  if (deps.itemOf && itemId === undefined && specs.some((st) => workers.find((w) => w.name === st.name)?.provider === 'replay')) {
-    // (a pool of live and replay workers: the Conductor chose a replay worker)
-    await created;
-    await finishWorkflow(db, workflowId, { ...plan.shape, status: 'failed', finishReason: 'step-error', outcome: 'unanswered' });
-    throw notInDataset(conductorTally.cost);
-  }
 
   // what every agent is told: the conversation so far, and what earlier workflows' tools found
   // (a conversation's first turn has none)
