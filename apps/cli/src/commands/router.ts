@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { getCheckpoint, getDeployment, listCheckpoints, type Db } from '@fugu/db';
-import { openContext, resolveWorkerPool } from '@fugu/evaluation';
+import { resolveWorkerPool } from '@fugu/evaluation';
 import { createRedis } from '@fugu/queue';
 import { renderRouterReport } from '@fugu/report';
 import { describeThetaLayout, loadUseLite, thetaSize, useLiteHeadDims } from '@fugu/router-model';
@@ -14,6 +14,7 @@ import {
   evaluateRouter, exportCheckpoint, formatRouterEval, formatStudy, importCheckpoint, routerStudy, trainRouter, TRAIN_DEFAULTS, type RouterEvaluation,
 } from '@fugu/training';
 import { action, choiceOption, defaultOut, intOption, jsonOption, listOption, numOption, printJson, type Cli, type CommandGroup } from '../cli.ts';
+import { checkpointFileCommands, withDb } from '../checkpoints.ts';
 import { routeTexts } from './route.ts';
 
 const D = TRAIN_DEFAULTS;
@@ -31,15 +32,6 @@ function sftOptions(c: Command): Command {
 }
 
 type SftFlags = { tau: number; seed: number; epochs: number; batch: number; lr: number; patience: number; weightDecay: number };
-
-async function withDb<T>(config: FuguConfig, fn: (db: Db) => Promise<T>): Promise<T> {
-  const ctx = await openContext({ redis: false, config });
-  try {
-    return await fn(ctx.db);
-  } finally {
-    await ctx.close();
-  }
-}
 
 async function writeRouterReport(config: FuguConfig, r: RouterEvaluation, out: string | undefined, name: string, json: boolean): Promise<string> {
   const file = out ?? defaultOut(config, 'reports', name);
@@ -179,22 +171,9 @@ export const routerCommands: CommandGroup = (program, cli) => {
     });
   }));
 
-  router
-    .command('export')
-    .description('a checkpoint to one JSON file')
-    .argument('<checkpoint>', 'the router checkpoint')
-    .option('--out <file>', 'default: <checkpoint>.json')
-    .action(action(async (checkpoint: string, f: { out?: string }) => withDb(cli.config(), async (db) => {
-      const out = f.out ?? `${checkpoint}.json`;
-      await exportCheckpoint(db, checkpoint, out);
-      process.stdout.write(`wrote ${checkpoint} to ${out}\n`);
-    })));
-
-  router
-    .command('import')
-    .description('a checkpoint from a file written by router export (prints its id)')
-    .argument('<file>', 'the JSON file')
-    .action(action(async (file: string) => withDb(cli.config(), async (db) => void process.stdout.write(`${await importCheckpoint(db, file)}\n`))));
+  checkpointFileCommands(router, cli, {
+    noun: 'a checkpoint', checkpointArg: 'the router checkpoint', exportCommand: 'router export', exportTo: exportCheckpoint, importFrom: importCheckpoint,
+  });
 };
 
 async function routerInfo(cli: Cli, id: string | undefined): Promise<void> {

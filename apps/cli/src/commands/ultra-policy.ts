@@ -2,22 +2,13 @@
 // import). The logic is in @fugu/ultra (policy-store.ts) and @fugu/conductor (src/policy/).
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
-import type { FuguConfig } from '@fugu/config';
 import { policyThetaSize, resolveMaxSteps } from '@fugu/conductor';
-import { listConductorCheckpoints, type Db } from '@fugu/db';
-import { openContext, resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
+import { listConductorCheckpoints } from '@fugu/db';
+import { resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
 import { loadUseLite, useLiteHeadDims } from '@fugu/router-model';
 import { exportPolicyCheckpoint, getPolicyCheckpoint, importPolicyCheckpoint, initPolicyCheckpoint, trainingRanking } from '@fugu/ultra';
 import { action, intOption, jsonOption, printJson, type Cli } from '../cli.ts';
-
-async function withDb<T>(config: FuguConfig, fn: (db: Db) => Promise<T>): Promise<T> {
-  const ctx = await openContext({ redis: false, config });
-  try {
-    return await fn(ctx.db);
-  } finally {
-    await ctx.close();
-  }
-}
+import { checkpointFileCommands, withDb } from '../checkpoints.ts';
 
 type InitFlags = { pool?: string; dataset?: string; seed: number; maxSteps: number; id?: string; splitSeed: number };
 
@@ -98,20 +89,8 @@ export function registerUltraPolicy(ultra: Command, cli: Cli): void {
       process.stdout.write(`${lines.join('\n')}\n`);
     })));
 
-  policy
-    .command('export')
-    .description('a policy checkpoint to one JSON file')
-    .argument('<checkpoint>', 'the policy checkpoint id')
-    .option('--out <file>', 'default: <checkpoint>.json')
-    .action(action(async (id: string, f: { out?: string }) => withDb(cli.config(), async (db) => {
-      const out = f.out ?? `${id}.json`;
-      await exportPolicyCheckpoint(db, id, out);
-      process.stdout.write(`wrote ${id} to ${out}\n`);
-    })));
-
-  policy
-    .command('import')
-    .description('a policy checkpoint from a file written by ultra policy export (prints its id)')
-    .argument('<file>', 'the JSON file')
-    .action(action(async (file: string) => withDb(cli.config(), async (db) => void process.stdout.write(`${await importPolicyCheckpoint(db, file)}\n`))));
+  checkpointFileCommands(policy, cli, {
+    noun: 'a policy checkpoint', checkpointArg: 'the policy checkpoint id', exportCommand: 'ultra policy export',
+    exportTo: exportPolicyCheckpoint, importFrom: importPolicyCheckpoint,
+  });
 }
