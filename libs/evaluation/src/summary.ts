@@ -135,7 +135,8 @@ export function formatSummary(s: RunSummary): string {
   return `${out.join('\n')}\n`;
 }
 
-export type LabelStats = { path: string; items: number; tau: number; meanEntropy: number; argmaxCounts: Record<string, number> };
+/** `labels`: each item's soft label (in the run's worker order), for statistics over them (the report's argmax counts, ties split: softLabelArgmax) */
+export type LabelStats = { path: string; items: number; tau: number; meanEntropy: number; workers: string[]; labels: number[][] };
 
 /** The prompts of a run's items, by item id, for label files that train a router on their own. */
 export async function runPrompts(db: Db, s: RunSummary): Promise<Map<string, string>> {
@@ -152,14 +153,13 @@ export async function writeSoftLabels(s: RunSummary, tau: number, outPath: strin
   await mkdir(path.dirname(path.resolve(outPath)), { recursive: true });
   const names = s.workers.map((w) => w.name);
   const out = createWriteStream(outPath);
-  const argmaxCounts: Record<string, number> = Object.fromEntries(names.map((n) => [n, 0]));
+  const labels: number[][] = [];
   let entropySum = 0;
   for (const r of s.rows) {
     const rbar = names.map((n) => r.rewards[n]!);
     const p = softLabels(rbar, tau);
     entropySum += -p.reduce((acc, v) => acc + (v > 0 ? v * Math.log(v) : 0), 0);
-    const best = p.indexOf(Math.max(...p));
-    argmaxCounts[names[best]!]!++;
+    labels.push(p);
     const line = JSON.stringify({
       run: s.run.id, item: r.itemId, task: r.task, split: r.split ?? null, ...(prompts?.has(r.itemId) && { prompt: prompts.get(r.itemId) }),
       workers: names, rewards: rbar, tau, labels: p.map((v) => Number(v.toPrecision(8))),
@@ -168,5 +168,5 @@ export async function writeSoftLabels(s: RunSummary, tau: number, outPath: strin
   }
   out.end();
   await once(out, 'finish');
-  return { path: outPath, items: s.rows.length, tau, meanEntropy: entropySum / s.rows.length, argmaxCounts };
+  return { path: outPath, items: s.rows.length, tau, meanEntropy: entropySum / s.rows.length, workers: names, labels };
 }

@@ -1,5 +1,6 @@
 // `fugu eval | status | labels | report | demo`: evaluation batches (@fugu/evaluation) and the
 // embedded demo.
+import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
@@ -7,14 +8,14 @@ import { batchWorkerStats, callErrors, conductorRunProgress, getBatchRow, getCon
 import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
 import { startLocalWorkers } from '@fugu/local-services';
 import { esEvalQueue, providerCallQueue, providerCallQueues } from '@fugu/queue';
-import { renderBatchReport, renderEsReport, renderEvalReport, renderGrpoReport, usdText, type BatchReportData, type GrpoReportData } from '@fugu/report';
+import { renderBatchReport, renderEsReport, renderEvalReport, renderGrpoReport, softLabelArgmax, usdText, type BatchReportData, type GrpoReportData } from '@fugu/report';
 import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import {
   action, columns, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
 import { publishCheckpoint } from './router.ts';
-import { startGateway } from './serving.ts';
+import { backgroundGateway, startGateway } from './serving.ts';
 import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
 import { cmdUltraPublish, ULTRA_PUBLISH_DEFAULTS } from './ultra-publish.ts';
 import { pickUltraConductor, type UltraPick } from './demo-ultra.ts';
@@ -294,7 +295,8 @@ async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; ou
       const s = await collectRunSummary(ctx.db, runId);
       if (s.rows.length > 0) {
         const labels = await writeSoftLabels(s, f.tau, defaultOut(config, 'labels', `${runId}-tau${f.tau}.jsonl`));
-        s.report.labels = { tau: f.tau, meanEntropy: labels.meanEntropy, argmaxCounts: labels.argmaxCounts };
+        // the argmax of each item's label, a tie split evenly between the tied workers (never to the first in pool order)
+        s.report.labels = { tau: f.tau, meanEntropy: labels.meanEntropy, ...softLabelArgmax(labels.workers, labels.labels) };
       }
       html = renderEvalReport(s.report, { generatedAt: new Date().toISOString() });
     }
@@ -369,12 +371,40 @@ async function cmdDemo(
   // and a provider worker beside it answers the lines of batches (`fugu batch submit FILE --wait`)
   process.stderr.write('demo: starting the gateway and a provider worker for batches (Ctrl-C stops them; `fugu gateway` starts the gateway again)\n');
   process.removeAllListeners('SIGINT'); // the run is over: Ctrl-C now stops the gateway, not the run
-  const batchWorker = await startLocalWorkers(config, { count: 1, providers: ['replay'] });
+  const batchWorker = await startLocalWorkers(config, { count: 1, providers: ['replay', 'scripted'] });
+  let scripted: { url: string; stop(): Promise<void> } | undefined;
   try {
     // its JSON log to a file, so this terminal keeps the demo's own lines (--gateway-log - : here)
     const logFile = f.gatewayLog === '-' ? undefined : (f.gatewayLog ?? defaultOut(config, 'logs', 'gateway.log'));
+    scripted = await scriptedGatewayWithExample(config);
     return await startGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'llmrouter', mode: 'in-process', ...(logFile !== undefined && { logFile }) });
   } finally {
+    await scripted?.stop();
     await batchWorker.stop();
   }
+}
+
+/** The shipped example of fugu-ultra's tool loop with the openai client (examples/ultra-tool-loop.ts). */
+const TOOL_LOOP_EXAMPLE = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../../../examples/ultra-tool-loop.ts');
+
+/**
+ * The demo's second gateway, beside the replay one: the scripted pool (simulated workers that
+ * answer any prompt and call tools, no keys) on the next port, where fugu-ultra's tool loop can be
+ * tried; the shipped example is printed and run once, as printed, to its final answer.
+ */
+async function scriptedGatewayWithExample(config: FuguConfig): Promise<{ url: string; stop(): Promise<void> }> {
+  const t0 = performance.now();
+  const g = await backgroundGateway(config, { auth: 'none', host: '127.0.0.1', pool: 'scripted', port: config.gateway.port + 1, mode: 'in-process', logFile: defaultOut(config, 'logs', 'gateway-scripted.log') });
+  const command = `node ${path.relative(process.cwd(), TOOL_LOOP_EXAMPLE)} ${g.url}`;
+  process.stderr.write(
+    `\ndemo: the scripted pool at ${g.url} (simulated workers that answer any prompt and call tools, no keys; their answers say so in the fugu object)\n` +
+      `demo: fugu-ultra's multi-agent tool loop with the openai client, run as you can run it:\n  ${command}\n`,
+  );
+  const run = await new Promise<number | null>((resolve) => {
+    const child = spawn(process.execPath, [TOOL_LOOP_EXAMPLE, g.url], { stdio: ['ignore', 'pipe', 'inherit'] });
+    child.stdout.on('data', (d: Buffer) => process.stderr.write(d.toString().replace(/^(?=.)/gm, '  | ')));
+    child.once('exit', resolve);
+  });
+  process.stderr.write(run === 0 ? `demo: the tool loop reached its final answer (${((performance.now() - t0) / 1000).toFixed(1)} s from starting the scripted gateway)\n` : `demo: the tool loop example exited ${run} (its output is above)\n`);
+  return g;
 }

@@ -3,7 +3,7 @@
 // prints a curl line to try it once it listens; Ctrl-C stops it gracefully.
 // `fugu keys create|list|revoke`: the gateway's API keys. A key is printed once, at creation
 // (on stdout alone, so `KEY=$(fugu keys create --name ci)` works); only its hash is stored.
-import { fork } from 'node:child_process';
+import { fork, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { formatUsd, InputError, parseUsd } from '@fugu/core';
@@ -105,15 +105,14 @@ export const servingCommands: CommandGroup = (program, cli) => {
 
 const USAGE = 'fugu keys create --name NAME [--workers a,b] [--spend-limit-usd X]';
 
-/** Runs the gateway app as a child in the foreground; resolves to its exit code. */
-export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise<number> {
+/** The gateway app as a child process with these flags (FUGU_GATEWAY_* overrides), in its own process group. */
+function forkGateway(config: FuguConfig, f: GatewayFlags): { child: ChildProcess; auth: string } {
   const env: Record<string, string | undefined> = { ...process.env };
   if (f.port !== undefined) env.FUGU_GATEWAY_PORT = String(f.port);
   if (f.host !== undefined) env.FUGU_GATEWAY_HOST = f.host;
   if (f.mode !== undefined) env.FUGU_GATEWAY_MODE = f.mode;
   if (f.pool !== undefined) env.FUGU_GATEWAY_POOL = f.pool;
   if (f.auth !== undefined) env.FUGU_GATEWAY_AUTH = f.auth;
-  const auth = env.FUGU_GATEWAY_AUTH ?? config.gateway.auth;
   // its own process group: a signal reaches it once, from here (Ctrl-C in a terminal, or a kill
   // of this process alike), never twice (a second signal makes it exit without draining)
   let out: number | 'inherit' = 'inherit';
@@ -123,6 +122,32 @@ export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise
   }
   const child = fork(gatewayMain, [], { env, stdio: ['inherit', out, out, 'ipc'], detached: true });
   if (typeof out === 'number') closeSync(out);
+  return { child, auth: env.FUGU_GATEWAY_AUTH ?? config.gateway.auth };
+}
+
+/**
+ * A gateway in the background (the demo's second one): resolves once it listens, to its base URL
+ * and a stop that drains it; rejects when it exits first.
+ */
+export async function backgroundGateway(config: FuguConfig, f: GatewayFlags): Promise<{ url: string; stop(): Promise<void> }> {
+  const { child } = forkGateway(config, f);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    child.on('message', (m: { type?: string; port?: number }) => m?.type === 'ready' && resolve(m.port!));
+    void exited.then((code) => reject(new Error(`the gateway on pool ${f.pool ?? config.gateway.pool} exited (${code}) before it listened${f.logFile ? `; its log: ${f.logFile}` : ''}`)));
+  });
+  return {
+    url: `http://${f.host ?? '127.0.0.1'}:${port}/v1`,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** Runs the gateway app as a child in the foreground; resolves to its exit code. */
+export async function startGateway(config: FuguConfig, f: GatewayFlags): Promise<number> {
+  const { child, auth } = forkGateway(config, f);
   child.on('message', (m: { type?: string; port?: number; host?: string; example?: string; ultra?: string; ultraDefault?: string; pool?: string; defaultRouting?: { worker: string; reason: string } }) => {
     if (m?.type !== 'ready') return;
     const host = !m.host || m.host === '0.0.0.0' ? '127.0.0.1' : m.host;
