@@ -22,6 +22,9 @@ describe('scripted worker', () => {
     expect(other.text).not.toBe(a.text);
     expect(otherRequestSeed.text).not.toBe(a.text);
     expect(a.text).toMatch(/gold, medals, olympics/);
+    // a fugu-ultra agent's prompt: the task it names, not the template's words
+    const agent = await new ScriptedChatModel('sim', { seed: 1 }).generate(ask(`You are one agent in a small team.\n\nThe overall task:\n${q}\n\nYour step: solve it.`));
+    expect(agent.text).toMatch(/On won, most, gold, medals, olympics:/);
     expect(a.finishReason).toBe('stop');
     expect(a.providerMetadata).toMatchObject({ scripted: { simulation: true, seed: 1 } });
     expect(a.usage.outputTokens).toBeGreaterThan(10);

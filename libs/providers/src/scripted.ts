@@ -95,9 +95,10 @@ export class ScriptedChatModel implements ChatModel {
       throw new ServerError('scripted', `scripted worker "${this.workerName}": a simulated 500 (failures.server_error ${serverError})`, { status: 500 });
     }
 
-    const question = lastUserText(req);
+    const message = lastUserText(req);
+    const question = questionOf(message);
     const results = toolResultsSinceUser(req);
-    const tool = results.length === 0 ? this.#toolToCall(req, question) : undefined;
+    const tool = results.length === 0 ? this.#toolToCall(req, question, message) : undefined;
     const meta = { scripted: { simulation: true, seed: s.seed, requestSeed: seed, style: s.style, latencyMs: latency } };
     const inputTokens = estimateTokens(promptText(req.messages));
     if (tool) {
@@ -123,7 +124,8 @@ export class ScriptedChatModel implements ChatModel {
     yield { type: 'finish', finishReason: r.finishReason, usage: r.usage, model: r.model };
   }
 
-  #toolToCall(req: ChatRequest, question: string): ToolDefinition | undefined {
+  /** `question`: what the tools are matched with; `message`: the whole user message (another agent's quoted results) */
+  #toolToCall(req: ChatRequest, question: string, message: string): ToolDefinition | undefined {
     const tools = req.tools ?? [];
     const choice = req.toolChoice;
     if (tools.length === 0 || choice === 'none') return undefined;
@@ -137,7 +139,7 @@ export class ScriptedChatModel implements ChatModel {
     // the best match by shared words (ties: the first offered), among the tools whose results the
     // prompt does not already quote (an agent that reads another's work does not call again)
     const words = contentWords(question);
-    const fresh = tools.filter((t) => !question.includes(`${t.name} gave `));
+    const fresh = tools.filter((t) => !message.includes(`${t.name} gave `));
     if (fresh.length === 0 && choice !== 'required') return undefined;
     let best = (fresh[0] ?? tools[0])!;
     let bestScore = -1;
@@ -165,6 +167,15 @@ export class ScriptedChatModel implements ChatModel {
     const text = `${lead}[scripted ${this.workerName}] On ${topic}: ${body.join(' ')}.`;
     return json ? JSON.stringify({ answer: text, simulation: 'scripted' }) : text;
   }
+}
+
+/**
+ * The question a user message asks: the whole message, or, in a fugu-ultra agent's prompt (the
+ * Conductor's worker template: "The overall task:" then the task), that task's first line.
+ */
+function questionOf(message: string): string {
+  const task = /The overall task:\s*\n([^\n]+)/.exec(message);
+  return task ? task[1]!.trim() : message;
 }
 
 function lastUserText(req: ChatRequest): string {
