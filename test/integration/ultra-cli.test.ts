@@ -190,7 +190,7 @@ describe('a policy checkpoint of another pool', () => {
     expect(ev.code, ev.stderr).toBe(2);
     expect(ev.stderr.trim().split('\n')).toHaveLength(1);
     expect(ev.stderr).toMatch(msg);
-    const run = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'policy:pol-other', '--local-conductors', '0', '--local-workers', '0']);
+    const run = await fugu(['ultra', 'run', 'What is 2+2?', '--pool', files.pool, '--conductor', 'policy:pol-other']);
     expect(run.code, run.stderr).toBe(2);
     expect(run.stderr).toMatch(msg);
     // nothing was stored for the refused eval
@@ -245,4 +245,55 @@ describe('a conductor run in status, list, show and report', () => {
     expect(plain.code, plain.stderr).toBe(0);
     expect(plain.stdout).toMatch(/wrote the report of conductor run u1 to .*u1\.(html|json)/);
   });
+});
+
+// issue 28, section 3: `fugu ultra run` on the demo's own setup, in this process (no conductor or
+// provider-worker process is started or needed), wherever the gateway answers
+describe('fugu ultra run answers where the gateway does', () => {
+  const QUESTION = 'who won the most gold metals in olympics'; // a question of the LLMRouter data (the README's)
+
+  it('the replay pool llmrouter, a dataset question, no --conductor: the default Conductor, then the published one', async () => {
+    // none published for llmrouter (the deployment above is the synthetic pool's): the default Conductor
+    const r = await fugu(['ultra', 'run', QUESTION, '--pool', 'llmrouter']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^workflow \d+ \(q_\w+\) by fixed:moa:2: done, answered/m);
+    expect(r.stdout).toContain(`question: ${QUESTION}`);
+    // the aggregator reads both proposals: the replay step model's answer (recorded, or simulated from what it reads)
+    expect(r.stdout).toMatch(/^step 2 \[[\w.-]+\] sees 0, 1: .*\n {2}ok: \[replay:[\w.-]+\] (recorded|simulated) score/m);
+    expect(r.stdout).toMatch(/^final answer: \[replay:[\w.-]+\] (recorded|simulated) score/m);
+    expect(r.stdout).toMatch(/^outcome: (correct|incorrect), reward [\d.]+$/m);
+    expect(r.stderr).toMatch(/no Conductor is published as "fugu-ultra" for pool "llmrouter".*fixed:moa:2/);
+    expect(r.stderr).not.toMatch(/replayStore|createChatModel/);
+
+    const pub = await fugu(['ultra', 'publish', '--pool', 'llmrouter', '--conductor', 'fixed:moa:3']);
+    expect(pub.code, pub.stderr).toBe(0);
+    const p = await fugu(['ultra', 'run', QUESTION]); // the gateway's pool (FUGU_GATEWAY_POOL, default llmrouter)
+    expect(p.code, p.stderr).toBe(0);
+    expect(p.stdout).toMatch(/^workflow \d+ \(q_\w+\) by fixed:moa:3: done, answered/m);
+    expect(p.stdout.match(/^ {2}ok: \[replay:/gm)).toHaveLength(4);
+    expect(p.stdout).toMatch(/^final answer: \[replay:[\w.-]+\] (recorded|simulated) score/m);
+    expect(p.stderr).toMatch(/the Conductor published as "fugu-ultra" for pool "llmrouter": fixed:moa:3/);
+  }, 120_000);
+
+  it('--pool scripted: any question, answered by the scripted workers', async () => {
+    const r = await fugu(['ultra', 'run', 'How do I descale a kettle?', '--pool', 'scripted']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^workflow \d+ \(q_\w+\) by fixed:moa:2: done, answered/m);
+    expect(r.stdout).toMatch(/^final answer: \[scripted sim-\w+\]/m);
+    expect(r.stdout).not.toMatch(/^outcome:/m); // a free question has no verifier
+  }, 120_000);
+
+  it('a question that is not in the replay dataset: exit 1, a line saying so, quoting it, and what to use instead', async () => {
+    const q = 'What is the capital of Atlantis, asked nowhere in the data?';
+    const r = await fugu(['ultra', 'run', q, '--pool', 'llmrouter']);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout).toBe('');
+    const lines = r.stderr.trim().split('\n').filter((l) => l.startsWith('fugu:'));
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`"${q}"`);
+    expect(lines[0]).toMatch(/not a question of its dataset/);
+    expect(lines[0]).toMatch(/--pool scripted/);
+    expect(lines[0]).toMatch(/pool file of live workers/);
+    expect(r.stderr).not.toMatch(/replayStore|createChatModel|at .*\.ts:\d+/);
+  }, 120_000);
 });

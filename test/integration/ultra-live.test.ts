@@ -129,7 +129,7 @@ const fugu = (args: string[]) => runCli(env.config, args, cliEnv);
 
 describe('fugu ultra run on live (stub) workers with an llm: Conductor', () => {
   it('prints the workflow, each step with its worker and answer, the final answer, tokens and cost; --json has the same', async () => {
-    const r = await fugu(['ultra', 'run', 'What is 6 + 7? [P-PAR]', '--conductor', 'llm:planner', '--pool', poolFile, '--local-conductors', '0', '--local-workers', '0']);
+    const r = await fugu(['ultra', 'run', 'What is 6 + 7? [P-PAR]', '--conductor', 'llm:planner', '--pool', poolFile]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^workflow \d+ \(q_\w+\) by llm:planner: done, answered, parallel$/m);
     expect(r.stdout).toContain('question: What is 6 + 7? [P-PAR]');
@@ -143,7 +143,7 @@ describe('fugu ultra run on live (stub) workers with an llm: Conductor', () => {
     // the aggregator saw both earlier answers
     expect(JSON.stringify(fast.google.lastRequest!.body)).toContain('The answer is 14');
 
-    const j = await fugu(['ultra', 'run', 'What is 1 + 2? [P-CHAIN]', '--conductor', 'llm:planner', '--pool', poolFile, '--local-conductors', '0', '--local-workers', '0', '--json']);
+    const j = await fugu(['ultra', 'run', 'What is 1 + 2? [P-CHAIN]', '--conductor', 'llm:planner', '--pool', poolFile, '--json']);
     expect(j.code, j.stderr).toBe(0);
     const { workflow } = JSON.parse(j.stdout) as { workflow: { conductor: string; topology: string; finalAnswer: string; conductorTokens: number; workerTokens: number; steps: Array<{ worker: string; sees: number[]; answer: string }> } };
     expect(workflow).toMatchObject({ conductor: 'llm:planner', topology: 'chain', finalAnswer: 'The answer is 4', conductorTokens: 140, workerTokens: 42 });
@@ -151,7 +151,7 @@ describe('fugu ultra run on live (stub) workers with an llm: Conductor', () => {
   });
 
   it('an unreachable conductor endpoint: conductor-error, a line naming the endpoint and its URL, exit 1', async () => {
-    const r = await fugu(['ultra', 'run', 'What is 1 + 1?', '--conductor', 'llm:dead', '--pool', poolFile, '--local-conductors', '0', '--local-workers', '0']);
+    const r = await fugu(['ultra', 'run', 'What is 1 + 1?', '--conductor', 'llm:dead', '--pool', poolFile]);
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/by llm:dead: done, conductor-error/);
     expect(r.stdout).toMatch(/^error: .*llm:dead.*http:\/\/127\.0\.0\.1:9\/v1/m);

@@ -23,7 +23,7 @@ import { InputError, type ChatResult, type ToolCall, type Usage } from '@fugu/co
 import { getUltraDeployment, type Db, type StoredWorker, type UltraDeployment } from '@fugu/db';
 import { createRedis, type RedisClient } from '@fugu/queue';
 import {
-  runTurn, UltraRequestError, ultraPublishedChannel, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef, type UltraPublishedMessage,
+  defaultConductor, runTurn, UltraRequestError, ultraPublishedChannel, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef, type UltraPublishedMessage,
 } from '@fugu/ultra';
 import type { GatewayContext } from './context.ts';
 import { ALL_PARAMS, REQUEST_PARAMS, requestedParams, type ChatRequest, type RequestParam } from '@fugu/providers';
@@ -56,14 +56,6 @@ export type UltraServingOptions = {
 
 /** A deployment as served: `byDefault` says why the default Conductor serves it (none published for this pool). */
 type ServedDeployment = UltraDeploymentRef & { byDefault?: string };
-
-/**
- * The Conductor of a pool no Conductor is published for: two proposers and an aggregator
- * (`fixed:moa:2`, the pool's first two workers) or, on a one-worker pool, that worker alone.
- */
-export function defaultConductor(workers: ReadonlyArray<{ name: string }>): string {
-  return workers.length >= 2 ? 'fixed:moa:2' : `fixed:single:${workers[0]!.name}`;
-}
 
 export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHandler {
   const name = o.name ?? ULTRA_MODEL;

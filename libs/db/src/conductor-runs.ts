@@ -145,7 +145,8 @@ export type WorkflowDetail = {
   parseError: { list: string; step?: number; message: string } | null; topology: string | null; nSteps: number | null; finalAnswer: string | null;
   outcome: string | null; reward: number | null; conductorTokens: number; workerTokens: number; conductorCost: string; workerCost: string;
   latencyMs: number | null; error: Record<string, unknown> | null;
-  steps: Array<{ idx: number; worker: string; subtask: string; access: unknown; sees: number[]; status: string; answer: string | null; tokensIn: number; tokensOut: number; cost: string; latencyMs: number }>;
+  /** `error`: a failed step's error (its wire form: code, message), else null */
+  steps: Array<{ idx: number; worker: string; subtask: string; access: unknown; sees: number[]; status: string; answer: string | null; error: Record<string, unknown> | null; tokensIn: number; tokensOut: number; cost: string; latencyMs: number }>;
 };
 
 /** Workflows with their steps, by id (in the order given). */
@@ -173,7 +174,7 @@ export async function workflowDetails(db: Db, ids: readonly number[]): Promise<W
       conductorTokens: w.conductor_tokens_in + w.conductor_tokens_out, workerTokens: w.worker_tokens_in + w.worker_tokens_out,
       conductorCost: w.conductor_cost, workerCost: w.worker_cost, latencyMs: w.latency_ms, error: w.error,
       steps: steps.filter((s) => Number(s.workflow_id) === Number(id)).map((s) => ({
-        idx: s.idx, worker: s.worker, subtask: s.subtask, access: s.access, sees: s.sees, status: s.status, answer: s.answer,
+        idx: s.idx, worker: s.worker, subtask: s.subtask, access: s.access, sees: s.sees, status: s.status, answer: s.answer, error: (s.error as Record<string, unknown> | null) ?? null,
         tokensIn: s.tokens_in, tokensOut: s.tokens_out, cost: s.cost, latencyMs: s.latency_ms,
       })),
     }];

@@ -1,4 +1,4 @@
-// Local processes for a driver (`fugu ultra eval`, `fugu ultra run`, `fugu ultra calibrate`):
+// Local processes for a driver (`fugu ultra eval`, `fugu ultra calibrate`):
 // provider workers and conductor processes started from this process when the queues have none.
 // A leaf: it imports nothing from libs/ultra or libs/ultra-training.
 import { InputError, type ProviderKind } from '@fugu/core';

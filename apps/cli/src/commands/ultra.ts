@@ -11,7 +11,7 @@ import { openContext } from '@fugu/evaluation';
 import { renderConductorReport, type ConductorReportData } from '@fugu/report';
 import * as localServices from '@fugu/local-services';
 import { ULTRA_SPLITS } from '@fugu/ultra';
-import { checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, type UltraEvalOptions } from '@fugu/ultra-training';
+import { checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, UnanswerableQuestionError, type UltraEvalOptions } from '@fugu/ultra-training';
 import { InputError } from '@fugu/core';
 import {
   action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, printJson, usdOption, type CommandGroup,
@@ -29,8 +29,7 @@ export type UltraEvalFlags = {
 };
 
 type RunFlags = {
-  conductor?: string; pool?: string; item?: string; maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; seed: number; timeoutS: number;
-  localConductors: number | 'auto'; localWorkers: number | 'auto'; json?: boolean;
+  conductor?: string; pool?: string; item?: string; maxSteps?: number; maxUsd?: string; maxTokensPerStep?: number; seed: number; timeoutS: number; json?: boolean;
 };
 
 export const ultraCommands: CommandGroup = (program, cli) => {
@@ -66,18 +65,16 @@ export const ultraCommands: CommandGroup = (program, cli) => {
 
   ultra
     .command('run')
-    .description('one workflow for a question (or a dataset item): prints the workflow, each step with its worker and answer, the final answer, tokens and cost')
-    .argument('[question]', 'the question (optional with --item)')
-    .option('--conductor <spec>', 'who writes the workflow (default: llm:<the pool\'s first worker>)')
-    .option('--pool <P>', 'llmrouter | <pool.yaml> (default: the gateway\'s pool, FUGU_GATEWAY_POOL)')
+    .description('one workflow for a question (or a dataset item), run in this process as the gateway runs fugu-ultra: prints the workflow, each step with its worker and answer, the final answer, tokens and cost')
+    .argument('[question]', 'the question (optional with --item); on the replay pool llmrouter, a question of its dataset')
+    .option('--conductor <spec>', 'who writes the workflow (default: the Conductor published as fugu-ultra for the pool, FUGU_ULTRA_DEPLOYMENT; else the gateway\'s default, fixed:moa:2)')
+    .option('--pool <P>', 'llmrouter | scripted | <pool.yaml> (default: the gateway\'s pool, FUGU_GATEWAY_POOL)')
     .option('--item <dataset:id>', 'a dataset item: its prompt is the question and its verifier scores the answer')
-    .addOption(intOption('--max-steps <n>', 'most steps of the workflow', 5))
+    .addOption(intOption('--max-steps <n>', 'most steps of the workflow (default: the published Conductor\'s, else 5)'))
     .addOption(usdOption('--max-usd <usd>', 'budget of the workflow in USD'))
     .addOption(intOption('--max-tokens-per-step <n>', 'most output tokens of a step'))
     .addOption(intOption('--seed <n>', 'seed of the workflow', 0))
-    .addOption(intOption('--timeout-s <n>', 'seconds to wait for the workflow', 300))
-    .addOption(countOption('--local-conductors <n|auto>', 'conductor processes to start here (auto: 2 when none is connected)'))
-    .addOption(countOption('--local-workers <n|auto>', 'provider-worker processes to start here (auto: 2 when none is connected)'))
+    .addOption(intOption('--timeout-s <n>', 'seconds the workflow\'s calls may take; then they are stopped and the workflow ends with the step that was cut', 300))
     .addOption(jsonOption())
     .action(action(async (question: string | undefined, f: RunFlags) => cmdUltraRun(cli.config(), question, f)));
 
@@ -188,12 +185,21 @@ async function cmdUltraRun(config: FuguConfig, question: string | undefined, f: 
   checkQuestion(question, f.item); // before anything connects
   const ctx = await openContext({ redis: true, config });
   try {
-    const w = await runUltraQuestion(ctx, {
-      ...(question !== undefined && { question }), ...(f.item !== undefined && { item: f.item }), ...(f.conductor !== undefined && { conductor: f.conductor }),
-      pool: f.pool ?? config.gateway.pool, maxSteps: f.maxSteps, maxUsd: f.maxUsd ?? null, maxTokensPerStep: f.maxTokensPerStep ?? null, seed: f.seed,
-      timeoutMs: f.timeoutS * 1000, localConductors: f.localConductors, localWorkers: f.localWorkers, signal: interruptSignal('stopping the wait'),
-      startLocalWorkers: (o) => localServices.startLocalWorkers(config, o), startLocalConductors: (o) => localServices.startLocalConductors(config, o),
-    });
+    const interrupt = interruptSignal('stopping the workflow\'s calls');
+    let w;
+    try {
+      w = await runUltraQuestion(ctx, {
+        ...(question !== undefined && { question }), ...(f.item !== undefined && { item: f.item }), ...(f.conductor !== undefined && { conductor: f.conductor }),
+        pool: f.pool ?? config.gateway.pool, deployment: process.env.FUGU_ULTRA_DEPLOYMENT?.trim() || 'fugu-ultra',
+        ...(f.maxSteps !== undefined && { maxSteps: f.maxSteps }), maxUsd: f.maxUsd ?? null, maxTokensPerStep: f.maxTokensPerStep ?? null, seed: f.seed,
+        signal: AbortSignal.any([interrupt, AbortSignal.timeout(f.timeoutS * 1000)]),
+      });
+    } catch (e) {
+      // the pool cannot answer the question (a replay pool, a question not of its dataset): said in one line, exit 1
+      if (!(e instanceof UnanswerableQuestionError)) throw e;
+      process.stderr.write(`fugu: ${e.message}\n`);
+      return EXIT.failure;
+    }
     if (f.json) printJson({ workflow: w });
     else process.stdout.write(formatWorkflow(w));
     if (w.error && typeof w.error.message === 'string') process.stderr.write(`fugu: workflow ${w.id} ended ${w.finishReason ?? w.status}: ${w.error.message.split('\n')[0]}\n`);
@@ -212,7 +218,8 @@ export function formatWorkflow(w: WorkflowDetail): string {
   if (w.parseError) lines.push(`parse error: ${w.parseError.list}${w.parseError.step !== undefined ? ` step ${w.parseError.step}` : ''}: ${w.parseError.message}`);
   for (const s of w.steps) {
     lines.push(`step ${s.idx} [${s.worker}] sees ${s.sees.length ? s.sees.join(', ') : 'nothing'}: ${s.subtask}`);
-    lines.push(`  ${s.status}: ${(s.answer ?? '(no answer)').replace(/\n/g, '\n  ')}`);
+    const failed = s.error && typeof s.error.message === 'string' ? s.error.message : undefined;
+    lines.push(`  ${s.status}: ${(s.answer ?? failed ?? '(no answer)').replace(/\n/g, '\n  ')}`);
   }
   lines.push(`final answer: ${w.finalAnswer ?? '(none)'}`);
   if (w.outcome !== null) lines.push(`outcome: ${w.outcome}, reward ${w.reward ?? '-'}`);

@@ -27,7 +27,7 @@ import type { Logger } from '@fugu/telemetry';
 import { GIVEN_CONDUCTOR, isGivenConductor } from './given.ts';
 import { validateWorkflowOptions, type WorkflowOptions } from './options.ts';
 import { planWorkflow } from './plan.ts';
-import { endedStepRows, endSteps, finishOf, newStepsState, runSteps, stepTotals, type StepOutcome, type StepRunner } from './executor.ts';
+import { endedStepRows, endSteps, failedOutcome, finishOf, newStepsState, runSteps, stepTotals, type StepCall, type StepOutcome, type StepRunner } from './executor.ts';
 
 /**
  * The fugu router's pick for a question (fixed:router): a pool worker's name. `workers` is the
@@ -71,7 +71,15 @@ export class ConductorFailure extends Error {
 }
 
 /** Executes one workflow; returns what the conduct job reports. */
-export async function executeWorkflow(deps: EngineDeps, workflowId: number): Promise<ConductJobResult> {
+export function executeWorkflow(deps: EngineDeps, workflowId: number): Promise<ConductJobResult> {
+  return executeWorkflowIn(deps, engineSteps(deps), workflowId);
+}
+
+/**
+ * Executes one stored workflow under `env` (claim, write, steps, reward, the final write): the
+ * conduct job's (engineSteps) or this process's (inProcessSteps, `fugu ultra run`).
+ */
+export async function executeWorkflowIn(deps: Pick<EngineDeps, 'db' | 'log'>, env: WorkflowEnv, workflowId: number): Promise<ConductJobResult> {
   const { db } = deps;
   const row = await claimWorkflow(db, workflowId);
   if (!row) {
@@ -96,7 +104,7 @@ export async function executeWorkflow(deps: EngineDeps, workflowId: number): Pro
   if (row.itemId !== null && !item) return finish({ status: 'failed', finishReason: 'conductor-error', error: toWireError(new InputError(`item ${row.itemId} does not exist`, { field: 'itemId' })) });
 
   try {
-    return finish(await runWorkflow(engineSteps(deps), row, options, workers, item));
+    return finish(await runWorkflow(env, row, options, workers, item));
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
     deps.log?.warn({ workflow: row.id, conductor: row.conductor, err: e.message }, 'the conductor could not write');
@@ -145,6 +153,44 @@ function engineSteps(deps: EngineDeps): WorkflowEnv {
       })().catch((e: unknown) => settle.forEach((s) => s.reject(e)));
       return answered;
     },
+    saveSteps: (steps) => saveWorkflowSteps(deps.db, steps),
+  };
+}
+
+/**
+ * The workflow env of one process (`fugu ultra run`): the writers of `deps` (as a conductor
+ * process's or the gateway's), each step's call made here through `deps.pipeline` (shared limits,
+ * cache, exact cost, its chat_calls row under the job path's key `wf<id>.s<idx>`), tried again on
+ * a transient error (a connection error, 429, 5xx: `retry.attempts` tries, backing off from
+ * `retry.baseMs`, doubling); a call that still fails is the step's error. `signal` aborts the calls.
+ */
+export function inProcessSteps(deps: WriterDeps, o: { retry?: { attempts: number; baseMs: number }; signal?: AbortSignal } = {}): WorkflowEnv {
+  const retry = o.retry ?? { attempts: 3, baseMs: 250 };
+  const call = async (c: StepCall): Promise<StepOutcome> => {
+    const key = chatId(c.workflowId, c.step);
+    c.agent.lastKey = key;
+    const request: ChatRequest = { ...c.request, ...(o.signal && { signal: o.signal }) };
+    const t0 = Date.now();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const r = await deps.pipeline.call({
+          worker: c.worker, request, key, origin: 'conductor', attempt, maxWaitMs: 30_000,
+          recordError: (e) => !isTransient(e) || attempt >= retry.attempts,
+        });
+        return { ok: true, result: r.result, cost: r.cost, cached: r.cached, ms: r.latencyMs };
+      } catch (e) {
+        if (isTransient(e) && attempt < retry.attempts && !o.signal?.aborted) {
+          const wait = Math.max(retry.baseMs * 2 ** (attempt - 1), (e as { retryAfterMs?: number }).retryAfterMs ?? 0);
+          await new Promise((r) => setTimeout(r, Math.min(wait, 5_000)));
+          continue;
+        }
+        return failedOutcome(e, Date.now() - t0);
+      }
+    }
+  };
+  return {
+    write: (r, options, workers, pool, item) => writeWorkflow(deps, r, options, workers, pool, item),
+    runSteps: (steps) => steps.map(call),
     saveSteps: (steps) => saveWorkflowSteps(deps.db, steps),
   };
 }

@@ -27,8 +27,8 @@ export type NewWorkflow = {
 
 export type SubmitDeps = {
   db: Db;
-  /** the conduct queue by name (kept open by the caller) */
-  queue: (name: string) => Queue;
+  /** the conduct queue by name (kept open by the caller); absent: the rows are only stored, for the caller to execute (`fugu ultra run`: executeWorkflowIn) */
+  queue?: (name: string) => Queue;
   /** names of the configured llm: endpoints (config.conductor.endpoints) */
   endpoints?: readonly string[];
   /** conduct job options (default: 3 attempts, exponential backoff from 1 s) */
@@ -94,6 +94,7 @@ export async function submitWorkflows(deps: SubmitDeps, rows: readonly NewWorkfl
   const ids = await insertWorkflows(deps.db, prepared);
   const rowsNow = await getWorkflows(deps.db, ids);
   const open = rowsNow.filter((w) => w.status === 'pending' || w.status === 'running');
+  if (!deps.queue) return { ids, enqueued: 0, done: rowsNow.length - open.length };
   const jobOpts = deps.jobOptions ?? { attempts: 3, backoff: { type: 'exponential', delay: 1_000 } };
   const enqueued = await enqueueStream(
     deps.queue,

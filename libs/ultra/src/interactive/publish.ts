@@ -25,6 +25,15 @@ export type PublishUltraOptions = {
   announce?: { redis: UltraPublisher; queuePrefix: string };
 };
 
+/**
+ * The Conductor of a pool no Conductor is published for (the gateway's fugu-ultra, `fugu ultra
+ * run`): two proposers and an aggregator (`fixed:moa:2`, the pool's first two workers) or, on a
+ * one-worker pool, that worker alone.
+ */
+export function defaultConductor(workers: ReadonlyArray<{ name: string }>): string {
+  return workers.length >= 2 ? 'fixed:moa:2' : `fixed:single:${workers[0]!.name}`;
+}
+
 /** The channel on which gateways hear of a publish (`{ name }` as JSON): they drop that deployment at once. */
 export const ultraPublishedChannel = (prefix: string): string => `${prefix}:ultra:published`;
 
