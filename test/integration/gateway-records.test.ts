@@ -9,26 +9,21 @@
 // soft scale, and premium costs 100x cheap; the prompt below is nearest to premium's anchor with
 // cheap close behind, so lambda = 0 chooses premium and a cost preference chooses cheap.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import OpenAI, { APIError } from 'openai';
-import type { FastifyInstance } from 'fastify';
 import { formatUsd, tokenCost, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
-import { createApiKey, getChatCalls, getRequest, listRequests, publishDeployment, type RequestRow } from '@fugu/db';
-import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { createApiKey, getChatCalls, getRequest, listRequests, type RequestRow } from '@fugu/db';
+import type { TestDatabase } from '@fugu/db/testing';
 import { startAnthropicStub, startOpenAIStub, type AnthropicStub, type OpenAIStub } from '@fugu/providers/testing';
 import { createCallPipeline, LimitExceededError } from '@fugu/calls';
 import { InProcessRouteClient } from '@fugu/serving';
-import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { createLogger } from '@fugu/telemetry';
-import { createRedis, type RedisClient } from '@fugu/queue';
+import type { RedisClient } from '@fugu/queue';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { runCli } from '../support/es-env.ts';
-import { testRedisUrl } from '../support/eval-env.ts';
+import { startRoutedGateway, type RoutedGateway } from '../support/routed-gateway.ts';
 
 const PREMIUM_ANCHOR = 'Prove that the square root of two is irrational, step by step.';
 const CHEAP_ANCHOR = 'Prove that there are infinitely many prime numbers.';
@@ -39,11 +34,10 @@ const PRICES: Record<string, [string, string]> = { premium: ['10', '30'], cheap:
 const ANTHROPIC_ENV = 'FUGU_TEST_ANTHROPIC_KEY';
 const env = { [ANTHROPIC_ENV]: 'sk-ant-test-0123456789' };
 
+let routed: RoutedGateway | undefined;
 let database: TestDatabase;
-let home: string;
 let config: FuguConfig;
 let routeClient: InProcessRouteClient;
-let app: FastifyInstance;
 let baseURL: string;
 let redis: RedisClient;
 let key: string;
@@ -89,16 +83,6 @@ async function callRows(keys: string[]): Promise<Awaited<ReturnType<typeof getCh
 const rid = (tag: string) => `${tag}-${randomBytes(4).toString('hex')}`;
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  home = await mkdtemp(path.join(tmpdir(), 'fugu-gwrec-'));
-  config = loadConfig({
-    FUGU_REDIS_URL: testRedisUrl(),
-    FUGU_DATABASE_URL: database.url,
-    FUGU_QUEUE_PREFIX: `fugugwr${randomBytes(4).toString('hex')}`,
-    FUGU_HOME: home,
-    FUGU_LOG_LEVEL: 'silent',
-    FUGU_ROUTER_POLL_MS: '200',
-  });
   stubs.premium = await startOpenAIStub({ defaultReply: { type: 'text', text: '{"answer": "premium"}', usage: { input: 40, output: 10 } } });
   stubs.cheap = await startOpenAIStub({ defaultReply: { type: 'text', text: '{"answer": "cheap"}', usage: { input: 40, output: 10 } } });
   stubs.claude = await startAnthropicStub({ apiKey: env[ANTHROPIC_ENV], defaultReply: { type: 'text', text: 'a poem', usage: { input: 20, output: 5 } } });
@@ -106,32 +90,27 @@ beforeAll(async () => {
     name: 'records-test',
     workers: [spec('premium', 'openai-compatible', stubs.premium.baseURL), spec('cheap', 'openai-compatible', stubs.cheap.baseURL), spec('claude', 'anthropic', stubs.claude.baseURL)],
   };
-  const ckpt = await saveAnchorCheckpoint(database.db, {
-    home,
-    scale: 10,
-    anchors: { premium: PREMIUM_ANCHOR, cheap: CHEAP_ANCHOR, claude: CLAUDE_ANCHOR },
-    prices: Object.fromEntries(Object.entries(PRICES).map(([w, [i, o]]) => [w, { input: i, output: o }])),
+  routed = await startRoutedGateway({
+    name: 'gwrec',
+    pool,
+    checkpoint: {
+      scale: 10,
+      anchors: { premium: PREMIUM_ANCHOR, cheap: CHEAP_ANCHOR, claude: CLAUDE_ANCHOR },
+      prices: Object.fromEntries(Object.entries(PRICES).map(([w, [i, o]]) => [w, { input: i, output: o }])),
+    },
+    redis: true,
+    gateway: () => ({ env }),
   });
-  await publishDeployment(database.db, config.router.deployment, ckpt.id);
-  routeClient = await InProcessRouteClient.create({ config, db: database.db, subscribe: false });
-  redis = createRedis(testRedisUrl(), 'producer');
-  app = await buildGateway({ config, pool, routeClient, routerWorkers: ckpt.workers.map((w) => w.name), db: database.db, env, redis, log: quiet });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  ({ database, config, routeClient, baseURL } = routed);
+  redis = routed.redis!;
   const k = await createApiKey(database.db, { name: 'records' });
   key = k.key;
   keyId = k.record.id;
 }, 120_000);
 
 afterAll(async () => {
-  await app?.close();
-  await routeClient?.close();
-  const keys = redis ? await redis.keys(`${config.queuePrefix}:*`).catch(() => [] as string[]) : [];
-  if (keys.length > 0) await redis.del(...keys).catch(() => {});
-  redis?.disconnect();
+  await routed?.close();
   await Promise.all([stubs.premium?.close(), stubs.cheap?.close(), stubs.claude?.close()]);
-  await database?.drop();
-  if (home) await rm(home, { recursive: true, force: true });
 });
 
 describe('records: request ids, rows, usage.cost', () => {

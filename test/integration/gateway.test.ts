@@ -6,28 +6,24 @@
 // The anchor checkpoint sends each text to the worker whose anchor text is nearest; the anchors
 // are the routing texts of the conversation below, so its turns go to different workers.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fork, type ChildProcess } from 'node:child_process';
 import OpenAI, { APIError } from 'openai';
-import type { FastifyInstance } from 'fastify';
 import { tokenCost, type ChatMessage, type WorkerPool, type WorkerSpec } from '@fugu/core';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
-import { createApiKey, publishDeployment, revokeApiKey, listApiKeys } from '@fugu/db';
-import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { createApiKey, revokeApiKey, listApiKeys } from '@fugu/db';
+import type { TestDatabase } from '@fugu/db/testing';
 import { replayStoreFor, writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { InProcessRouteClient, routingText } from '@fugu/serving';
-import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { createLogger } from '@fugu/telemetry';
-import { createRedis, providerCallQueue, type RedisClient } from '@fugu/queue';
+import { providerCallQueue, type RedisClient } from '@fugu/queue';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { toChatMessages } from '../../apps/gateway/src/wire.ts';
-import { testRedisUrl } from '../support/eval-env.ts';
 import { startRouterWorkerProcess, type RouterWorkerProcess } from '../support/router-workers.ts';
 import { forkGateway } from '../support/app-process.ts';
+import { startRoutedGateway, type RoutedGateway } from '../support/routed-gateway.ts';
 
 const gatewayMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../apps/gateway/src/main.ts');
 
@@ -73,11 +69,11 @@ const worker = (name: string, stub: OpenAIStub, price: [string, string] = ['0', 
   prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
 });
 
+let routed: RoutedGateway | undefined;
 let database: TestDatabase;
 let home: string;
 let config: FuguConfig;
 let routeClient: InProcessRouteClient;
-let app: FastifyInstance;
 let baseURL: string;
 let adminKey: string;
 let redis: RedisClient;
@@ -92,19 +88,6 @@ const quiet = createLogger({ name: 'gateway-test', level: 'silent' });
 const client = (apiKey = fullKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 30_000 });
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  home = await mkdtemp(path.join(tmpdir(), 'fugu-gw-'));
-  config = loadConfig({
-    FUGU_REDIS_URL: testRedisUrl(),
-    FUGU_DATABASE_URL: database.url,
-    FUGU_QUEUE_PREFIX: `fugugw${randomBytes(4).toString('hex')}`,
-    FUGU_HOME: home,
-    // the fallback tests send the flaky worker request after request: no cooldown here (its own test below)
-    FUGU_GATEWAY_COOLDOWN_FAILS: '0',
-    FUGU_LOG_LEVEL: 'silent',
-    FUGU_GATEWAY_BODY_LIMIT_BYTES: String(64 * 1024),
-    FUGU_ROUTER_POLL_MS: '200',
-  });
   for (const name of ['alpha', 'beta', 'gamma']) stubs[name] = await startOpenAIStub({ defaultReply: replyAs(name) });
   stubs.flaky = await startOpenAIStub({ defaultReply: { type: 'error', status: 500, message: 'the flaky server broke' } });
   pool = {
@@ -117,42 +100,28 @@ beforeAll(async () => {
       { name: 'recorded', provider: 'replay', model: 'recorded-model', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } },
     ],
   };
-  const ckpt = await saveAnchorCheckpoint(database.db, {
-    home,
-    anchors: { alpha: routing(TURN3), beta: routing(TURN1), gamma: routing(TURN2), flaky: VOLCANO },
-  });
-  await publishDeployment(database.db, config.router.deployment, ckpt.id);
-  routeClient = await InProcessRouteClient.create({ config, db: database.db, subscribe: false });
   replay = replayStoreFor([{ id: 'au', task: 'qa', prompt: KNOWN_QUESTION, recorded: { recorded: { score: 1, answer: 'Canberra', tokensIn: 9, tokensOut: 3 } } }], 'recorded');
   adminKey = randomBytes(16).toString('hex');
-  redis = createRedis(testRedisUrl(), 'producer');
-  app = await buildGateway({
-    config,
+  routed = await startRoutedGateway({
+    name: 'gw',
+    env: {
+      // the fallback tests send the flaky worker request after request: no cooldown here (its own test below)
+      FUGU_GATEWAY_COOLDOWN_FAILS: '0',
+      FUGU_GATEWAY_BODY_LIMIT_BYTES: String(64 * 1024),
+    },
     pool,
-    routeClient,
-    routerWorkers: ckpt.workers.map((w) => w.name),
-    db: database.db,
-    env: {},
-    replayStore: (name) => (name === 'recorded' ? replay : undefined),
-    log: quiet,
-    adminKey,
-    redis,
+    checkpoint: { anchors: { alpha: routing(TURN3), beta: routing(TURN1), gamma: routing(TURN2), flaky: VOLCANO } },
+    redis: true,
+    gateway: () => ({ replayStore: (name) => (name === 'recorded' ? replay : undefined), adminKey }),
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  ({ database, home, config, routeClient, baseURL } = routed);
+  redis = routed.redis!;
   fullKey = (await createApiKey(database.db, { name: 'full' })).key;
 });
 
 afterAll(async () => {
-  await app?.close();
-  await routeClient?.close();
-  // this file's queue prefix only (route queue events, router heartbeats)
-  const keys = redis ? await redis.keys(`${config.queuePrefix}:*`).catch(() => [] as string[]) : [];
-  if (keys.length > 0) await redis.del(...keys).catch(() => {});
-  redis?.disconnect();
+  await routed?.close();
   await Promise.all(Object.values(stubs).map((s) => s.close()));
-  await database?.drop();
-  if (home) await rm(home, { recursive: true, force: true });
 });
 
 describe('chat completions through the router', () => {

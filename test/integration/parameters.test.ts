@@ -8,28 +8,19 @@
 // honour, e.g. tool_choice "required", which answered text with finish_reason stop before);
 // `fugu-ultra` (fixed:single:compat: its one step's call is the stub's request).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
-import type { FastifyInstance } from 'fastify';
 import type { WorkerPool } from '@fugu/core';
-import { loadConfig, type FuguConfig } from '@fugu/config';
-import { createApiKey, publishDeployment, publishUltraDeployment, savePool } from '@fugu/db';
-import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { createApiKey, publishUltraDeployment, savePool } from '@fugu/db';
+import type { TestDatabase } from '@fugu/db/testing';
 import { replayStoreFor } from '@fugu/datasets';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub } from '@fugu/providers/testing';
-import { InProcessRouteClient } from '@fugu/serving';
-import { saveAnchorCheckpoint } from '@fugu/serving/testing';
-import { createLogger } from '@fugu/telemetry';
-import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { ultraModel } from '../../apps/gateway/src/ultra.ts';
 import { REFUSED as CHAT_REFUSED, chatRequestSchema } from '../../apps/gateway/src/wire.ts';
 import { REFUSED as RESPONSES_REFUSED, responsesRequestSchema } from '../../apps/gateway/src/responses-wire.ts';
 import { stubWorker } from '../support/ultra-gateway.ts';
-import { testRedisUrl } from '../support/eval-env.ts';
+import { startRoutedGateway, type RoutedGateway } from '../support/routed-gateway.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -40,52 +31,44 @@ const OTHER = 'Write a haiku about autumn leaves.';
 const chatTools = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters } }];
 const respTools = [{ type: 'function', name: WEATHER_TOOL.name, description: WEATHER_TOOL.description, parameters: WEATHER_TOOL.parameters }];
 
+let routed: RoutedGateway | undefined;
 let database: TestDatabase;
-let home: string;
-let config: FuguConfig;
-let routeClient: InProcessRouteClient;
-let app: FastifyInstance;
 let baseURL: string;
 let key: string;
 let stub: OpenAIStub;
-const quiet = createLogger({ name: 'parameters-test', level: 'silent' });
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  home = await mkdtemp(path.join(tmpdir(), 'fugu-params-'));
-  config = loadConfig({ FUGU_REDIS_URL: testRedisUrl(), FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fugupar${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_LOG_LEVEL: 'silent', FUGU_ROUTER_POLL_MS: '200' });
   stub = await startOpenAIStub({ defaultReply: { type: 'text', text: 'the stub answers', usage: { input: 10, output: 3 } } });
   const pool: WorkerPool = {
     name: 'parameters-test',
     workers: [stubWorker('compat', stub), { name: 'recorded', provider: 'replay', model: 'recorded-model', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }],
   };
-  const stored = await savePool(database.db, pool, poolContentHash(pool));
-  const ckpt = await saveAnchorCheckpoint(database.db, { home, anchors: { compat: OTHER, recorded: QUESTION } });
-  await publishDeployment(database.db, config.router.deployment, ckpt.id);
-  await publishUltraDeployment(database.db, { name: 'fugu-ultra', conductor: 'fixed:single:compat', pool: pool.name, options: {} });
-  routeClient = await InProcessRouteClient.create({ config, db: database.db, subscribe: false });
   const replay = replayStoreFor([{ id: 'au', task: 'qa', prompt: QUESTION, recorded: { recorded: { score: 1, answer: RECORDED, tokensIn: 9, tokensOut: 12 } } }], 'recorded');
-  app = await buildGateway({
-    config, pool, routeClient, routerWorkers: ckpt.workers.map((w) => w.name), db: database.db, env: {}, log: quiet,
-    replayStore: (name) => (name === 'recorded' ? replay : undefined),
-    extraModels: [
-      (ctx) => ultraModel(ctx, {
-        db: database.db, poolId: stored.poolId, workers: stored.workers,
-        deps: { writer: { db: database.db, config, pipeline: undefined as never, log: quiet }, secret: randomBytes(32), log: quiet },
-      }),
-    ],
+  routed = await startRoutedGateway({
+    name: 'params',
+    pool,
+    checkpoint: { anchors: { compat: OTHER, recorded: QUESTION } },
+    gateway: async ({ database: { db }, config, log }) => {
+      const stored = await savePool(db, pool, poolContentHash(pool));
+      await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'fixed:single:compat', pool: pool.name, options: {} });
+      return {
+        replayStore: (name) => (name === 'recorded' ? replay : undefined),
+        extraModels: [
+          (ctx) => ultraModel(ctx, {
+            db, poolId: stored.poolId, workers: stored.workers,
+            deps: { writer: { db, config, pipeline: undefined as never, log }, secret: randomBytes(32), log },
+          }),
+        ],
+      };
+    },
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  ({ database, baseURL } = routed);
   key = (await createApiKey(database.db, { name: 'all' })).key;
 });
 
 afterAll(async () => {
-  await app?.close();
-  await routeClient?.close();
+  await routed?.close();
   await stub?.close();
-  await database?.drop();
-  if (home) await rm(home, { recursive: true, force: true });
 });
 
 const client = () => new OpenAI({ apiKey: key, baseURL, maxRetries: 0, timeout: 30_000 });

@@ -5,24 +5,14 @@
 // @fugu/providers/testing as OpenAI-compatible workers, and one extra model kind registered as a
 // ModelHandler the way fugu-ultra is (extension object, extra usage fields, progress events).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
-import type { FastifyInstance } from 'fastify';
 import { tokenCost, type WorkerPool, type WorkerSpec } from '@fugu/core';
-import { loadConfig, type FuguConfig } from '@fugu/config';
-import { createApiKey, getStoredResponse, listRequests, publishDeployment } from '@fugu/db';
-import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { createApiKey, getStoredResponse, listRequests } from '@fugu/db';
+import type { TestDatabase } from '@fugu/db/testing';
 import type { ChatRequest } from '@fugu/providers';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
-import { InProcessRouteClient } from '@fugu/serving';
-import { saveAnchorCheckpoint } from '@fugu/serving/testing';
-import { createLogger } from '@fugu/telemetry';
-import { buildGateway } from '../../apps/gateway/src/server.ts';
 import type { AnswerEvent, ModelHandler } from '../../apps/gateway/src/models.ts';
-import { testRedisUrl } from '../support/eval-env.ts';
+import { startRoutedGateway, type RoutedGateway } from '../support/routed-gateway.ts';
 
 const WEATHER = "What's the weather in Paris right now?";
 const PROOF = 'Prove that the square root of two is irrational, step by step.';
@@ -95,11 +85,8 @@ const ultraLike: ModelHandler = {
   },
 };
 
+let routed: RoutedGateway | undefined;
 let database: TestDatabase;
-let home: string;
-let config: FuguConfig;
-let routeClient: InProcessRouteClient;
-let app: FastifyInstance;
 let baseURL: string;
 let fullKey: string;
 let otherKey: string;
@@ -108,7 +95,6 @@ const stubs: Record<string, OpenAIStub> = {};
 let pool: WorkerPool;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
-const quiet = createLogger({ name: 'responses-test', level: 'silent' });
 
 const client = (apiKey = fullKey) => new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 30_000 });
 const post = (body: unknown, apiKey = fullKey) =>
@@ -135,33 +121,15 @@ const withoutOutputText = (r: Json): Json => {
 };
 
 beforeAll(async () => {
-  database = await createTestDatabase();
-  home = await mkdtemp(path.join(tmpdir(), 'fugu-resp-'));
-  config = loadConfig({
-    FUGU_REDIS_URL: testRedisUrl(),
-    FUGU_DATABASE_URL: database.url,
-    FUGU_QUEUE_PREFIX: `fuguresp${randomBytes(4).toString('hex')}`,
-    FUGU_HOME: home,
-    FUGU_LOG_LEVEL: 'silent',
-    FUGU_ROUTER_POLL_MS: '200',
-  });
   for (const name of ['alpha', 'beta', 'gamma']) stubs[name] = await startOpenAIStub({ defaultReply: replyAs(name) });
   pool = { name: 'responses-test', workers: [worker('alpha', stubs.alpha!), worker('beta', stubs.beta!), worker('gamma', stubs.gamma!, ['1', '2'])] };
-  const ckpt = await saveAnchorCheckpoint(database.db, { home, anchors: { alpha: PROOF, beta: WEATHER, gamma: VOLCANO } });
-  await publishDeployment(database.db, config.router.deployment, ckpt.id);
-  routeClient = await InProcessRouteClient.create({ config, db: database.db, subscribe: false });
-  app = await buildGateway({
-    config,
+  routed = await startRoutedGateway({
+    name: 'resp',
     pool,
-    routeClient,
-    routerWorkers: ckpt.workers.map((w) => w.name),
-    db: database.db,
-    env: {},
-    log: quiet,
-    extraModels: [() => ultraLike],
+    checkpoint: { anchors: { alpha: PROOF, beta: WEATHER, gamma: VOLCANO } },
+    gateway: () => ({ extraModels: [() => ultraLike] }),
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  baseURL = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/v1`;
+  ({ database, baseURL } = routed);
   const full = await createApiKey(database.db, { name: 'full' });
   fullKey = full.key;
   fullKeyId = full.record.id;
@@ -169,11 +137,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await app?.close();
-  await routeClient?.close();
+  await routed?.close();
   await Promise.all(Object.values(stubs).map((s) => s.close()));
-  await database?.drop();
-  if (home) await rm(home, { recursive: true, force: true });
 });
 
 describe('POST /v1/responses', () => {
