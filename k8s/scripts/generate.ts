@@ -97,7 +97,7 @@ export const scalers = (shards: number): Scaler[] => [
   {
     deployment: 'fugu-conductor',
     queues: [conductQueue],
-    // one replica stays up: `fugu ultra run` waits on a single workflow
+    // one replica stays up: a POST /v1/rewards request waits on its workflows (`fugu ultra run` runs its own in process)
     minReplicaCount: 1,
     maxReplicaCount: 10,
     // a conductor holds FUGU_CONDUCTOR_CONCURRENCY (32) workflows at once, mostly waiting on their

@@ -152,7 +152,7 @@ describe.each(TARGETS)('k8s/%s: the conductor', (target) => {
     const keys = queueKeys(configMap(objects).FUGU_QUEUE_PREFIX!, conductQueue);
     expect(so.triggers.map((t) => t.metadata.listName).sort()).toEqual([keys.prioritized, keys.wait].sort());
     expect(so.advanced?.scalingModifiers?.formula).toBe('conduct_wait + conduct_prioritized');
-    expect(so.minReplicaCount).toBeGreaterThanOrEqual(1); // `fugu ultra run` waits on one workflow
+    expect(so.minReplicaCount).toBeGreaterThanOrEqual(1); // a /v1/rewards request waits on its workflows
   });
 
   it('reaches Redis and Postgres (where they run in the cluster); nothing outside may reach it', () => {
