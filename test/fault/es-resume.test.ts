@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getCheckpoint, getEsRun, getEsState, listEsGenerations, countEsEvaluations } from '@fugu/db';
 import { esEvalQueue } from '@fugu/queue';
 import { waitFor } from '../support/eval-env.ts';
-import { createEsEnv, runCli, startTrainerProcess, type EsEnv, type TrainerProcess } from '../support/es-env.ts';
+import { createEsEnv, startTrainerProcess, type EsEnv, type TrainerProcess } from '../support/es-env.ts';
+import { resumeHarness } from '../support/resume.ts';
 
 let env: EsEnv;
 let evaluators: TrainerProcess[] = [];
@@ -22,60 +23,50 @@ afterAll(async () => {
   await env?.cleanup();
 });
 
-async function create(runId: string): Promise<void> {
-  const r = await runCli(env.config, [
-    'train', 'es', '--from', env.checkpointId, '--lambda', '6', '--replicas', '2', '--generations', '4', '--task', 'single-step', '--batch', '32',
-    '--seed', '5', '--sigma0', '0.1', '--deadline-ms', '20000', '--run-id', runId, '--no-wait',
-  ]);
-  expect(r.code, r.stderr).toBe(0);
-}
-
-const coordinator = (runId: string, env2: Record<string, string> = {}) => startTrainerProcess('coordinator', env.config, { FUGU_ES_RUN: runId, FUGU_ES_POLL_MS: '100', ...env2 });
-
 async function outcome(runId: string) {
   const run = (await getEsRun(env.ctx.db, runId))!;
   const gens = (await listEsGenerations(env.ctx.db, runId)).map(({ committedAt: _c, wallMs: _w, dispatches: _d, ...g }) => g);
   return { status: run.status, state: (await getEsState(env.ctx.db, runId))!.state, gens, theta: Array.from((await getCheckpoint(env.ctx.db, run.bestCheckpointId!))!.theta) };
 }
 
+const resume = resumeHarness({
+  config: () => env.config,
+  train: () => [
+    'train', 'es', '--from', env.checkpointId, '--lambda', '6', '--replicas', '2', '--generations', '4', '--task', 'single-step', '--batch', '32',
+    '--seed', '5', '--sigma0', '0.1', '--deadline-ms', '20000',
+  ],
+  process: 'coordinator',
+  env: (runId) => ({ FUGU_ES_RUN: runId, FUGU_ES_POLL_MS: '100' }),
+  crashEnv: 'FUGU_ES_CRASH_AT',
+  progress: async (runId) => {
+    const run = (await getEsRun(env.ctx.db, runId))!;
+    return { step: run.generation, status: run.status };
+  },
+  outcome,
+});
+const { create, coordinator } = resume;
+
 let reference: Awaited<ReturnType<typeof outcome>>;
 
 describe('ES resume after kill -9', () => {
   it('an uninterrupted reference run', async () => {
-    await create('ref');
-    const c = await coordinator('ref');
-    expect(await c.exited).toEqual({ code: 0, signal: null });
-    reference = await outcome('ref');
+    reference = await resume.uninterrupted('ref');
     expect(reference.status).toBe('completed');
     expect(reference.gens).toHaveLength(4);
   });
 
   it('the coordinator killed during fan-out, mid fan-in, between commit and next ask, and at a random moment', async () => {
     await create('crash');
-    for (const at of ['fanout:0', 'fanin:1', 'commit:2']) {
-      const c = await coordinator('crash', { FUGU_ES_CRASH_AT: at });
-      expect(await c.exited, at).toEqual({ code: null, signal: 'SIGKILL' });
-    }
-    expect((await getEsRun(env.ctx.db, 'crash'))!.generation).toBe(3);
+    await resume.crashAtEachPoint('crash');
     // a kill at a moment the test does not choose precisely: once generation 3 has some rows
     const c = await coordinator('crash');
     await waitFor('a row of generation 3', async () => (await countEsEvaluations(env.ctx.db, 'crash', 3)) > 0 || (await getEsRun(env.ctx.db, 'crash'))!.status === 'completed', 60_000, 20);
     await c.kill9();
-    const last = await coordinator('crash');
-    expect(await last.exited).toEqual({ code: 0, signal: null });
-    expect(await outcome('crash')).toEqual(reference);
+    await resume.finishes('crash', reference);
   });
 
   it('SIGTERM (a drained node, an evicted pod) before the run completes: exit 143, and the next process resumes it', async () => {
-    await create('term');
-    const c = await coordinator('term');
-    await waitFor('a generation committed', async () => (await getEsRun(env.ctx.db, 'term'))!.generation >= 1, 60_000, 20);
-    // not 0: a Kubernetes Job would count the run as done
-    expect(await c.term()).toEqual({ code: 143, signal: null });
-    expect((await getEsRun(env.ctx.db, 'term'))!.status).not.toBe('completed');
-    const last = await coordinator('term');
-    expect(await last.exited).toEqual({ code: 0, signal: null });
-    expect(await outcome('term')).toEqual(reference);
+    await resume.termAndResume('term', reference, 'a generation committed');
   });
 
   it('an evaluator killed -9 with jobs of a generation in hand: the run completes with the same results', async () => {

@@ -10,7 +10,7 @@ import { sql } from 'kysely';
 import { getConductorCheckpoint, getGrpoRun, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
 import { createEvalEnv, startWorkerProcess, waitFor, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
-import { runCli, startTrainerProcess } from '../support/es-env.ts';
+import { resumeHarness } from '../support/resume.ts';
 
 let env: EvalEnv;
 let worker: WorkerProcess;
@@ -28,16 +28,6 @@ afterAll(async () => {
   await env?.cleanup();
 });
 
-async function create(runId: string): Promise<void> {
-  const r = await runCli(env.config, [
-    'train', 'grpo', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--q', '4', '--g', '4', '--iterations', '4', '--val-every', '2', '--val-size', '6',
-    '--seed', '5', '--lr', '0.01', '--deadline-ms', '20000', '--run-id', runId, '--no-wait',
-  ]);
-  expect(r.code, r.stderr).toBe(0);
-}
-
-const coordinator = (runId: string, extra: Record<string, string> = {}) => startTrainerProcess('grpo', env.config, { FUGU_GRPO_RUN: runId, FUGU_GRPO_POLL_MS: '50', ...extra });
-
 async function outcome(runId: string) {
   const run = (await getGrpoRun(env.ctx.db, runId))!;
   const iterations = (await listGrpoIterations(env.ctx.db, runId)).map((i) => {
@@ -51,14 +41,28 @@ async function outcome(runId: string) {
   };
 }
 
+const resume = resumeHarness({
+  config: () => env.config,
+  train: () => [
+    'train', 'grpo', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--q', '4', '--g', '4', '--iterations', '4', '--val-every', '2', '--val-size', '6',
+    '--seed', '5', '--lr', '0.01', '--deadline-ms', '20000',
+  ],
+  process: 'grpo',
+  env: (runId) => ({ FUGU_GRPO_RUN: runId, FUGU_GRPO_POLL_MS: '50' }),
+  crashEnv: 'FUGU_GRPO_CRASH_AT',
+  progress: async (runId) => {
+    const run = (await getGrpoRun(env.ctx.db, runId))!;
+    return { step: run.iteration, status: run.status };
+  },
+  outcome,
+});
+const { create, coordinator } = resume;
+
 let reference: Awaited<ReturnType<typeof outcome>>;
 
 describe('GRPO resume after kill -9', () => {
   it('an uninterrupted reference run', async () => {
-    await create('ref');
-    const c = await coordinator('ref');
-    expect(await c.exited).toEqual({ code: 0, signal: null });
-    reference = await outcome('ref');
+    reference = await resume.uninterrupted('ref');
     expect(reference.status).toBe('completed');
     expect(reference.iterations).toHaveLength(4);
     // the run learnt something to compare: the policy moved and Adam stepped
@@ -67,11 +71,7 @@ describe('GRPO resume after kill -9', () => {
 
   it('the coordinator killed during fan-out, mid fan-in, between commit and next iteration, and at a moment the test does not choose', async () => {
     await create('crash');
-    for (const at of ['fanout:0', 'fanin:1', 'commit:2']) {
-      const c = await coordinator('crash', { FUGU_GRPO_CRASH_AT: at });
-      expect(await c.exited, at).toEqual({ code: null, signal: 'SIGKILL' });
-    }
-    expect((await getGrpoRun(env.ctx.db, 'crash'))!.iteration).toBe(3);
+    await resume.crashAtEachPoint('crash');
     // a kill once iteration 3 has some rollouts finished and before it is committed: the
     // conductors run one workflow at a time meanwhile, so the iteration's 22 rollouts (16 train,
     // 6 validation) finish over 11 rounds and the first done one comes long before the last
@@ -98,9 +98,7 @@ describe('GRPO resume after kill -9', () => {
     const usual = await Promise.all([0, 1].map(() => startConductorProcess(env.config, CONDUCTOR_ENV)));
     for (const old of conductors) await old.term();
     conductors = usual;
-    const last = await coordinator('crash');
-    expect(await last.exited).toEqual({ code: 0, signal: null });
-    expect(await outcome('crash')).toEqual(reference);
+    await resume.finishes('crash', reference);
   });
 
   it('a conductor process killed -9 with rollouts in hand: the same final policy', async () => {
@@ -117,13 +115,6 @@ describe('GRPO resume after kill -9', () => {
   });
 
   it('SIGTERM before the run completes: exit 143, and the next process resumes it', async () => {
-    await create('term');
-    const c = await coordinator('term');
-    await waitFor('an iteration committed', async () => (await getGrpoRun(env.ctx.db, 'term'))!.iteration >= 1, 60_000, 20);
-    expect(await c.term()).toEqual({ code: 143, signal: null });
-    expect((await getGrpoRun(env.ctx.db, 'term'))!.status).not.toBe('completed');
-    const last = await coordinator('term');
-    expect(await last.exited).toEqual({ code: 0, signal: null });
-    expect(await outcome('term')).toEqual(reference);
+    await resume.termAndResume('term', reference, 'an iteration committed');
   });
 });
