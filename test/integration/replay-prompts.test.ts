@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { APIError } from 'openai';
 import { sql } from 'kysely';
-import { startBatchStack, type BatchStack } from '../support/batch-stack.ts';
+import { batchEnded, batchLine, fileLines, jsonl, startBatchStack, uploadBatchFile, type BatchStack } from '../support/batch-stack.ts';
 import { publishUltraAndTell } from '../support/ultra-publish.ts';
 
 let stack: BatchStack;
@@ -90,5 +90,23 @@ describe('replay pool: a question as a user types it', () => {
     await new Promise((r) => setTimeout(r, 500));
     const failed = (await sql<{ n: number }>`select count(*)::int as n from chat_calls where key like 'wf%' and status <> 'ok'`.execute(db)).rows[0]!.n;
     expect(failed).toBe(0);
+  });
+
+  it('a Batch API line asks it as typed: found the same way (fugu through a provider worker, fugu-ultra\'s replay steps)', { timeout: 120_000 }, async () => {
+    const worker = await stack.startWorker();
+    try {
+      const file = await uploadBatchFile(client, jsonl([
+        batchLine('router', { model: 'fugu', messages: [{ role: 'user', content: CAPITALISED }] }),
+        batchLine('ultra', { model: 'fugu-ultra', messages: [{ role: 'user', content: ` ${CAPITALISED.toLowerCase()} ` }] }),
+      ]));
+      const b = await batchEnded(client, (await client.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+      const out = await fileLines(client, b.output_file_id);
+      expect({ completed: b.request_counts?.completed, failed: b.request_counts?.failed, errors: await fileLines(client, b.error_file_id) }).toEqual({ completed: 2, failed: 0, errors: [] });
+      const byId = new Map(out.map((l) => [l.custom_id, l.response.body]));
+      expect(byId.get('router').choices[0].message.content).toMatch(/^\[replay:[^\]]+\] recorded score /);
+      expect(byId.get('ultra').choices[0].finish_reason).toBe('stop');
+    } finally {
+      await worker.term();
+    }
   });
 });

@@ -12,6 +12,7 @@ import { messageText, parseUsd, type ChatRequest } from '@fugu/core';
 import type { BatchCodec, ResolvedLine } from '@fugu/batch';
 import { getApiKey, getDatasetItems, saveDataset, type ApiKeyRecord, type BatchRow, type Db, type StoredWorker } from '@fugu/db';
 import { resolveDataset } from '@fugu/evaluation';
+import { promptIndex } from '@fugu/datasets';
 import type { ChatResult } from '@fugu/providers';
 import type { Completion, FuguOptions } from './chat-types.ts';
 import { newRecord, type Caller, type GatewayContext } from './context.ts';
@@ -77,15 +78,14 @@ function callerOf(ctx: GatewayContext, b: BatchRow): Caller {
 export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
   const { ctx, models } = o;
   const byName = new Map(o.workers.map((w) => [w.name, w]));
-  let items: Promise<Map<string, number>> | undefined;
-  // prompt -> the stored item's id, loaded once (the dataset is stored once per content)
-  const itemIds = (): Promise<Map<string, number>> => {
+  let items: Promise<(prompt: string) => number | undefined> | undefined;
+  // prompt -> the stored item's id (matched as the replay workers match: promptIndex), loaded once (the dataset is stored once per content)
+  const itemIds = (): Promise<(prompt: string) => number | undefined> => {
     items ??= (async () => {
       const ds = await resolveDataset(o.replayDataset!, ctx.config.llmrouterDir);
       const saved = await saveDataset(o.db, { name: ds.name, source: ds.source, contentHash: ds.contentHash, items: ds.items });
-      const m = new Map<string, number>();
-      for (const it of await getDatasetItems(o.db, saved.id)) if (!m.has(it.prompt.trim())) m.set(it.prompt.trim(), it.dbId);
-      return m;
+      const find = promptIndex(await getDatasetItems(o.db, saved.id));
+      return (prompt) => find(prompt)?.dbId;
     })();
     items.catch(() => (items = undefined));
     return items;
@@ -121,7 +121,7 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
     const worker = byName.get(name);
     if (!worker) throw new GatewayError(503, `worker "${name}" is not in this gateway's pool`, { code: 'worker_unavailable' });
     if (worker.provider === 'replay' && o.replayDataset !== undefined) {
-      const id = (await itemIds()).get(lastUserText(req).trim());
+      const id = (await itemIds())(lastUserText(req));
       if (id !== undefined) req.metadata = { ...req.metadata, itemId: String(id) };
     }
     // what the stored request holds: no deadline of this process
@@ -187,7 +187,7 @@ export function gatewayBatchCodec(o: BatchCodecOptions): BatchCodec {
       // a replay pool's steps name their item by its stored id (the provider workers' key); not loaded: no answer yet
       const ids = o.replayDataset !== undefined ? await itemIds() : undefined;
       const itemOf = ids && ((q: string) => {
-        const id = ids.get(q.trim());
+        const id = ids(q);
         return id === undefined ? undefined : String(id);
       });
       try {
