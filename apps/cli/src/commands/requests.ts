@@ -2,7 +2,7 @@
 // the gateway's request rows (migration 0007_requests), newest first.
 import { formatUsd, InputError } from '@fugu/core';
 import { getRequest, listRequests, type Db, type RequestRow } from '@fugu/db';
-import { openContext } from '@fugu/evaluation';
+import { withDb } from '../checkpoints.ts';
 import { action, int, jsonOption, named, printJson, type CommandGroup } from '../cli.ts';
 
 type ListFlags = { key?: string; since?: Date; limit: number; json?: boolean };
@@ -23,15 +23,6 @@ export const requestsCommands: CommandGroup = (program, cli) => {
     .addOption(jsonOption())
     .action(action((id: string, f: { json?: boolean }) => withDb(cli.config(), (db) => showCommand(db, id, f.json === true))));
 };
-
-async function withDb(config: Parameters<typeof openContext>[0]['config'], fn: (db: Db) => Promise<number>): Promise<number> {
-  const ctx = await openContext({ redis: false, config });
-  try {
-    return await fn(ctx.db);
-  } finally {
-    await ctx.close();
-  }
-}
 
 function limit(v: string, flag: string): number {
   const n = int(v, flag, 50);
