@@ -205,30 +205,14 @@ export function createContext(opts: {
   const { log, pool, registry } = opts;
   const specs = new Map(pool.workers.map((w) => [w.name, w]));
   const poolNames = pool.workers.map((w) => w.name);
-  let routerWorkers = opts.routerWorkers ? [...opts.routerWorkers] : undefined;
+  const routerWorkers = opts.routerWorkers ? [...opts.routerWorkers] : undefined;
   if (routerWorkers) checkRouterWorkers('(deployed)', routerWorkers, pool);
   const records = new WeakMap<FastifyRequest, RequestRecord>();
   const callers = new WeakMap<FastifyRequest, Caller>();
   const writer = opts.writer ?? (opts.db ? new RecordWriter(opts.db, log) : undefined);
   const keys = keyCache(opts.db, writer, g.keyCacheMs);
 
-  const metrics: GatewayMetrics = {
-    requests: new Counter({ name: 'fugu_gateway_requests_total', help: 'requests by route, status and answering worker', labelNames: ['route', 'status', 'worker'], registers: [registry] }),
-    latency: new Histogram({
-      name: 'fugu_gateway_request_duration_seconds',
-      help: 'request latency (streams: until the last byte)',
-      labelNames: ['route'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
-      registers: [registry],
-    }),
-    routing: new Histogram({
-      name: 'fugu_gateway_routing_ms',
-      help: 'time of one routing decision as the gateway sees it (queue hop included in pool mode)',
-      buckets: [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 1000, 5000],
-      registers: [registry],
-    }),
-    fallbacks: new Counter({ name: 'fugu_gateway_fallbacks_total', help: 'provider failures that moved a request to the next-best worker', labelNames: ['worker'], registers: [registry] }),
-  };
+  const metrics = gatewayMetrics(registry);
 
   function record(req: FastifyRequest): RequestRecord {
     let r = records.get(req);
@@ -291,7 +275,72 @@ export function createContext(opts: {
     await writer.seal(requestRow(rec, rec.clientClosed ? CLIENT_CLOSED : status, performance.now() - rec.startedAt));
   }
 
-  // ---- routing ------------------------------------------------------------------------------
+  const route = routing({ g, log, pool, poolNames, specs, routeClient: opts.routeClient, routing: metrics.routing, ...(routerWorkers && { routerWorkers }), ...(opts.defaultRouting && { defaultRouting: opts.defaultRouting }) });
+
+  return {
+    config: opts.config,
+    g,
+    log,
+    pool,
+    specs,
+    poolNames,
+    routeClient: opts.routeClient,
+    db: opts.db,
+    calls: opts.calls,
+    metrics,
+    registry,
+    writer,
+    record,
+    authenticate,
+    callerOf,
+    checkQuota,
+    charge,
+    seal,
+    route,
+    ...(opts.defaultRouting && { defaultRouting: opts.defaultRouting }),
+    ...(opts.cooldowns && { cooldowns: opts.cooldowns }),
+  };
+}
+
+/** The gateway's Prometheus metrics, registered in `registry`. */
+function gatewayMetrics(registry: Registry): GatewayMetrics {
+  return {
+    requests: new Counter({ name: 'fugu_gateway_requests_total', help: 'requests by route, status and answering worker', labelNames: ['route', 'status', 'worker'], registers: [registry] }),
+    latency: new Histogram({
+      name: 'fugu_gateway_request_duration_seconds',
+      help: 'request latency (streams: until the last byte)',
+      labelNames: ['route'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers: [registry],
+    }),
+    routing: new Histogram({
+      name: 'fugu_gateway_routing_ms',
+      help: 'time of one routing decision as the gateway sees it (queue hop included in pool mode)',
+      buckets: [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 1000, 5000],
+      registers: [registry],
+    }),
+    fallbacks: new Counter({ name: 'fugu_gateway_fallbacks_total', help: 'provider failures that moved a request to the next-best worker', labelNames: ['worker'], registers: [registry] }),
+  };
+}
+
+/**
+ * Model `fugu`'s routing decisions for one gateway: the router's (its worker list learnt from its
+ * decisions and checked against the pool), the fallback worker when the router is unavailable,
+ * or the pool's default (DefaultRouting). The rest of the context does not see its state.
+ */
+function routing(o: {
+  g: FuguConfig['gateway'];
+  log: Logger;
+  pool: WorkerPool;
+  poolNames: readonly string[];
+  specs: ReadonlyMap<string, WorkerSpec>;
+  routeClient: RouteClient;
+  routing: Histogram;
+  routerWorkers?: readonly string[];
+  defaultRouting?: DefaultRouting;
+}): GatewayContext['route'] {
+  const { g, log, pool, poolNames, specs } = o;
+  let routerWorkers = o.routerWorkers ? [...o.routerWorkers] : undefined;
   /** The router's workers among `allowed`; undefined: all of them (no restriction to send). */
   function allowedFor(allowed: string[], known: readonly string[]): string[] | undefined {
     const inRouter = allowed.filter((w) => known.includes(w));
@@ -317,14 +366,14 @@ export function createContext(opts: {
   }
 
   async function route(text: string, allowed: string[], lambda: number | undefined): Promise<Routed> {
-    const byDefault = opts.defaultRouting;
+    const byDefault = o.defaultRouting;
     if (byDefault) {
       // the default worker first (when the caller may use it), then the others in pool order
       const order = [byDefault.worker, ...poolNames.filter((w) => w !== byDefault.worker)].filter((w) => allowed.includes(w));
       return { candidates: order, routingMs: 0, byDefault: byDefault.reason };
     }
     const restricted = allowed.length !== poolNames.length;
-    const ask = (only: string[] | undefined) => opts.routeClient.route({ text, ...(only && { allowed: only }), ...(lambda !== undefined && { lambda }) });
+    const ask = (only: string[] | undefined) => o.routeClient.route({ text, ...(only && { allowed: only }), ...(lambda !== undefined && { lambda }) });
     const t0 = performance.now();
     let decision: RouteDecision | undefined;
     try {
@@ -358,7 +407,7 @@ export function createContext(opts: {
       throw e;
     }
     const routingMs = performance.now() - t0;
-    metrics.routing.observe(routingMs);
+    o.routing.observe(routingMs);
     learn(decision);
     const chosen = decision;
     const next = chosen.workers
@@ -369,29 +418,7 @@ export function createContext(opts: {
     return { decision: chosen, candidates: [chosen.worker, ...next], routingMs };
   }
 
-  return {
-    config: opts.config,
-    g,
-    log,
-    pool,
-    specs,
-    poolNames,
-    routeClient: opts.routeClient,
-    db: opts.db,
-    calls: opts.calls,
-    metrics,
-    registry,
-    writer,
-    record,
-    authenticate,
-    callerOf,
-    checkQuota,
-    charge,
-    seal,
-    route,
-    ...(opts.defaultRouting && { defaultRouting: opts.defaultRouting }),
-    ...(opts.cooldowns && { cooldowns: opts.cooldowns }),
-  };
+  return route;
 }
 
 /** Routes whose authenticated requests get a `requests` row. */

@@ -109,6 +109,14 @@ export class ModelRegistry {
   }
 }
 
+/**
+ * What a model handler of the gateway uses of its context (BullMQ's habit of narrow worker
+ * contexts): a call on the workers (with the fallback policy), and, for the router, a routing
+ * decision. Handlers are given no more (no keys, records or writer: the plugins own those).
+ */
+export type CallContext = Pick<GatewayContext, 'g' | 'log' | 'specs' | 'calls' | 'metrics' | 'cooldowns'>;
+export type RouterContext = CallContext & Pick<GatewayContext, 'route'>;
+
 /** The registry of a gateway: the router, then each worker of the pool. */
 export function defaultRegistry(ctx: GatewayContext): ModelRegistry {
   const reg = new ModelRegistry().register(routerModel(ctx));
@@ -118,7 +126,7 @@ export function defaultRegistry(ctx: GatewayContext): ModelRegistry {
 
 // ---- the router (`fugu`) ----------------------------------------------------------------------
 
-export function routerModel(ctx: GatewayContext): ModelHandler {
+export function routerModel(ctx: RouterContext): ModelHandler {
   async function plan(input: ChatInput): Promise<Routed> {
     const allowed = eligibleWorkers(ctx, input);
     const routed = await ctx.route(routingTextOf(input.req), allowed, input.options.lambda);
@@ -160,7 +168,7 @@ export function refuseUltraOptions(options: FuguOptions, model: string): void {
  * then to those whose adapter can honour every parameter asked for (PARAM_SUPPORT: the router
  * routes around a worker that cannot, rather than refuse). None left: a 400 naming the parameter.
  */
-export function eligibleWorkers(ctx: GatewayContext, input: ChatInput): string[] {
+export function eligibleWorkers(ctx: Pick<GatewayContext, 'specs'>, input: ChatInput): string[] {
   refuseUltraOptions(input.options, ROUTER_MODEL);
   let pool = input.caller.allowed;
   const only = input.options.workers;
@@ -205,7 +213,7 @@ export function planWorker(spec: WorkerSpec, input: ChatInput): Routed {
   return { candidates: [spec.name], routingMs: 0 };
 }
 
-export function workerModel(ctx: GatewayContext, spec: WorkerSpec): ModelHandler {
+export function workerModel(ctx: CallContext, spec: WorkerSpec): ModelHandler {
   const plan = (input: ChatInput): Routed => planWorker(spec, input);
   return {
     id: spec.name,
@@ -219,7 +227,7 @@ export function workerModel(ctx: GatewayContext, spec: WorkerSpec): ModelHandler
 // ---- calls with the fallback policy -----------------------------------------------------------
 
 /** A whole answer from the routed workers (fallbacks included). */
-export async function generateOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<Completion> {
+export async function generateOn(ctx: CallContext, r: Routed, input: ChatInput): Promise<Completion> {
   const { value, worker, failed } = await withFallback(ctx, r, input, (spec, call) => ctx.calls.generate(spec, { ...input.req, signal: input.signal }, call));
   const extension = answerExtension(ctx, r, worker);
   return { result: value.result, worker, cost: value.cost, headers: routingHeaders(r, worker, failed), ...(extension && { extension }) };
@@ -230,7 +238,7 @@ export async function generateOn(ctx: GatewayContext, r: Routed, input: ChatInpu
  * `fugu` routed by the pool's default (no router trained on the pool), and that the worker is a
  * scripted one (a simulation, not a model's answer nor a recorded outcome).
  */
-function answerExtension(ctx: GatewayContext, r: Routed, worker: string): Record<string, unknown> | undefined {
+function answerExtension(ctx: Pick<GatewayContext, 'specs'>, r: Routed, worker: string): Record<string, unknown> | undefined {
   const scripted = ctx.specs.get(worker)?.provider === 'scripted';
   if (r.byDefault === undefined && !scripted) return undefined;
   return {
@@ -241,7 +249,7 @@ function answerExtension(ctx: GatewayContext, r: Routed, worker: string): Record
 }
 
 /** A stream from the routed workers: a failure before the first event falls back. */
-export async function streamOn(ctx: GatewayContext, r: Routed, input: ChatInput): Promise<StreamAnswer> {
+export async function streamOn(ctx: CallContext, r: Routed, input: ChatInput): Promise<StreamAnswer> {
   const { value, worker, failed } = await withFallback(ctx, r, input, async (spec, call) => {
     const s = await ctx.calls.stream(spec, { ...input.req, signal: input.signal }, call);
     return { s, first: await s.events.next() };
@@ -266,7 +274,7 @@ export function routingHeaders(r: Routed, worker: string, failed: string[]): Rec
  * while the failure is retryable; a fatal failure or the last one is thrown. Fills the record's
  * worker, fallbacks and provider ms.
  */
-async function withFallback<T>(ctx: GatewayContext, r: Routed, input: ChatInput, attempt: (w: WorkerSpec, call: CallMeta) => Promise<T>): Promise<{ value: T; worker: string; failed: string[] }> {
+async function withFallback<T>(ctx: CallContext, r: Routed, input: ChatInput, attempt: (w: WorkerSpec, call: CallMeta) => Promise<T>): Promise<{ value: T; worker: string; failed: string[] }> {
   const order = ctx.g.fallback === 'next-best' ? r.candidates.slice(0, 1 + ctx.g.fallbackAttempts) : r.candidates.slice(0, 1);
   const rec = input.record;
   const failed = rec.fallbacks;

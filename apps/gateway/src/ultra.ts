@@ -57,7 +57,10 @@ export type UltraServingOptions = {
 /** A deployment as served: `byDefault` says why the default Conductor serves it (none published for this pool). */
 type ServedDeployment = UltraDeploymentRef & { byDefault?: string };
 
-export function ultraModel(ctx: GatewayContext, o: UltraServingOptions): ModelHandler {
+/** What fugu-ultra uses of the gateway's context: its pool, its config, its log, and the calls on the workers. */
+export type UltraContext = Pick<GatewayContext, 'config' | 'log' | 'pool' | 'specs' | 'calls'>;
+
+export function ultraModel(ctx: UltraContext, o: UltraServingOptions): ModelHandler {
   const name = o.name ?? ULTRA_MODEL;
   const deps: InteractiveDeps = {
     ...o.deps,
