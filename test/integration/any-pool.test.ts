@@ -12,7 +12,8 @@ import OpenAI from 'openai';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createApiKey } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
-import { resolvePool, writeWorkerPool } from '@fugu/datasets';
+import { writeWorkerPool } from '@fugu/datasets';
+import { instantScriptedWorkers } from '../support/scripted-pool.ts';
 import { forkGateway, type AppProcess } from '../support/app-process.ts';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -32,8 +33,7 @@ beforeAll(async () => {
   database = await createTestDatabase('fugu_any_pool');
   config = loadConfig({ FUGU_REDIS_URL: process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fuguap${randomBytes(4).toString('hex')}`, FUGU_HOME: home });
   // the shipped scripted pool, renamed, its default worker declared, without the delays and failures
-  const shipped = await resolvePool('scripted');
-  const workers = shipped.workers.filter((w) => w.name !== 'sim-flaky').map((w) => ({ ...w, script: { ...w.script, latencyMs: 0 } }));
+  const workers = await instantScriptedWorkers();
   const poolFile = path.join(home, 'new-pool.yaml');
   await writeWorkerPool(poolFile, { name: 'new-pool', defaultWorker: 'sim-medium', workers });
   const { key } = await createApiKey(database.db, { name: 'any-pool' });

@@ -19,7 +19,8 @@ import { Queue } from 'bullmq';
 import { sql } from 'kysely';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
-import { resolvePool, writeWorkerPool } from '@fugu/datasets';
+import { writeWorkerPool } from '@fugu/datasets';
+import { instantScriptedWorkers } from '../support/scripted-pool.ts';
 import { createRedis, providerCallQueue } from '@fugu/queue';
 import { forkGateway, type AppProcess } from '../support/app-process.ts';
 import { batchEnded, fileLines, jsonl, uploadBatchFile } from '../support/batch-stack.ts';
@@ -39,8 +40,7 @@ beforeAll(async () => {
   database = await createTestDatabase('fugu_bare_batch');
   config = loadConfig({ FUGU_REDIS_URL: process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fugubb${randomBytes(4).toString('hex')}`, FUGU_HOME: home });
   // the shipped scripted pool without its delays and failures
-  const shipped = await resolvePool('scripted');
-  const workers = shipped.workers.filter((w) => w.name !== 'sim-flaky').map((w) => ({ ...w, script: { ...w.script, latencyMs: 0 } }));
+  const workers = await instantScriptedWorkers();
   poolFile = path.join(home, 'scripted-fast.yaml');
   await writeWorkerPool(poolFile, { name: 'scripted-fast', workers });
 }, 60_000);
