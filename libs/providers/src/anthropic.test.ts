@@ -8,7 +8,7 @@ import { BadRequestError, OverloadedError, RateLimitError, ServerError } from '.
 import {
   WEATHER_TOOL,
   collectStream, startAnthropicStub, type AnthropicStub } from './testing/index.ts';
-import { sharedFailureTests, stubPerSuite, type AdapterUnderTest } from './testing/adapter-suite.ts';
+import { sharedFailureTests, stubPerSuite, type AdapterUnderTest } from './test-support/adapter-suite.ts';
 import type { ChatModelOptions } from '@fugu/core';
 
 const KEY = 'sk-ant-test-0123456789abcdefghij';

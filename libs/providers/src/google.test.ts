@@ -7,7 +7,7 @@ import { GoogleChatModel, THOUGHT_SIGNATURE_SEPARATOR } from './google.ts';
 import {
   WEATHER_TOOL,
   collectStream, startGoogleStub, type GoogleStub } from './testing/index.ts';
-import { sharedFailureTests, stubPerSuite, type AdapterUnderTest } from './testing/adapter-suite.ts';
+import { sharedFailureTests, stubPerSuite, type AdapterUnderTest } from './test-support/adapter-suite.ts';
 import type { ChatModelOptions } from '@fugu/core';
 
 const KEY = 'AIzaTEST0123456789abcdefghijklmnop';

@@ -8,7 +8,7 @@ import { OpenAIChatModel, OpenAICompatibleChatModel } from './openai.ts';
 import {
   WEATHER_TOOL,
   collectStream, startOpenAIStub, type OpenAIStub } from './testing/index.ts';
-import { sharedFailureTests, stubPerSuite } from './testing/adapter-suite.ts';
+import { sharedFailureTests, stubPerSuite } from './test-support/adapter-suite.ts';
 import type { ChatModel, ChatModelOptions } from '@fugu/core';
 
 const KEY = 'sk-test-0123456789abcdefghijklmnop';

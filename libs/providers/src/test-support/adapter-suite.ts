@@ -5,8 +5,8 @@
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import type { ChatModel, ChatModelOptions, ChatRequest } from '@fugu/core';
 import { AuthError, ConnectionError, TimeoutError } from '../errors.ts';
-import { collectStream } from './collect.ts';
-import type { StubServer, StubServerOptions } from './stub-server.ts';
+import { collectStream } from '../testing/collect.ts';
+import type { StubServer, StubServerOptions } from '../testing/stub-server.ts';
 
 export type AdapterUnderTest = {
   /** starts a stub speaking the adapter's wire format */
