@@ -33,6 +33,14 @@
 // flushes its counts within 10 s of going idle), less what the gateway commits while idle (its
 // batch driver's polls, the journal's sweeps: an idle window of the same wait before the run).
 //
+// BENCH_WORKERS=scripted (issue 28, figure 2): alpha and beta are the scripted provider's workers
+// instead (`provider: scripted`, latency_ms L, which each call draws from 0.75 L to 1.25 L; run in
+// the gateway's process, no HTTP), the direct-stub baseline is left out, and an answer is checked
+// for its kind (text or tool calls), not its words. In both modes a rows pass runs each shape's
+// units once more at concurrency 1 and prints what they left in Postgres per unit (chat_calls,
+// requests, workflows and their steps) and whether every charge agrees: the calls' costs, each
+// one's tokens at the pool's prices, the request rows' costs and the API key's spent.
+//
 // Options (env): BENCH_LATENCY_MS (L, default 50), BENCH_REQUESTS_SCALE (default 1: 100 requests
 // at concurrency 1, 400 at 16, per shape), BENCH_CONCURRENCY (default 1,16), BENCH_COMMITS (default
 // 1; 0 leaves the commits pass out: about 35 s a shape). Services:
@@ -53,12 +61,15 @@ import { writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
 import { watchApp } from '../support/app-process.ts';
 import { publishUltraAndTell } from '../support/ultra-publish.ts';
+import { batchEnded, batchLine, jsonl, uploadBatchFile } from '../support/batch-stack.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gatewayMain = path.resolve(here, '../../apps/gateway/src/main.ts');
 const L = Number(process.env.BENCH_LATENCY_MS ?? 50);
 const scale = Number(process.env.BENCH_REQUESTS_SCALE ?? 1);
 const levels = (process.env.BENCH_CONCURRENCY ?? '1,16').split(',').map(Number);
+const SCRIPTED = (process.env.BENCH_WORKERS ?? 'stub') === 'scripted';
+if (!['stub', 'scripted'].includes(process.env.BENCH_WORKERS ?? 'stub')) throw new Error(`BENCH_WORKERS must be stub or scripted, got ${process.env.BENCH_WORKERS}`);
 const log = (s: string) => process.stderr.write(`bench:ultra: ${s}\n`);
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const load1 = () => loadavg()[0]!.toFixed(2);
@@ -88,16 +99,22 @@ const config = loadConfig({
   FUGU_HOME: home,
 });
 const stubs: Record<string, OpenAIStub> = {};
-for (const name of ['alpha', 'beta']) stubs[name] = await startOpenAIStub({ latencyMs: L, defaultReply: replyAs(name) });
-const stubCalls = () => stubs.alpha!.requests.length + stubs.beta!.requests.length;
+if (!SCRIPTED) for (const name of ['alpha', 'beta']) stubs[name] = await startOpenAIStub({ latencyMs: L, defaultReply: replyAs(name) });
+/** the stub calls so far (scripted workers: undefined, their calls are counted in the rows pass) */
+const stubCalls = () => (SCRIPTED ? undefined : stubs.alpha!.requests.length + stubs.beta!.requests.length);
+const PRICES = { inputPerMTok: '1', outputPerMTok: '2' };
 const poolFile = path.join(home, 'pool.yaml');
 await writeWorkerPool(poolFile, {
   name: 'bench-ultra',
-  workers: ['alpha', 'beta'].map((n) => ({ name: n, provider: 'openai-compatible' as const, model: `${n}-model`, baseUrl: stubs[n]!.baseURL, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' } })),
+  workers: ['alpha', 'beta'].map((n, i) =>
+    SCRIPTED
+      ? { name: n, provider: 'scripted' as const, model: `${n}-model`, settings: {}, prices: PRICES, script: { seed: i + 1, latencyMs: L } }
+      : { name: n, provider: 'openai-compatible' as const, model: `${n}-model`, baseUrl: stubs[n]!.baseURL, settings: {}, prices: PRICES },
+  ),
 });
 const publish = (conductor: string) => publishUltraAndTell(config, database.db, { name: 'fugu-ultra', conductor, pool: 'bench-ultra', options: {} });
 await publish('fixed:single:alpha');
-const { key } = await createApiKey(database.db, { name: 'bench-ultra' });
+const { key, record: keyRecord } = await createApiKey(database.db, { name: 'bench-ultra' });
 
 const child = fork(gatewayMain, [], {
   env: {
@@ -116,7 +133,7 @@ const child = fork(gatewayMain, [], {
 });
 const gateway = await watchApp(child, 'gateway');
 const viaGateway = new OpenAI({ apiKey: key, baseURL: `http://127.0.0.1:${gateway.ready.port}/v1`, maxRetries: 0, timeout: 60_000 });
-const direct = new OpenAI({ apiKey: 'unused', baseURL: stubs.alpha!.baseURL, maxRetries: 0, timeout: 60_000 });
+const direct = SCRIPTED ? undefined : new OpenAI({ apiKey: 'unused', baseURL: stubs.alpha!.baseURL, maxRetries: 0, timeout: 60_000 });
 
 type Sample = { ms: number[]; k: number };
 type Shape = {
@@ -136,22 +153,23 @@ const timed = async <T>(f: () => Promise<T>): Promise<[number, T]> => {
   const out = await f();
   return [performance.now() - s, out];
 };
+/** the stubs' answer word for word; a scripted worker's: some text, ended by `stop` */
 function expectText(c: OpenAI.ChatCompletion, want: string, what: string): void {
   const got = c.choices[0]?.message.content;
-  if (got !== want) throw new Error(`${what}: answered ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+  if (SCRIPTED ? !got || c.choices[0]?.finish_reason !== 'stop' : got !== want) throw new Error(`${what}: answered ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
 }
 
 const shapes: Shape[] = [
-  {
+  ...(direct === undefined ? [] : [{
     name: 'direct stub (baseline)',
     parts: { request: 1 },
     calls: 1,
-    run: async (i) => {
+    run: async (i: number) => {
       const [ms, c] = await timed(() => direct.chat.completions.create({ model: 'alpha-model', messages: [{ role: 'user', content: question(i) }] }));
       expectText(c, 'alpha answered', 'direct');
       return { request: ms };
     },
-  },
+  }]),
   {
     name: 'worker by name (gateway)',
     parts: { request: 1 },
@@ -209,7 +227,10 @@ const shapes: Shape[] = [
       const history: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: question(i) }];
       const [ms1, first] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
       const calls = first.choices[0]?.message.tool_calls ?? [];
-      if (first.choices[0]?.finish_reason !== 'tool_calls' || calls.length !== 2) throw new Error(`tools: request 1 answered ${JSON.stringify(first.choices[0])}, expected two tool calls`);
+      // the stubs' proposers call with their own names as the city; the scripted ones draw the same
+      // arguments from the same prompt, and fugu merges two identical calls into one
+      const want = SCRIPTED ? 1 : 2;
+      if (first.choices[0]?.finish_reason !== 'tool_calls' || calls.length !== want) throw new Error(`tools: request 1 answered ${JSON.stringify(first.choices[0])}, expected ${want} tool calls`);
       history.push(first.choices[0]!.message as never, ...calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: `sunny, 20 C (${(c as Json).function.arguments})` })));
       const [ms2, done] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
       expectText(done, 'alpha aggregated', 'tools: request 2');
@@ -239,7 +260,8 @@ async function measure(shape: Shape, n: number, conc: number): Promise<{ samples
       }
     }),
   );
-  return { samples, errors, secs: (performance.now() - t0) / 1000, callsPerUnit: (stubCalls() - calls0) / n, ...(firstError && { firstError }) };
+  const calls1 = stubCalls();
+  return { samples, errors, secs: (performance.now() - t0) / 1000, callsPerUnit: calls0 === undefined ? shape.calls : (calls1! - calls0) / n, ...(firstError && { firstError }) };
 }
 
 /** Transactions committed in the bench's database so far, as pg_stat_database has them flushed (this reading commits 2 itself). */
@@ -314,12 +336,95 @@ if (process.env.BENCH_COMMITS !== '0') {
   }
 }
 
+/** What the bench's database holds so far: rows, tokens and charges in picodollars (exact). */
+type Ledger = { calls: number; requests: number; workflows: number; steps: number; tokensIn: number; tokensOut: number; paid: bigint; priced: bigint; requested: bigint; spent: bigint };
+async function ledger(): Promise<Ledger> {
+  const q = async (text: string) => (await sql<Record<string, string>>`${sql.raw(text)}`.execute(database.db)).rows[0]!;
+  // the pool's prices: 1 and 2 USD per million tokens, 1e6 and 2e6 picodollars a token
+  const c = await q(`select count(*)::text as n, coalesce(sum(tokens_in), 0)::text as i, coalesce(sum(tokens_out), 0)::text as o, coalesce((sum(cost) * 1e12)::bigint, 0)::text as paid,
+    coalesce(sum(tokens_in::bigint * 1000000 + tokens_out::bigint * 2000000), 0)::text as priced from chat_calls`);
+  const r = await q(`select count(*)::text as n, coalesce((sum(cost) * 1e12)::bigint, 0)::text as cost from requests`);
+  const w = await q(`select (select count(*) from workflows)::text as w, (select count(*) from workflow_steps)::text as s`);
+  const k = await q(`select spent::text as spent from api_keys where id = '${keyRecord.id}'`);
+  return {
+    calls: Number(c.n), requests: Number(r.n), workflows: Number(w.w), steps: Number(w.s), tokensIn: Number(c.i), tokensOut: Number(c.o),
+    paid: BigInt(c.paid!), priced: BigInt(c.priced!), requested: BigInt(r.cost!), spent: BigInt(k.spent!),
+  };
+}
+/** The ledger once the rows written behind the answers have landed (two equal readings 1.5 s apart). */
+async function settledLedger(): Promise<Ledger> {
+  let a = await ledger();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 1_500));
+    const b = await ledger();
+    if (JSON.stringify(a, (_k, v) => (typeof v === 'bigint' ? String(v) : v)) === JSON.stringify(b, (_k, v) => (typeof v === 'bigint' ? String(v) : v))) return b;
+    a = b;
+  }
+}
+
+// the rows pass: each shape's units at concurrency 1, and what they left in Postgres per unit
+const ledgerRows: string[] = [];
+{
+  const n = Math.max(10, Math.round(20 * scale));
+  for (const shape of shapes.filter((x) => !x.name.startsWith('direct'))) {
+    if (shape.conductor) await publish(shape.conductor);
+    const a = await settledLedger();
+    const m = await measure(shape, n, 1);
+    const b = await settledLedger();
+    if (m.errors > 0) {
+      log(`${shape.name}: ${m.errors} errors in the rows pass, the first: ${m.firstError}`);
+      totalErrors += m.errors;
+    }
+    const per = (k: 'calls' | 'requests' | 'workflows' | 'steps' | 'tokensIn' | 'tokensOut') => (b[k] - a[k]) / n;
+    const paid = b.paid - a.paid;
+    // every call's cost is its tokens at the pool's prices, the request rows carry the same sum, and the key was charged it
+    const agree = paid === b.priced - a.priced && paid === b.requested - a.requested && paid === b.spent - a.spent && paid > 0n;
+    if (!agree || per('calls') !== shape.calls) {
+      log(`${shape.name}: rows pass: ${per('calls')} calls per unit (expected ${shape.calls}); paid ${paid}, priced ${b.priced - a.priced}, requests ${b.requested - a.requested}, spent ${b.spent - a.spent} (pUSD)`);
+      totalErrors++;
+    }
+    const usd = Number(paid) / 1e12 / n;
+    ledgerRows.push(
+      `${shape.name.padEnd(44)} ${per('calls').toFixed(2).padStart(6)} ${per('requests').toFixed(2).padStart(8)} ${per('workflows').toFixed(2).padStart(9)} ${per('steps').toFixed(2).padStart(6)} ${per('tokensIn').toFixed(1).padStart(8)} ${per('tokensOut').toFixed(1).padStart(8)} ${usd.toExponential(3).padStart(10)} ${agree ? 'yes' : 'NO'}`,
+    );
+  }
+}
+
+// the Batch API over the same workers: lines naming alpha and fugu-ultra (fixed:moa:2), run by the
+// provider worker the gateway starts for a batch that finds none; what they left per line and the
+// batch's charge
+{
+  const n = Math.max(10, Math.round(20 * scale));
+  await publish('fixed:moa:2');
+  const lines = Array.from({ length: 2 * n }, (_, i) => batchLine(`b-${i}`, { model: i < n ? 'alpha' : 'fugu-ultra', messages: [{ role: 'user', content: question(i) }] }));
+  const a = await settledLedger();
+  const file = await uploadBatchFile(viaGateway, jsonl(lines));
+  const created = await viaGateway.batches.create({ input_file_id: file.id, endpoint: '/v1/chat/completions', completion_window: '24h' });
+  const done = await batchEnded(viaGateway, created.id, 300_000);
+  const b = await settledLedger();
+  const charged = BigInt((await sql<{ c: string }>`select charged::text as c from batches where id = ${created.id}`.execute(database.db)).rows[0]!.c);
+  const paid = b.paid - a.paid;
+  const calls = b.calls - a.calls;
+  const agree = paid === b.priced - a.priced && paid === charged && paid === b.spent - a.spent && paid > 0n;
+  const ok = done.status === 'completed' && done.request_counts?.completed === 2 * n && calls === n * (1 + 3) && agree;
+  if (!ok) {
+    log(`batch: ${done.status}, ${JSON.stringify(done.request_counts)}, ${calls} calls (expected ${4 * n}); paid ${paid}, priced ${b.priced - a.priced}, charged ${charged}, spent ${b.spent - a.spent} (pUSD)`);
+    totalErrors++;
+  }
+  ledgerRows.push(
+    `${`batch, ${n} alpha + ${n} fugu-ultra: per line`.padEnd(44)} ${(calls / (2 * n)).toFixed(2).padStart(6)} ${((b.requests - a.requests) / (2 * n)).toFixed(2).padStart(8)} ${((b.workflows - a.workflows) / (2 * n)).toFixed(2).padStart(9)} ${((b.steps - a.steps) / (2 * n)).toFixed(2).padStart(6)} ${((b.tokensIn - a.tokensIn) / (2 * n)).toFixed(1).padStart(8)} ${((b.tokensOut - a.tokensOut) / (2 * n)).toFixed(1).padStart(8)} ${(Number(paid) / 1e12 / (2 * n)).toExponential(3).padStart(10)} ${agree ? 'yes' : 'NO'}`,
+  );
+  log(`batch: ${done.status} (${done.request_counts?.completed} of ${2 * n} lines)`);
+}
+
 const header = `${'shape'.padEnd(44)} conc  reqs errors  k  p50 ms  p99 ms  added    added     req/s\n${''.padEnd(44)} ${''.padStart(4)} ${''.padStart(5)} ${''.padStart(6)} ${''.padStart(2)}    wall    wall    p50 ms   p99 ms`;
 process.stdout.write(
-  `\nfugu-ultra served: wall time per request and what it adds beyond its stub workers' delays (L = ${L} ms; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
+  `\nfugu-ultra served: wall time per request and what it adds beyond its ${SCRIPTED ? 'scripted' : 'stub'} workers' delays (L = ${L} ms${SCRIPTED ? ', each call drawn from 0.75 L to 1.25 L' : ''}; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
     `${header}\n${rows.join('\n')}\n` +
     `\nfugu-ultra over the gateway's plain path (p50 added minus the worker-by-name p50 added, same concurrency)\n${overPlain.join('\n')}\n` +
     `\nfugu-ultra's tool loop over the same tool loop on a worker by name (each part against its by-name counterpart: two requests a round trip on both sides)\n${overPlainTools.join('\n')}\n` +
+    `\nRows and charges per unit (concurrency 1; workers: ${SCRIPTED ? 'scripted' : 'OpenAI-wire stubs'}): chat_calls, requests, workflows and workflow_steps rows, the calls' tokens, USD; "agree": each call's cost is its tokens at the pool's prices, the request rows (a batch: its charge) sum to it, the key's spent too\n` +
+    `${'shape'.padEnd(44)}  calls requests workflows  steps tok in  tok out        USD agree\n${ledgerRows.join('\n')}\n` +
     (commitRows.length > 0 ? `\nPostgres commits per unit (a request; tools: the round trip's two), net of the gateway's idle commits\n${commitRows.join('\n')}\n` : '') +
     `errors: ${totalErrors}; load average (1 min) at the end: ${load1()}\n`,
 );
