@@ -10,12 +10,12 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fork, type ChildProcess } from 'node:child_process';
 import OpenAI, { APIError } from 'openai';
-import { tokenCost, type ChatMessage, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { tokenCost, type ChatMessage, type WorkerPool } from '@fugu/core';
 import { loadConfig, serviceEnv, type FuguConfig } from '@fugu/config';
 import { createApiKey, revokeApiKey, listApiKeys } from '@fugu/db';
 import type { TestDatabase } from '@fugu/db/testing';
 import { replayStoreFor, writeWorkerPool } from '@fugu/datasets';
-import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
+import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub } from '@fugu/providers/testing';
 import { InProcessRouteClient, routingText } from '@fugu/serving';
 import { createLogger } from '@fugu/telemetry';
 import { providerCallQueue, type RedisClient } from '@fugu/queue';
@@ -23,7 +23,7 @@ import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { toChatMessages } from '../../apps/gateway/src/wire.ts';
 import { startRouterWorkerProcess, type RouterWorkerProcess } from '../support/router-workers.ts';
 import { forkGateway } from '../support/app-process.ts';
-import { startRoutedGateway, type RoutedGateway } from '../support/routed-gateway.ts';
+import { replyAs, startRoutedGateway, worker, type RoutedGateway } from '../support/routed-gateway.ts';
 
 const gatewayMain = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../../apps/gateway/src/main.ts');
 
@@ -49,25 +49,6 @@ const VOLCANO = 'Tell me about the volcanoes of Iceland and their eruptions.';
 const KNOWN_QUESTION = 'What is the capital of Australia?';
 
 const routing = (m: OpenAI.ChatCompletionMessageParam[]): string => routingText(toChatMessages(m as never) as ChatMessage[]);
-
-/** Each stub names its worker; with tools and a user message last, it calls get_weather. */
-function replyAs(name: string) {
-  return (req: RecordedRequest): StubReply => {
-    const msgs = req.body?.messages ?? [];
-    const last = msgs[msgs.length - 1];
-    if (req.body?.tools && last?.role === 'user') return { type: 'tool-calls', calls: [{ id: `call_${name}`, name: 'get_weather', arguments: '{"city":"Paris"}' }] };
-    return { type: 'text', text: `answer from ${name}` };
-  };
-}
-
-const worker = (name: string, stub: OpenAIStub, price: [string, string] = ['0', '0']): WorkerSpec => ({
-  name,
-  provider: 'openai-compatible',
-  model: `${name}-model`,
-  baseUrl: stub.baseURL,
-  settings: {},
-  prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
-});
 
 let routed: RoutedGateway | undefined;
 let database: TestDatabase;

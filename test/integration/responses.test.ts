@@ -6,13 +6,13 @@
 // ModelHandler the way fugu-ultra is (extension object, extra usage fields, progress events).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI, { APIError } from 'openai';
-import { tokenCost, type WorkerPool, type WorkerSpec } from '@fugu/core';
+import { tokenCost, type WorkerPool } from '@fugu/core';
 import { createApiKey, getStoredResponse, listRequests } from '@fugu/db';
 import type { TestDatabase } from '@fugu/db/testing';
 import type { ChatRequest } from '@fugu/providers';
-import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
+import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub } from '@fugu/providers/testing';
 import type { AnswerEvent, ModelHandler } from '../../apps/gateway/src/models.ts';
-import { startRoutedGateway, type RoutedGateway } from '../support/routed-gateway.ts';
+import { replyAs, startRoutedGateway, worker, type RoutedGateway } from '../support/routed-gateway.ts';
 
 const WEATHER = "What's the weather in Paris right now?";
 const PROOF = 'Prove that the square root of two is irrational, step by step.';
@@ -21,25 +21,6 @@ const VOLCANO = 'Tell me about the volcanoes of Iceland and their eruptions.';
 const tools: OpenAI.Responses.FunctionTool[] = [
   { type: 'function', name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters, strict: false },
 ];
-
-/** Each stub names its worker; with tools and a user message last, it calls get_weather. */
-function replyAs(name: string) {
-  return (req: RecordedRequest): StubReply => {
-    const msgs = req.body?.messages ?? [];
-    const last = msgs[msgs.length - 1];
-    if (req.body?.tools && last?.role === 'user') return { type: 'tool-calls', calls: [{ id: `call_${name}`, name: 'get_weather', arguments: '{"city":"Paris"}' }] };
-    return { type: 'text', text: `answer from ${name}` };
-  };
-}
-
-const worker = (name: string, stub: OpenAIStub, price: [string, string] = ['0', '0']): WorkerSpec => ({
-  name,
-  provider: 'openai-compatible',
-  model: `${name}-model`,
-  baseUrl: stub.baseURL,
-  settings: {},
-  prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
-});
 
 /** A model kind beside the router and the workers, as fugu-ultra registers: an extension object, extra usage fields, progress events while it streams. */
 const ultraSeen: Array<{ req: ChatRequest; conversation: string | undefined; newConversation: string | undefined }> = [];

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import type { WorkerPool } from '@fugu/core';
+import type { WorkerPool, WorkerSpec } from '@fugu/core';
+import type { OpenAIStub, RecordedRequest, StubReply } from '@fugu/providers/testing';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { publishDeployment, type CheckpointRecord } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
@@ -53,6 +54,20 @@ export type RoutedGatewayOptions = {
   /** buildGateway's further options (default env: {}), made once the deployment is published; it may store more first */
   gateway?: (s: GatewaySetup) => Partial<GatewayOptions> | Promise<Partial<GatewayOptions>>;
 };
+
+/** A stub's replies that name its worker; with tools and a user message last, it calls get_weather. */
+export function replyAs(name: string) {
+  return (req: RecordedRequest): StubReply => {
+    const last = (req.body?.messages ?? []).at(-1);
+    if (req.body?.tools && last?.role === 'user') return { type: 'tool-calls', calls: [{ id: `call_${name}`, name: 'get_weather', arguments: '{"city":"Paris"}' }] };
+    return { type: 'text', text: `answer from ${name}` };
+  };
+}
+
+/** A pool worker played by an OpenAI stub (free unless priced). */
+export const worker = (name: string, stub: OpenAIStub, price: [string, string] = ['0', '0']): WorkerSpec => ({
+  name, provider: 'openai-compatible', model: `${name}-model`, baseUrl: stub.baseURL, settings: {}, prices: { inputPerMTok: price[0], outputPerMTok: price[1] },
+});
 
 export async function startRoutedGateway(opts: RoutedGatewayOptions): Promise<RoutedGateway> {
   const parts: Partial<RoutedGateway> = {};
