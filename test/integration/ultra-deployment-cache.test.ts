@@ -1,6 +1,6 @@
 // fugu-ultra's deployment reused between publishes (apps/gateway/src/ultra.ts deploymentCache):
 // the real `openai` client against two gateways (buildGateway with the fugu-ultra model, real
-// Postgres and Redis) over stub workers that name themselves in their answers. The deployment is
+// Postgres and Redis) over the scripted provider's workers (in process, answering at once). The deployment is
 // reused for FUGU_GATEWAY_ULTRA_CACHE_MS, set to an hour here so that nothing but `fugu ultra
 // publish`'s Redis message can make a gateway read it again within the test: what is asserted is
 // which Conductor answered and how many times each gateway read the row (its reader counts), never
@@ -18,10 +18,9 @@ import { writeWorkerPool } from '@fugu/datasets';
 import { createApiKey, getUltraDeployment, publishUltraDeployment, savePool, type Db, type StoredWorker } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
-import { startOpenAIStub, type OpenAIStub, type StubReply } from '@fugu/providers/testing';
 import { createLogger } from '@fugu/telemetry';
 import { cmdUltraPublish, ULTRA_PUBLISH_DEFAULTS } from '../../apps/cli/src/commands/ultra-publish.ts';
-import { startUltraGateway, stubWorker } from '../support/ultra-gateway.ts';
+import { startUltraGateway } from '../support/ultra-gateway.ts';
 import { publishUltraAndTell } from '../support/ultra-publish.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 
@@ -35,18 +34,17 @@ let pool: WorkerPool;
 let poolFile: string;
 let stored: { poolId: number; workers: StoredWorker[] };
 let apiKey: string;
-const stubs: Record<string, OpenAIStub> = {};
 const gateways: FastifyInstance[] = [];
 /** each gateway's URL and the reads of the deployment it made */
 const gw: Array<{ url: string; reads: number }> = [];
 const quiet = createLogger({ name: 'ultra-deployment-cache-test', level: 'silent' });
 
-/** The worker that answered (fixed:single:<w>: the Conductor's one step), by the answer and the header. */
+/** The worker that answered (fixed:single:<w>: the Conductor's one step), by the header and the `fugu` object's step. */
 async function answeredBy(url: string): Promise<string> {
   const client = new OpenAI({ apiKey, baseURL: url, maxRetries: 0, timeout: 30_000 });
   const { data, response } = await client.chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: 'Who answers?' }] }).withResponse();
   const worker = response.headers.get('x-fugu-worker')!;
-  expect(data.choices[0]!.message.content).toBe(`${worker} answers`);
+  expect((data as unknown as { fugu: { steps: Array<{ worker: string }> } }).fugu.steps.map((st) => st.worker)).toEqual([worker]);
   return worker;
 }
 
@@ -60,8 +58,10 @@ beforeAll(async () => {
     FUGU_REDIS_URL: testRedisUrl(), FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fuguuc${randomBytes(4).toString('hex')}`, FUGU_HOME: home, FUGU_LOG_LEVEL: 'silent',
     FUGU_GATEWAY_ULTRA_CACHE_MS: String(HOUR_MS),
   });
-  for (const w of WORKERS) stubs[w] = await startOpenAIStub({ defaultReply: (): StubReply => ({ type: 'text', text: `${w} answers`, usage: { input: 10, output: 2 } }) });
-  pool = { name: 'ultra-cache-test', workers: WORKERS.map((w) => stubWorker(w, stubs[w]!)) };
+  pool = {
+    name: 'ultra-cache-test',
+    workers: WORKERS.map((w, i) => ({ name: w, provider: 'scripted', model: w, settings: {}, prices: { inputPerMTok: '1', outputPerMTok: '2' }, script: { seed: i + 1, latencyMs: 0 } })),
+  };
   poolFile = path.join(home, 'pool.yaml');
   await writeWorkerPool(poolFile, pool);
   stored = await savePool(database.db, pool, poolContentHash(pool));
@@ -81,7 +81,6 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const g of gateways) await g.close().catch(() => {});
-  await Promise.all(Object.values(stubs).map((s) => s.close()));
   await database?.drop();
   if (home) await rm(home, { recursive: true, force: true });
 });
