@@ -64,8 +64,10 @@ describe('chat-call fault injection', () => {
 
     const rows = async () => (await sql<{ n: number }>`select count(*)::int as n from chat_calls`.execute(env.ctx.db)).rows[0]!.n;
     await waitFor('a part of the chat calls', async () => { const n = await rows(); return n >= 400 ? n : undefined; }, 60_000, 10);
-    // rows appear a batch at a time: the kill lands in the middle of the next batch's wait
-    await new Promise((r) => setTimeout(r, LINGER_MS / 2));
+    // rows appear a batch at a time: the kill lands while answers are cached whose rows wait (on
+    // a loaded machine a fixed pause can land just after a batch was written)
+    const unrecorded = async () => (await sql<{ n: number }>`select count(*)::int as n from response_cache r where not exists (select 1 from chat_calls c where r.paid_by = 'chat-call:' || c.key)`.execute(env.ctx.db)).rows[0]!.n;
+    await waitFor('answers cached whose rows are not yet written', async () => (await unrecorded()) >= 4, 60_000, 5);
     await first.kill9();
     // the killed worker's last request and statements land (nothing else calls the stub or
     // writes rows until the next worker starts); then what it left: the steps that reached the
