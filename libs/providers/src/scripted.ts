@@ -245,8 +245,9 @@ function clip(s: string, n: number): string {
   return one.length > n ? `${one.slice(0, n - 3)}...` : one;
 }
 
-/** Waits `ms` (Node's abortable timer); the caller's abort is an AbortedError. */
+/** Waits `ms` (Node's abortable timer; none at 0, where a timer would still take a millisecond); the caller's abort is an AbortedError. */
 async function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (ms <= 0 && !signal?.aborted) return;
   try {
     await delay(Math.max(0, ms), undefined, signal && { signal });
   } catch {
