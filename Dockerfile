@@ -55,6 +55,7 @@ COPY libs/es/package.json libs/es/
 COPY libs/evaluation/package.json libs/evaluation/
 COPY libs/grpo/package.json libs/grpo/
 COPY libs/local-services/package.json libs/local-services/
+COPY libs/multistep/package.json libs/multistep/
 COPY libs/providers/package.json libs/providers/
 COPY libs/queue/package.json libs/queue/
 COPY libs/report/package.json libs/report/

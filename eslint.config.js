@@ -35,6 +35,8 @@ export default [
             lib('grpo', ['core']),
             lib('router-model', ['core']),
             lib('conductor', ['core']),
+            // multistep: recorded multi-agent runs as per-question tables (converters, answer equivalence) and the step model measured on them
+            lib('multistep', ['core', 'conductor']),
             // calls: the one call pipeline (cache, shared rate limits, provider, cost, call row)
             lib('calls', ['core', 'config', 'telemetry', 'providers', 'db', 'queue']),
             // evaluation: the evaluation-batch driver (plan, enqueue, follow, summary, labels)

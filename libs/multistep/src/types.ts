@@ -1,0 +1,38 @@
+// The per-question tables of recorded multi-agent runs (data/multistep/<source>.jsonl, one
+// question a line): what each agent answered in each round, whether it was right, and which of
+// the previous round's answers its message showed it. No message text: the tables are what the
+// step model's estimator and its out-of-sample check read (issue 29).
+
+/** One agent's answer in one round. */
+export type AgentAnswer = {
+  /** the agent's index in the run, from 0 (the same agent keeps its index across rounds) */
+  agent: number;
+  /**
+   * The answer extracted from its message, normalised (MATH: the LaTeX after the benchmark's
+   * `_strip_string`; multiple choice: the letter; code: null, graded by tests); null where no
+   * answer could be extracted (then `correct` is false).
+   */
+  answer: string | null;
+  correct: boolean;
+  /**
+   * The agents whose answers of the previous round this agent's message showed it, itself
+   * included where it was shown its own (empty in the first round: a solo answer).
+   */
+  read: number[];
+};
+
+/** One question of one recorded run. */
+export type MultistepQuestion = {
+  /** unique within its source, stable across conversions (e.g. `algebra/1001_1246/17`) */
+  id: string;
+  /** the table it belongs to (e.g. `dylan-math-cot`) */
+  source: string;
+  /** MATH: the problem type (`Algebra`); MMLU: the subject; code: the benchmark */
+  task: string;
+  /** MATH: the difficulty level, 1 to 5; absent elsewhere */
+  level?: number;
+  /** the gold answer as the source gives it (MATH: after `_strip_string`); absent for code */
+  gold?: string;
+  /** rounds[0] is the first round (every answer solo); later rounds may have fewer agents (early stops, selection) */
+  rounds: AgentAnswer[][];
+};
