@@ -36,3 +36,20 @@ export type MultistepQuestion = {
   /** rounds[0] is the first round (every answer solo); later rounds may have fewer agents (early stops, selection) */
   rounds: AgentAnswer[][];
 };
+
+/** What a converter read, and what it left out and why (the data README's counts come from it). */
+export type ConvertReport = {
+  /** the table's name (`dylan-math-cot`): data/multistep/<source>.jsonl */
+  source: string;
+  /** the source files read, relative to the checkout's root */
+  filesRead: string[];
+  /** files the converter looks for that the checkout lacks (e.g. absent from a snapshot), relative paths */
+  filesMissing: string[];
+  /** questions written */
+  questions: number;
+  /** questions or answers left out, counted by reason (the reason a short sentence) */
+  dropped: Record<string, number>;
+};
+
+/** A converter's result: the table's rows in a stable order, and its report. */
+export type Converted = { questions: MultistepQuestion[]; report: ConvertReport };
