@@ -258,12 +258,13 @@ export async function runCalibration(ctx: Context, opts: CalibrationOptions): Pr
       dropped++;
       return;
     }
-    observations.push({ worker: b, proposer: a, item: item.id, s, f: g[0] ? 1 : 0, correct: g[1] });
+    observations.push({ worker: b, proposer: a, item: item.id, cluster: item.id, s, f: g[0] ? 1 : 0, correct: g[1] });
   });
   const cachedProposerSteps = chainGrades.filter((c) => c.cached[0] === true).length;
   const failed = [...soloDone, ...chainDone].filter((r) => r.status !== 'done' || r.finishReason !== 'answered').length;
 
-  const estimates = estimateReplayParamsByWorker(observations, { priorStrength });
+  // the intervals: the items resampled (a seeded bootstrap, the same estimator as `fugu multistep fit`)
+  const estimates = estimateReplayParamsByWorker(observations, { priorStrength, bootstrap: { samples: 500, seed: opts.seed } });
   return {
     id, dataset: dataset.name, pool: pool.name, workers: roles, items: items.length, pairs,
     workflows: { solo: soloDone.length, chains: chainDone.length, failed }, cachedProposerSteps, dropped, solo, observations, estimates,

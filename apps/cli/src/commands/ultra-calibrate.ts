@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import type { CellEstimate, ReplayEstimate } from '@fugu/conductor';
+import type { CornerName, ReplayEstimate } from '@fugu/conductor';
 import { openContext } from '@fugu/evaluation';
 import { startLocalConductors, startLocalWorkers } from '@fugu/local-services';
 import { runCalibration, type CalibrationResult } from '@fugu/ultra-training';
@@ -72,15 +72,19 @@ async function cmdCalibrate(config: FuguConfig, f: CalibrateFlags, signal: Abort
 }
 
 const fmt = (x: number): string => x.toFixed(3);
-const cellText = (c: CellEstimate): string =>
-  c.n === 0 ? `${fmt(c.estimate)} (${c.source}, n 0)` : `${fmt(c.estimate)} (n ${c.n}, ${fmt(c.interval[0])}-${fmt(c.interval[1])})`;
+/** a corner's value, n and 95% interval (the bootstrap's over items where it ran, else the corner's Wilson interval) */
+const cellText = (e: ReplayEstimate, name: CornerName): string => {
+  const c = e.cells[name];
+  const [lo, hi] = e.bootstrap?.intervals[name] ?? c.interval;
+  return c.n === 0 ? `${fmt(c.estimate)} (${c.source}, n 0)` : `${fmt(c.estimate)} (n ${c.n}, ${fmt(lo)}-${fmt(hi)})`;
+};
 const herdText = (e: ReplayEstimate): string =>
   e.herd.source === 'fallback' ? `${fmt(e.herd.estimate)} (fallback, not identified)` : `${fmt(e.herd.estimate)} (n ${e.herd.n}, ${fmt(e.herd.interval[0])}-${fmt(e.herd.interval[1])}${e.herd.identified ? '' : ', not identified'})`;
 
 /** The per-worker table: solo accuracy, the four corners with n and 95% interval, herd. */
 export function formatCalibration(r: CalibrationResult): string {
   const header = ['worker', 'solo', 'keep', 'misled', 'adopt', 'fix', 'herd'];
-  const row = (name: string, e: ReplayEstimate, solo: string): string[] => [name, solo, cellText(e.cells.keep), cellText(e.cells.misled), cellText(e.cells.adopt), cellText(e.cells.fix), herdText(e)];
+  const row = (name: string, e: ReplayEstimate, solo: string): string[] => [name, solo, cellText(e, 'keep'), cellText(e, 'misled'), cellText(e, 'adopt'), cellText(e, 'fix'), herdText(e)];
   const rows = Object.entries(r.estimates.workers).map(([w, e]) => {
     const s = r.solo[w];
     return row(w, e, s ? `${s.correct}/${s.n}` : '-');
@@ -93,7 +97,7 @@ export function formatCalibration(r: CalibrationResult): string {
       ` (${r.workflows.failed} workflows not answered, ${r.dropped} dropped; ${r.cachedProposerSteps} of ${r.workflows.chains} proposer steps from the response cache)`,
     line(header),
     ...rows.map(line),
-    'cells: value (n, 95% Wilson interval); per-worker values are shrunk toward the pool\'s; herd needs steps that see 2+ answers that disagree (not run here)',
+    `cells: value (n, 95% interval: a bootstrap over the items, ${r.estimates.pool.bootstrap?.samples ?? 0} resamples); per-worker values are shrunk toward the pool's; herd needs steps that see 2+ answers that disagree (not run here)`,
   ];
   const drift = Object.entries(r.solo).filter(([, s]) => s.recorded);
   if (drift.length > 0) lines.push(`recorded vs live solo outcomes: ${drift.map(([w, s]) => `${w} ${s.recorded!.agree}/${s.recorded!.n} agree`).join(', ')}`);

@@ -78,6 +78,76 @@ describe('estimateReplayParams', () => {
   });
 });
 
+describe('estimateReplayParams: the joint maximum likelihood and the bootstrap (issue 29)', () => {
+  /** Observations of the split cells only (f = 1/3 and 2/3: three other agents, as in a 4-agent debate). */
+  const splitOnly = (p: ReplayParams, n: number, seed: number) => simulate(p, n, seed).filter((o) => o.f > 0 && o.f < 1);
+
+  it('the split observations inform the corners: with few corner observations, the joint estimate is nearer the truth than the corner counts', () => {
+    const truth: ReplayParams = { keep: 0.9, misled: 0.3, adopt: 0.6, fix: 0.1, herd: 1.5 };
+    let joint = 0, counts = 0;
+    for (let seed = 0; seed < 10; seed++) {
+      const corners = simulate(truth, 25, seed).filter((o) => o.f === 0 || o.f === 1);
+      const est = estimateReplayParams([...corners, ...splitOnly(truth, 400, 50 + seed)]);
+      for (const c of ['keep', 'misled', 'adopt', 'fix'] as const) {
+        const share = est.cells[c].correct / est.cells[c].n;
+        joint += Math.abs(est.params[c] - truth[c]);
+        counts += Math.abs((c === 'misled' ? 1 - share : share) - truth[c]);
+      }
+    }
+    expect(joint).toBeLessThan(0.8 * counts);
+  });
+
+  it('maximises the likelihood: no corner or herd value nearby does better, and the count-only corners do worse', () => {
+    const truth: ReplayParams = { keep: 0.93, misled: 0.25, adopt: 0.55, fix: 0.06, herd: 3 };
+    const obs = simulate(truth, 300, 7);
+    const est = estimateReplayParams(obs);
+    const ll = (p: ReplayParams) => obs.reduce((t, o) => { const q = stepProbability(p, o.s, o.f); return t + Math.log(o.correct ? q : 1 - q); }, 0);
+    expect(est.logLik).toBeCloseTo(ll(est.params), 8);
+    const r = rng('calibrate-test-nearby', 1);
+    for (let i = 0; i < 200; i++) {
+      const near = { ...est.params };
+      for (const c of ['keep', 'misled', 'adopt', 'fix'] as const) near[c] = Math.min(0.999, Math.max(0.001, near[c] + (r.next() - 0.5) * 0.04));
+      near.herd = est.params.herd * Math.exp((r.next() - 0.5) * 0.2);
+      expect(ll(near)).toBeLessThanOrEqual(est.logLik + 1e-6);
+    }
+    const counts = { ...est.params };
+    for (const c of ['keep', 'misled', 'adopt', 'fix'] as const) counts[c] = c === 'misled' ? 1 - est.cells[c].correct / est.cells[c].n : est.cells[c].correct / est.cells[c].n;
+    expect(ll(counts)).toBeLessThan(est.logLik);
+  });
+
+  it('the bootstrap: the same seed the same intervals, another seed others; its intervals cover the truth about 95% of the time', () => {
+    const truth: ReplayParams = { keep: 0.9, misled: 0.3, adopt: 0.5, fix: 0.08, herd: 2 };
+    const obs = simulate(truth, 150, 11);
+    const a = estimateReplayParams(obs, { bootstrap: { samples: 100, seed: 1 } });
+    expect(estimateReplayParams(obs, { bootstrap: { samples: 100, seed: 1 } }).bootstrap).toEqual(a.bootstrap);
+    expect(estimateReplayParams(obs, { bootstrap: { samples: 100, seed: 2 } }).bootstrap).not.toEqual(a.bootstrap);
+    let covered = 0, total = 0;
+    for (let seed = 0; seed < 12; seed++) {
+      const est = estimateReplayParams(simulate(truth, 150, 100 + seed), { bootstrap: { samples: 150, seed } });
+      for (const c of ['keep', 'misled', 'adopt', 'fix'] as const) {
+        const [lo, hi] = est.bootstrap!.intervals[c];
+        expect(lo).toBeLessThanOrEqual(est.params[c] + 1e-9);
+        expect(hi).toBeGreaterThanOrEqual(est.params[c] - 1e-9);
+        total++;
+        if (lo <= truth[c] && truth[c] <= hi) covered++;
+      }
+    }
+    expect(covered).toBeGreaterThanOrEqual(total - 7);
+  });
+
+  it('resamples questions, not observations: four copies of each observation in one question give the intervals of the data once', () => {
+    const truth: ReplayParams = { keep: 0.9, misled: 0.3, adopt: 0.5, fix: 0.08, herd: 2 };
+    const once = simulate(truth, 80, 5).map((o, i) => ({ ...o, cluster: `q${i}` }));
+    const copies = once.flatMap((o) => [o, o, o, o]);
+    const width = (e: ReturnType<typeof estimateReplayParams>) => e.bootstrap!.intervals.adopt[1] - e.bootstrap!.intervals.adopt[0];
+    const w1 = width(estimateReplayParams(once, { bootstrap: { samples: 300, seed: 3 } }));
+    const wq = width(estimateReplayParams(copies, { bootstrap: { samples: 300, seed: 3 } }));
+    const wObs = width(estimateReplayParams(copies.map(({ cluster: _c, ...o }) => o), { bootstrap: { samples: 300, seed: 3 } }));
+    expect(Math.abs(wq - w1) / w1).toBeLessThan(0.25);
+    expect(wObs).toBeLessThan(0.7 * wq);
+  });
+});
+
 describe('estimateReplayParamsByWorker', () => {
   it('estimates each worker, shrunk toward the pool', () => {
     const a: ReplayParams = { keep: 0.95, misled: 0.1, adopt: 0.8, fix: 0.05, herd: 2 };
