@@ -59,7 +59,7 @@ export type ReplayEstimate = {
   /** the maximised log-likelihood (the prior's pseudo-observations left out) */
   logLik: number;
   /** with `bootstrap`: each parameter's 95% percentile interval over the resamples, and how many */
-  bootstrap?: { samples: number; clusters: number; intervals: Record<keyof ReplayParams, [number, number]> };
+  bootstrap?: { samples: number; clusters: number; intervals: Record<keyof ReplayParams, [number, number]>; /** with `keepDraws`: each resample's parameters */ draws?: ReplayParams[] };
 };
 
 export type EstimateOptions = {
@@ -69,7 +69,7 @@ export type EstimateOptions = {
   prior?: ReplayParams;
   priorStrength?: number;
   /** resample the clusters (questions) this many times with this seed: percentile intervals of every parameter */
-  bootstrap?: { samples: number; seed: number | string };
+  bootstrap?: { samples: number; seed: number | string; keepDraws?: boolean };
 };
 
 const Z95 = 1.959963984540054;
@@ -296,6 +296,7 @@ export function estimateReplayParams(obs: readonly CalibrationObservation[], opt
     }
     const intervals = Object.fromEntries(REPLAY_PARAM_NAMES.map((name) => [name, percentiles(draws[name])])) as Record<keyof ReplayParams, [number, number]>;
     out.bootstrap = { samples: opts.bootstrap.samples, clusters: C, intervals };
+    if (opts.bootstrap.keepDraws) out.bootstrap.draws = draws.keep.map((_, b) => ({ keep: draws.keep[b]!, misled: draws.misled[b]!, adopt: draws.adopt[b]!, fix: draws.fix[b]!, herd: draws.herd[b]! }));
   }
   return out;
 }
