@@ -141,8 +141,9 @@ export function outOfSample(
     const { observations } = observationsOf(fit.filter((q) => fitBy(q) === g), { rounds: [round] });
     if (observations.length === 0) continue;
     const est = estimateReplayParams(observations, { bootstrap: { samples: opts.samples, seed: `${opts.seed}/${g}`, keepDraws: true } });
-    fits[g] = est;
-    drawsOf[g] = est.bootstrap!.draws!;
+    const { draws, ...intervals } = est.bootstrap!;
+    fits[g] = { ...est, bootstrap: intervals };
+    drawsOf[g] = draws!;
   }
   const predictions: OutOfSample['predictions'] = {};
   for (const g of [...new Set(test.map(reportBy))].sort()) {

@@ -3,6 +3,7 @@
 import type { CommandGroup } from '../cli.ts';
 import { batchCommands } from './batch.ts';
 import { evalCommands } from './eval.ts';
+import { multistepCommands } from './multistep.ts';
 import { requestsCommands } from './requests.ts';
 import { routerCommands } from './router.ts';
 import { servicesCommands } from './services.ts';
@@ -10,4 +11,4 @@ import { servingCommands } from './serving.ts';
 import { trainCommands } from './train.ts';
 import { ultraCommands } from './ultra.ts';
 
-export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, batchCommands, ultraCommands];
+export const COMMAND_GROUPS: readonly CommandGroup[] = [servicesCommands, evalCommands, routerCommands, trainCommands, servingCommands, requestsCommands, batchCommands, ultraCommands, multistepCommands];

@@ -1,0 +1,47 @@
+// `fugu multistep fit`: the replay step model's parameters measured on recorded multi-agent runs
+// (data/multistep), with bootstrap intervals, and the out-of-sample check. The logic is in
+// @fugu/multistep and @fugu/conductor (the estimator `fugu ultra calibrate` uses too). No
+// service is needed: the tables are files.
+import { InputError } from '@fugu/core';
+import { DEFAULT_TABLES_DIR, fitTable, formatFits, readTables, type TableFit } from '@fugu/multistep';
+import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
+
+type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; json?: boolean };
+
+export const multistepCommands: CommandGroup = (program) => {
+  const multistep = program
+    .command('multistep')
+    .description('the replay step model measured on recorded multi-agent runs (data/multistep: DyLAN debates, Reflexion)');
+  multistep
+    .command('fit')
+    .description("each table's step-model parameters (keep, misled, adopt, fix, herd) with bootstrap intervals, per MATH level where there are levels, and the out-of-sample check")
+    .option('--dir <dir>', 'the tables (<source>.jsonl)', DEFAULT_TABLES_DIR)
+    .addOption(listOption('--tables <a,b>', 'only these tables (file names without .jsonl; default: every table with a second round)'))
+    .addOption(intOption('--seed <n>', 'seed of the halves and the bootstrap', 0))
+    .addOption(intOption('--samples <n>', 'bootstrap resamples', 500))
+    .addOption(jsonOption())
+    .action(action((f: FitFlags) => cmdFit(f)));
+};
+
+async function cmdFit(f: FitFlags): Promise<number> {
+  if (f.samples < 20) throw new InputError(`must be at least 20, got ${f.samples}`, { field: '--samples' });
+  const tables = await readTables(f.dir);
+  const names = f.tables ?? Object.keys(tables);
+  const unknown = names.filter((n) => !(n in tables));
+  if (unknown.length > 0) throw new InputError(`no table ${unknown.map((n) => `"${n}"`).join(', ')} in ${f.dir} (there: ${Object.keys(tables).join(', ')})`, { field: '--tables' });
+  const fits: TableFit[] = [];
+  for (const name of names) {
+    const qs = tables[name]!;
+    // a table whose questions never reach a second round (single-agent runs) has nothing to fit
+    if (!qs.some((q) => q.rounds.length > 1 && q.rounds[1]!.length > 0)) {
+      if (f.tables) process.stderr.write(`${name}: no question reaches a second round; left out\n`);
+      continue;
+    }
+    const t0 = performance.now();
+    fits.push(fitTable(name, qs, { seed: f.seed, samples: f.samples }));
+    process.stderr.write(`${name}: ${qs.length} questions fitted in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  }
+  if (f.json) printJson(fits);
+  else process.stdout.write(`${formatFits(fits)}\n`);
+  return 0;
+}

@@ -1,0 +1,87 @@
+// `fugu multistep fit`: the step model's parameters measured on each recorded run (per table,
+// and per MATH level where the table has levels), with bootstrap intervals over questions, and
+// the out-of-sample check: one parameter set for the whole table against one per level. What is
+// fitted is the second round (round 1, from 0): every agent's answer after it read the first
+// round's answers; later rounds of these runs follow a selection (DyLAN's ranking of agents),
+// which the step model does not describe.
+
+import { estimateReplayParams, type ReplayEstimate } from '@fugu/conductor';
+import { observationsOf, type ObservationCounts } from './observations.ts';
+import { outOfSample, type OutOfSample } from './out-of-sample.ts';
+import type { MultistepQuestion } from './types.ts';
+
+export const FIT_ROUND = 1;
+
+export type GroupFit = { group: string; questions: number; observations: number; estimate: ReplayEstimate };
+
+export type TableFit = {
+  source: string;
+  questions: number;
+  /** questions that reached the fitted round */
+  reached: number;
+  counts: ObservationCounts;
+  /** `all`, then `level 1` to `level 5` where the table has levels */
+  groups: GroupFit[];
+  /** one parameter set for the table, its predictions reported per level where there are levels (else for all) */
+  pooled: OutOfSample;
+  /** a parameter set per level, where there are levels */
+  perLevel?: OutOfSample;
+};
+
+const levelOf = (q: MultistepQuestion): string => `level ${q.level ?? '?'}`;
+
+export function fitTable(source: string, questions: readonly MultistepQuestion[], opts: { seed: number; samples: number }): TableFit {
+  const { observations, counts } = observationsOf(questions, { rounds: [FIT_ROUND] });
+  const levels = questions.some((q) => q.level !== undefined);
+  const groupNames = ['all', ...(levels ? [...new Set(questions.map(levelOf))].sort() : [])];
+  const groups = groupNames.map((group): GroupFit => {
+    const qs = group === 'all' ? questions : questions.filter((q) => levelOf(q) === group);
+    const ids = new Set(qs.map((q) => `${q.source}/${q.id}`));
+    const obs = group === 'all' ? observations : observations.filter((o) => ids.has(o.cluster));
+    return { group, questions: qs.length, observations: obs.length, estimate: estimateReplayParams(obs, { bootstrap: { samples: opts.samples, seed: `${opts.seed}/${source}/${group}` } }) };
+  });
+  const reached = questions.filter((q) => q.rounds.length > FIT_ROUND).length;
+  const pooled = outOfSample(questions, { seed: opts.seed, samples: opts.samples, round: FIT_ROUND, ...(levels && { reportBy: levelOf }) });
+  const perLevel = levels ? outOfSample(questions, { seed: opts.seed, samples: opts.samples, round: FIT_ROUND, fitBy: levelOf }) : undefined;
+  return { source, questions: questions.length, reached, counts, groups, pooled, ...(perLevel && { perLevel }) };
+}
+
+const f3 = (x: number): string => x.toFixed(3);
+const iv = ([lo, hi]: [number, number]): string => `${f3(lo)}-${f3(hi)}`;
+
+/** The parameter table and the out-of-sample table, as text. */
+export function formatFits(fits: readonly TableFit[]): string {
+  const lines: string[] = [];
+  lines.push('The step model measured on recorded multi-agent runs (second round; 95% intervals: a bootstrap over questions)');
+  const head = ['table', 'group', 'questions', 'steps', 'keep', 'misled', 'adopt', 'fix', 'herd'];
+  const rows: string[][] = [];
+  for (const t of fits) {
+    for (const g of t.groups) {
+      const e = g.estimate, b = e.bootstrap!.intervals;
+      // a parameter no observation informs is the preset's, not a measurement: said so
+      const cell = (k: 'keep' | 'misled' | 'adopt' | 'fix' | 'herd') =>
+        k === 'herd' ? (e.herd.source === 'fallback' ? '(no split f)' : `${f3(e.params.herd)} (${iv(b.herd)})`) : e.cells[k].source !== 'data' ? '(no data)' : `${f3(e.params[k])} (${iv(b[k])})`;
+      rows.push([t.source, g.group, String(g.questions), String(g.observations), cell('keep'), cell('misled'), cell('adopt'), cell('fix'), cell('herd')]);
+    }
+  }
+  lines.push(...align([head, ...rows]));
+  lines.push('');
+  lines.push('Out of sample: fitted on half of the questions, the other half\'s second round predicted from its first round\'s recorded outcomes (95% interval, predictive p-value; * outside the interval)');
+  const oosHead = ['table', 'parameters', 'group', 'questions', 'statistic', 'predicted', 'interval', 'observed', 'p'];
+  const oosRows: string[][] = [];
+  for (const t of fits) {
+    for (const [name, o] of [['one set', t.pooled], ['per level', t.perLevel]] as const) {
+      if (!o) continue;
+      for (const [g, p] of Object.entries(o.predictions)) {
+        for (const s of p.stats) oosRows.push([t.source, name, g, String(p.questions), s.statistic, f3(s.predicted), iv(s.interval), `${f3(s.observed)}${s.inside ? '' : '*'}`, s.p < 0.001 ? '<0.001' : s.p.toFixed(3)]);
+      }
+    }
+  }
+  lines.push(...align([oosHead, ...oosRows]));
+  return lines.join('\n');
+}
+
+function align(rows: string[][]): string[] {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
+}
