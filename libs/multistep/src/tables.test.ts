@@ -1,0 +1,48 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InputError } from '@fugu/core';
+import { fitTable, formatFits } from './fit.ts';
+import { readTable, readTables, writeTable } from './tables.ts';
+import type { MultistepQuestion } from './types.ts';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'fugu-multistep-'));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const q = (i: number, right: boolean[], second: boolean[]): MultistepQuestion => ({
+  id: `q${i}`, source: 'two', task: 't', level: 1 + (i % 2),
+  rounds: [right.map((correct, agent) => ({ agent, answer: correct ? '1' : '2', correct, read: [] })), second.map((correct, agent) => ({ agent, answer: null, correct, read: [0, 1, 2] }))],
+});
+
+describe('the tables', () => {
+  it('write and read back the same questions', async () => {
+    const qs = [q(0, [true, false, true], [true, true, true]), q(1, [false, false, true], [false, true, false])];
+    await writeTable(path.join(dir, 'two.jsonl'), qs);
+    expect(await readTable(path.join(dir, 'two.jsonl'))).toEqual(qs);
+    expect(Object.keys(await readTables(dir))).toEqual(['two']);
+  });
+
+  it('a bad line is an InputError naming the file, the line and the field', async () => {
+    const good = JSON.stringify(q(0, [true], [true]));
+    const bad = JSON.stringify({ ...q(1, [true], [true]), rounds: [[{ agent: 0, answer: null, correct: 'yes', read: [] }]] });
+    const file = path.join(dir, 'bad.jsonl');
+    await writeFile(file, `${good}\n${bad}\n`);
+    await expect(readTable(file)).rejects.toThrow(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}:2: rounds\\[0\\]\\[0\\]\\.correct: must be true or false`));
+    await writeFile(file, '{"id": "x"\n');
+    await expect(readTable(file)).rejects.toBeInstanceOf(InputError);
+  });
+
+  it('a parameter no observation informs is printed as no data, not as a measurement', () => {
+    // three agents: every second-round answer of an agent right in round 1 read others all wrong or split; no (s = 1, f = 1)
+    const qs = Array.from({ length: 40 }, (_, i) => q(i, [i % 4 === 0, false, false], [i % 3 === 0, false, i % 2 === 0]));
+    const text = formatFits([fitTable('two', qs, { seed: 0, samples: 20 })]);
+    const row = text.split('\n').find((l) => l.startsWith('two') && / all /.test(l))!;
+    expect(row).toContain('(no data)');
+  });
+});
