@@ -19,6 +19,14 @@ export type AgentAnswer = {
    * included where it was shown its own (empty in the first round: a solo answer).
    */
   read: number[];
+  /**
+   * The agents whose answers of this same round, given before this one, its message showed it:
+   * rounds where the agents answer one after another, each shown the updated answers of those
+   * before it (DyLAN's CoT MATH logs: agent 2 in round 2 is shown agents 0 and 1's round-2
+   * answers and agent 3's round-1 answer, beside its own round-1 answer). Absent where none
+   * (every answer it was shown was of the previous round).
+   */
+  readThisRound?: number[];
 };
 
 /** One question of one recorded run. */
@@ -35,6 +43,13 @@ export type MultistepQuestion = {
   gold?: string;
   /** rounds[0] is the first round (every answer solo); later rounds may have fewer agents (early stops, selection) */
   rounds: AgentAnswer[][];
+  /**
+   * Where a round is incomplete: missing[r] lists the agents that answered in round r but whose
+   * answers the log does not keep (left out of rounds[r], counted in the converter's report), as
+   * many entries as rounds. Absent where every answer of every round given is there. (A round
+   * whose answers cannot be attributed at all is dropped, with the rounds after it, not listed here.)
+   */
+  missing?: number[][];
 };
 
 /** What a converter read, and what it left out and why (the data README's counts come from it). */
