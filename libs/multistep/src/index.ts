@@ -3,3 +3,9 @@ export { observationsOf, stepOf, type NotAStep, type ObservationCounts, type Ste
 export { outOfSample, predictRound, splitHalves, STATISTICS, type OutOfSample, type Predicted, type RoundPrediction, type Statistic } from './out-of-sample.ts';
 export { DEFAULT_TABLES_DIR, parseQuestion, readTable, readTables, writeTable } from './tables.ts';
 export { FIT_ROUND, fitTable, formatFits, type GroupFit, type TableFit } from './fit.ts';
+export { extractMathAnswer, isEquiv, stripString } from './math/equiv.ts';
+export * from './dylan-math.ts';
+export * from './dylan-mmlu.ts';
+export * from './dylan-humaneval.ts';
+export * from './reflexion.ts';
+export * from './adas.ts';

@@ -22,14 +22,23 @@ export type ObservationCounts = { steps: number; noOwnEarlier: number; noOtherSo
 /** Why an answer is not a dependent step of the model: its agent did not answer the round before, or it was shown no other agent's answer. */
 export type NotAStep = 'noOwnEarlier' | 'noOtherSource';
 
-/** An answer of round r (r >= 1) as the model sees it: its own earlier outcome s, the share f of the other agents' answers it read that were right. */
-export function stepOf(q: MultistepQuestion, round: number, answer: AgentAnswer): { s: boolean; f: number; sources: number } | NotAStep {
+/**
+ * An answer of round r (r >= 1) as the model sees it: its own earlier outcome s, and the share f
+ * of the other agents' answers it read that were right: their previous round's (`read`), and
+ * where a round is sequential their answers of this round given before it (`readThisRound`).
+ * Answers it read that the log does not keep are not counted.
+ */
+export function stepOf(q: MultistepQuestion, round: number, answer: AgentAnswer, now?: ReadonlyMap<number, boolean>): { s: boolean; f: number; sources: number } | NotAStep {
   const before = new Map(q.rounds[round - 1]!.map((a) => [a.agent, a.correct]));
+  const current = now ?? new Map(q.rounds[round]!.map((a) => [a.agent, a.correct]));
   const s = before.get(answer.agent);
   if (s === undefined) return 'noOwnEarlier';
-  const others = answer.read.filter((x) => x !== answer.agent && before.has(x));
-  if (others.length === 0) return 'noOtherSource';
-  return { s, f: others.filter((x) => before.get(x)).length / others.length, sources: others.length };
+  const seen = [
+    ...answer.read.filter((x) => x !== answer.agent && before.has(x)).map((x) => before.get(x)!),
+    ...(answer.readThisRound ?? []).filter((x) => x !== answer.agent && current.has(x)).map((x) => current.get(x)!),
+  ];
+  if (seen.length === 0) return 'noOtherSource';
+  return { s, f: seen.filter(Boolean).length / seen.length, sources: seen.length };
 }
 
 /**

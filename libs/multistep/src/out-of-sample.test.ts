@@ -44,6 +44,20 @@ describe('observationsOf', () => {
   });
 });
 
+describe('observationsOf: sequential rounds', () => {
+  it("an answer that read answers of its own round given before it counts their outcomes now (DyLAN's CoT MATH logs)", () => {
+    const q: MultistepQuestion = {
+      id: 'y', source: 'seq', task: 't', rounds: [
+        [0, 1, 2].map((agent) => ({ agent, answer: null, correct: agent === 0, read: [] })),
+        // agent 0 goes first (reads 1 and 2 of round 1); agent 1 reads agent 0's round-2 answer and agent 2's round-1 answer
+        [{ agent: 0, answer: null, correct: false, read: [0, 1, 2] }, { agent: 1, answer: null, correct: true, read: [1, 2], readThisRound: [0] }],
+      ],
+    };
+    const { observations } = observationsOf([q]);
+    expect(observations.map((o) => [o.s, o.f, o.correct, o.sources])).toEqual([[true, 0, false, 2], [false, 0, true, 2]]);
+  });
+});
+
 describe('the out-of-sample check', () => {
   it('splits by a seeded draw per question: the same seed the same halves', () => {
     const qs = debates(200, 1, undefined, () => TRUTH);

@@ -81,19 +81,20 @@ export function predictRound(
   seed: number | string,
 ): RoundPrediction {
   const reached = test.filter((q) => q.rounds.length > round && q.rounds[round]!.length > 0);
-  // each answer of the round: its recorded outcome, and (s, f) where the model predicts it
-  const plan = reached.map((q) => ({
-    q,
-    answers: q.rounds[round]!.map((a) => {
-      const st = stepOf(q, round, a);
-      return { recorded: a.correct, model: typeof st === 'string' ? undefined : st };
-    }),
-  }));
-  const observed = statsOf(plan.map((p) => p.answers.map((a) => a.recorded)));
+  const observed = statsOf(reached.map((q) => q.rounds[round]!.map((a) => a.correct)));
+  const modelled = reached.reduce((t, q) => t + q.rounds[round]!.filter((a) => typeof stepOf(q, round, a) !== 'string').length, 0);
   const sims: Record<Statistic, number[]> = { accuracy: [], majority: [], any: [] };
   const r = rng('fugu-multistep-predict', seed, round);
   for (let d = 0; d < draws; d++) {
-    const outcomes = plan.map((p) => p.answers.map((a) => (a.model ? r.next() < stepProbability(paramsOf(p.q, d), a.model.s, a.model.f) : a.recorded)));
+    // each question's answers in their order: an answer that read answers of this round reads the simulated ones
+    const outcomes = reached.map((q) => {
+      const now = new Map<number, boolean>();
+      for (const a of q.rounds[round]!) {
+        const st = stepOf(q, round, a, now);
+        now.set(a.agent, typeof st === 'string' ? a.correct : r.next() < stepProbability(paramsOf(q, d), st.s, st.f));
+      }
+      return [...now.values()];
+    });
     const st = statsOf(outcomes);
     for (const s of STATISTICS) sims[s].push(st[s]);
   }
@@ -107,9 +108,8 @@ export function predictRound(
     const p = Math.min(1, 2 * Math.min(lower, 1 - lower));
     return { statistic, predicted, interval, observed: obs, inside: obs >= interval[0] - 1e-12 && obs <= interval[1] + 1e-12, p };
   });
-  const answers = plan.reduce((t, p) => t + p.answers.length, 0);
-  const modelled = plan.reduce((t, p) => t + p.answers.filter((a) => a.model).length, 0);
-  return { round, questions: plan.length, answers, modelled, stats };
+  const answers = reached.reduce((t, q) => t + q.rounds[round]!.length, 0);
+  return { round, questions: reached.length, answers, modelled, stats };
 }
 
 export type OutOfSample = {

@@ -19,8 +19,10 @@ function checkAnswer(a: unknown, where: string, field: string): AgentAnswer {
   if (!Number.isInteger(x.agent) || (x.agent as number) < 0) fail(where, `${field}.agent`, `must be an integer >= 0, got ${JSON.stringify(x.agent)}`);
   if (x.answer !== null && typeof x.answer !== 'string') fail(where, `${field}.answer`, 'must be a string or null');
   if (typeof x.correct !== 'boolean') fail(where, `${field}.correct`, 'must be true or false');
-  if (!Array.isArray(x.read) || !x.read.every((r) => Number.isInteger(r) && r >= 0)) fail(where, `${field}.read`, 'must be a list of agent indices');
-  return { agent: x.agent as number, answer: x.answer as string | null, correct: x.correct, read: x.read as number[] };
+  const agents = (v: unknown): v is number[] => Array.isArray(v) && v.every((r) => Number.isInteger(r) && r >= 0);
+  if (!agents(x.read)) fail(where, `${field}.read`, 'must be a list of agent indices');
+  if (x.readThisRound !== undefined && !agents(x.readThisRound)) fail(where, `${field}.readThisRound`, 'must be a list of agent indices');
+  return { agent: x.agent as number, answer: x.answer as string | null, correct: x.correct, read: x.read, ...(x.readThisRound !== undefined && { readThisRound: x.readThisRound as number[] }) };
 }
 
 /** One table line, checked. */
@@ -41,7 +43,14 @@ export function parseQuestion(line: string, where: string): MultistepQuestion {
     if (!Array.isArray(r)) fail(where, `rounds[${i}]`, 'must be a list of answers');
     return r.map((a, j) => checkAnswer(a, where, `rounds[${i}][${j}]`));
   });
-  return { id: x.id as string, source: x.source as string, task: x.task as string, ...(x.level !== undefined && { level: x.level as number }), ...(x.gold !== undefined && { gold: x.gold as string }), rounds };
+  if (x.missing !== undefined && !(Array.isArray(x.missing) && x.missing.length === rounds.length && x.missing.every((m) => Array.isArray(m) && m.every((a) => Number.isInteger(a) && a >= 0)))) {
+    fail(where, 'missing', 'must be a list of agent-index lists, one per round');
+  }
+  return {
+    id: x.id as string, source: x.source as string, task: x.task as string,
+    ...(x.level !== undefined && { level: x.level as number }), ...(x.gold !== undefined && { gold: x.gold as string }), rounds,
+    ...(x.missing !== undefined && { missing: x.missing as number[][] }),
+  };
 }
 
 export async function readTable(file: string): Promise<MultistepQuestion[]> {
