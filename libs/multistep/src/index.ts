@@ -9,3 +9,4 @@ export * from './dylan-mmlu.ts';
 export * from './dylan-humaneval.ts';
 export * from './reflexion.ts';
 export * from './adas.ts';
+export { convertAll, type ConvertSources } from './convert.ts';

@@ -3,7 +3,7 @@
 // @fugu/multistep and @fugu/conductor (the estimator `fugu ultra calibrate` uses too). No
 // service is needed: the tables are files.
 import { InputError } from '@fugu/core';
-import { DEFAULT_TABLES_DIR, fitTable, formatFits, readTables, type TableFit } from '@fugu/multistep';
+import { convertAll, DEFAULT_TABLES_DIR, fitTable, formatFits, readTables, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
 type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; json?: boolean };
@@ -12,6 +12,18 @@ export const multistepCommands: CommandGroup = (program) => {
   const multistep = program
     .command('multistep')
     .description('the replay step model measured on recorded multi-agent runs (data/multistep: DyLAN debates, Reflexion)');
+  multistep
+    .command('convert')
+    .description('the tables of data/multistep from checkouts of the public repositories (data/multistep/README.md names their commits)')
+    .option('--dylan <dir>', 'a checkout of SALT-NLP/DyLAN')
+    .option('--reflexion <dir>', 'a checkout of noahshinn/reflexion')
+    .option('--adas <dir>', 'a checkout of ShengranHu/ADAS')
+    .option('--out <dir>', 'where the tables go', DEFAULT_TABLES_DIR)
+    .action(action(async (f: { dylan?: string; reflexion?: string; adas?: string; out: string }) => {
+      const t0 = performance.now();
+      await convertAll({ ...(f.dylan && { dylan: f.dylan }), ...(f.reflexion && { reflexion: f.reflexion }), ...(f.adas && { adas: f.adas }) }, f.out, (l) => process.stderr.write(`${l}\n`));
+      process.stderr.write(`wrote ${f.out} in ${((performance.now() - t0) / 1000).toFixed(1)} s (reports.json: what each table read and left out)\n`);
+    }));
   multistep
     .command('fit')
     .description("each table's step-model parameters (keep, misled, adopt, fix, herd) with bootstrap intervals, per MATH level where there are levels, and the out-of-sample check")
