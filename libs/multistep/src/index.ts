@@ -10,3 +10,4 @@ export * from './dylan-humaneval.ts';
 export * from './reflexion.ts';
 export * from './adas.ts';
 export { convertAll, type ConvertSources } from './convert.ts';
+export { formatReview, measureReview, reviewsOf, type Rate, type ReviewMeasure } from './review.ts';

@@ -3,7 +3,9 @@
 // @fugu/multistep and @fugu/conductor (the estimator `fugu ultra calibrate` uses too). No
 // service is needed: the tables are files.
 import { InputError } from '@fugu/core';
-import { convertAll, DEFAULT_TABLES_DIR, fitTable, formatFits, readTables, type TableFit } from '@fugu/multistep';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { convertAll, DEFAULT_TABLES_DIR, fitTable, formatFits, formatReview, readTables, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
 type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; json?: boolean };
@@ -33,6 +35,17 @@ export const multistepCommands: CommandGroup = (program) => {
     .addOption(intOption('--samples <n>', 'bootstrap resamples', 500))
     .addOption(jsonOption())
     .action(action((f: FitFlags) => cmdFit(f)));
+  multistep
+    .command('review')
+    .description("Reflexion's review rounds against its one-pass runs: wrong-to-right and right-to-wrong per benchmark, the runs' own noise apart")
+    .option('--dir <dir>', 'the tables (reflexion-tasks.json)', DEFAULT_TABLES_DIR)
+    .addOption(jsonOption())
+    .action(action(async (f: { dir: string; json?: boolean }) => {
+      const runs = JSON.parse(await readFile(path.join(f.dir, 'reflexion-tasks.json'), 'utf8')) as Record<string, { tasks: ReflexionTask[] }>;
+      const ms = reviewsOf(runs);
+      if (f.json) printJson(ms);
+      else process.stdout.write(`${formatReview(ms)}\n`);
+    }));
 };
 
 async function cmdFit(f: FitFlags): Promise<number> {
