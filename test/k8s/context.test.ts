@@ -23,7 +23,7 @@ const inContext = new Set(context);
 const list = (xs: string[]): string => `${xs.length}: ${xs.slice(0, 20).join(', ')}${xs.length > 20 ? ', ...' : ''}`;
 
 const workspaces = ['apps', 'libs'].flatMap((d) => readdirSync(path.join(repoRoot, d), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => `${d}/${e.name}`));
-const isTest = (f: string): boolean => f.endsWith('.test.ts');
+const isTest = (f: string): boolean => f.endsWith('.test.ts') || f.includes('/src/testing/fixtures/');
 /** What the images need, by the rule docs/deploy.md states. */
 const expected = tracked
   .filter(
