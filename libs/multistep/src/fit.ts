@@ -1,6 +1,7 @@
 // `fugu multistep fit`: the step model's parameters measured on each recorded run (per table,
 // and per MATH level where the table has levels), with bootstrap intervals over questions, and
-// the out-of-sample check: one parameter set for the whole table against one per level. What is
+// the out-of-sample check: one parameter set for the whole table, one per level, and one set
+// whose answers of a question share a part of their draw (rho). What is
 // fitted is the second round (round 1, from 0): every agent's answer after it read the first
 // round's answers; later rounds of these runs follow a selection (DyLAN's ranking of agents),
 // which the step model does not describe.
@@ -26,6 +27,8 @@ export type TableFit = {
   pooled: OutOfSample;
   /** a parameter set per level, where there are levels */
   perLevel?: OutOfSample;
+  /** one parameter set, and a question's answers sharing a part of their draw (rho, fitted on the fit half) */
+  correlated: OutOfSample;
 };
 
 const levelOf = (q: MultistepQuestion): string => `level ${q.level ?? '?'}`;
@@ -43,7 +46,8 @@ export function fitTable(source: string, questions: readonly MultistepQuestion[]
   const reached = questions.filter((q) => q.rounds.length > FIT_ROUND).length;
   const pooled = outOfSample(questions, { seed: opts.seed, samples: opts.samples, round: FIT_ROUND, ...(levels && { reportBy: levelOf }) });
   const perLevel = levels ? outOfSample(questions, { seed: opts.seed, samples: opts.samples, round: FIT_ROUND, fitBy: levelOf }) : undefined;
-  return { source, questions: questions.length, reached, counts, groups, pooled, ...(perLevel && { perLevel }) };
+  const correlated = outOfSample(questions, { seed: opts.seed, samples: opts.samples, round: FIT_ROUND, correlated: true, ...(levels && { reportBy: levelOf }) });
+  return { source, questions: questions.length, reached, counts, groups, pooled, ...(perLevel && { perLevel }), correlated };
 }
 
 const f3 = (x: number): string => x.toFixed(3);
@@ -70,7 +74,7 @@ export function formatFits(fits: readonly TableFit[]): string {
   const oosHead = ['table', 'parameters', 'group', 'questions', 'statistic', 'predicted', 'interval', 'observed', 'p'];
   const oosRows: string[][] = [];
   for (const t of fits) {
-    for (const [name, o] of [['one set', t.pooled], ['per level', t.perLevel]] as const) {
+    for (const [name, o] of [['one set', t.pooled], ['per level', t.perLevel], [`one set, rho ${t.correlated.rho?.['all']?.toFixed(2)}`, t.correlated]] as const) {
       if (!o) continue;
       for (const [g, p] of Object.entries(o.predictions)) {
         for (const s of p.stats) oosRows.push([t.source, name, g, String(p.questions), s.statistic, f3(s.predicted), iv(s.interval), `${f3(s.observed)}${s.inside ? '' : '*'}`, s.p < 0.001 ? '<0.001' : s.p.toFixed(3)]);

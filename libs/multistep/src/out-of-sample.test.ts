@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rng } from '@fugu/core';
+import { normalQuantile, rng } from '@fugu/core';
 import { stepProbability, type ReplayParams } from '@fugu/conductor';
 import { observationsOf } from './observations.ts';
 import { outOfSample, splitHalves } from './out-of-sample.ts';
@@ -101,6 +101,29 @@ describe('the out-of-sample check', () => {
     const p = outOfSample(copied, { seed: 1, samples: 200 }).predictions['all']!;
     // the answers of a question move together; the model draws them apart: how often any agent is right is off
     expect(p.stats.find((s) => s.statistic === 'any')!.p, JSON.stringify(p.stats)).toBeLessThan(0.001);
+  });
+
+  it("answers of one question that share a part of their draw: the independent model misses how often any is right; the model with rho fitted on the fit half does not", () => {
+    const r = rng('correlated-debates', 1);
+    const correlated = debates(2000, 7, undefined, () => TRUTH).map((q) => {
+      // round 2 drawn again, with rho 0.6 within the question
+      const shared = r.normal();
+      const first = q.rounds[0]!;
+      const second = q.rounds[1]!.map((a) => {
+        const others = first.filter((o) => o.agent !== a.agent);
+        const f = others.filter((o) => o.correct).length / others.length;
+        const z = Math.sqrt(0.6) * shared + Math.sqrt(0.4) * r.normal();
+        return { ...a, correct: z < normalQuantile(stepProbability(TRUTH, first[a.agent]!.correct, f)) };
+      });
+      return { ...q, rounds: [first, second] };
+    });
+    const independent = outOfSample(correlated, { seed: 1, samples: 200 }).predictions['all']!;
+    expect(independent.stats.find((s) => s.statistic === 'any')!.p, JSON.stringify(independent.stats)).toBeLessThan(0.001);
+    const c = outOfSample(correlated, { seed: 1, samples: 200, correlated: true });
+    expect(Math.abs(c.rho!['all']! - 0.6)).toBeLessThanOrEqual(0.15);
+    for (const s of c.predictions['all']!.stats) expect(s.p, JSON.stringify(s)).toBeGreaterThan(0.005);
+    // on data made with independent draws, rho comes out near 0
+    expect(outOfSample(debates(1200, 6, undefined, () => TRUTH), { seed: 1, samples: 50, correlated: true }).rho!['all']).toBeLessThanOrEqual(0.1);
   });
 
   it('parameters that depend on the level: one set for all misses some level, a set per level does not', () => {

@@ -6,7 +6,7 @@
 // (each parameter draw simulates the round once). The check can fail: an observed figure outside
 // its interval is a miss, and a miss says the model (not the check) must change.
 
-import { rng } from '@fugu/core';
+import { normalQuantile, rng } from '@fugu/core';
 import { estimateReplayParams, stepProbability, type ReplayParams } from '@fugu/conductor';
 import { observationsOf, stepOf } from './observations.ts';
 import type { MultistepQuestion } from './types.ts';
@@ -68,6 +68,56 @@ function percentile(sorted: readonly number[], q: number): number {
 }
 
 /**
+ * One simulated round of a question: each answer the model describes is right with its step
+ * probability P, the answers of one question sharing a part of their draw (a Gaussian copula
+ * with correlation rho: right iff sqrt(rho) z_question + sqrt(1 - rho) z_answer < Φ⁻¹(P)), so
+ * each answer's own chance is P whatever rho, and rho only makes a question's answers move
+ * together. rho 0: independent draws (the replay step model as it is). The answers the model
+ * does not describe keep their recorded outcomes; an answer that read answers of its own round
+ * reads the simulated ones.
+ */
+export function simulateRound(q: MultistepQuestion, round: number, params: ReplayParams, rho: number, r: ReturnType<typeof rng>): boolean[] {
+  const shared = r.normal();
+  const now = new Map<number, boolean>();
+  for (const a of q.rounds[round]!) {
+    const st = stepOf(q, round, a, now);
+    if (typeof st === 'string') {
+      now.set(a.agent, a.correct);
+      continue;
+    }
+    const z = Math.sqrt(rho) * shared + Math.sqrt(1 - rho) * r.normal();
+    // (P can leave [0, 1] by a rounding error at a corner)
+    now.set(a.agent, z < normalQuantile(Math.min(1, Math.max(0, stepProbability(params, st.s, st.f)))));
+  }
+  return [...now.values()];
+}
+
+/**
+ * The correlation of a question's answers, by the method of moments on the questions given (the
+ * fit half): the rho of a grid (0 to 0.95 by 0.05) whose simulated share of questions with any
+ * answer right and with the majority right (40 replicates each) lies nearest the recorded ones.
+ */
+export function estimateRho(questions: readonly MultistepQuestion[], round: number, params: ReplayParams, seed: number | string): number {
+  const reached = questions.filter((q) => q.rounds.length > round && q.rounds[round]!.length > 0);
+  if (reached.length === 0) return 0;
+  const observed = statsOf(reached.map((q) => q.rounds[round]!.map((a) => a.correct)));
+  let best = 0, bestErr = Infinity;
+  for (let k = 0; k <= 19; k++) {
+    const rho = k / 20;
+    const r = rng('fugu-multistep-rho', seed, round);
+    let any = 0, majority = 0;
+    for (let i = 0; i < 40; i++) {
+      const st = statsOf(reached.map((q) => simulateRound(q, round, params, rho, r)));
+      any += st.any / 40;
+      majority += st.majority / 40;
+    }
+    const err = (any - observed.any) ** 2 + (majority - observed.majority) ** 2;
+    if (err < bestErr) [best, bestErr] = [rho, err];
+  }
+  return best;
+}
+
+/**
  * Predicts round `round` of the test questions from the round before's recorded outcomes, under
  * each of `draws` (parameter sets, e.g. the fit half's bootstrap) and the parameters a question
  * gets (`paramsOf`: one set for all, or one per level); each draw simulates every modelled answer
@@ -79,7 +129,9 @@ export function predictRound(
   paramsOf: (q: MultistepQuestion, draw: number) => ReplayParams,
   draws: number,
   seed: number | string,
+  rho: number | ((q: MultistepQuestion) => number) = 0,
 ): RoundPrediction {
+  const rhoOf = typeof rho === 'number' ? () => rho : rho;
   const reached = test.filter((q) => q.rounds.length > round && q.rounds[round]!.length > 0);
   const observed = statsOf(reached.map((q) => q.rounds[round]!.map((a) => a.correct)));
   const modelled = reached.reduce((t, q) => t + q.rounds[round]!.filter((a) => typeof stepOf(q, round, a) !== 'string').length, 0);
@@ -87,14 +139,7 @@ export function predictRound(
   const r = rng('fugu-multistep-predict', seed, round);
   for (let d = 0; d < draws; d++) {
     // each question's answers in their order: an answer that read answers of this round reads the simulated ones
-    const outcomes = reached.map((q) => {
-      const now = new Map<number, boolean>();
-      for (const a of q.rounds[round]!) {
-        const st = stepOf(q, round, a, now);
-        now.set(a.agent, typeof st === 'string' ? a.correct : r.next() < stepProbability(paramsOf(q, d), st.s, st.f));
-      }
-      return [...now.values()];
-    });
+    const outcomes = reached.map((q) => simulateRound(q, round, paramsOf(q, d), rhoOf(q), r));
     const st = statsOf(outcomes);
     for (const s of STATISTICS) sims[s].push(st[s]);
   }
@@ -119,6 +164,8 @@ export type OutOfSample = {
   fits: Record<string, ReturnType<typeof estimateReplayParams>>;
   /** the test half's predictions, by report group */
   predictions: Record<string, RoundPrediction>;
+  /** with `correlated`: each fit group's rho (estimateRho on the fit half, at its point estimate) */
+  rho?: Record<string, number>;
 };
 
 /**
@@ -129,7 +176,7 @@ export type OutOfSample = {
  */
 export function outOfSample(
   questions: readonly MultistepQuestion[],
-  opts: { seed: number | string; samples: number; round?: number; fitBy?: (q: MultistepQuestion) => string; reportBy?: (q: MultistepQuestion) => string },
+  opts: { seed: number | string; samples: number; round?: number; fitBy?: (q: MultistepQuestion) => string; reportBy?: (q: MultistepQuestion) => string; correlated?: boolean },
 ): OutOfSample {
   const round = opts.round ?? 1;
   const { fit, test } = splitHalves(questions, opts.seed);
@@ -145,11 +192,13 @@ export function outOfSample(
     fits[g] = { ...est, bootstrap: intervals };
     drawsOf[g] = draws!;
   }
+  const rho: Record<string, number> = {};
+  if (opts.correlated) for (const g of Object.keys(fits)) rho[g] = estimateRho(fit.filter((q) => fitBy(q) === g), round, fits[g]!.params, `${opts.seed}/${g}`);
   const predictions: OutOfSample['predictions'] = {};
   for (const g of [...new Set(test.map(reportBy))].sort()) {
     const inGroup = test.filter((q) => reportBy(q) === g && drawsOf[fitBy(q)] !== undefined);
     if (inGroup.length === 0) continue;
-    predictions[g] = predictRound(inGroup, round, (q, d) => drawsOf[fitBy(q)]![d]!, opts.samples, `${opts.seed}/${g}`);
+    predictions[g] = predictRound(inGroup, round, (q, d) => drawsOf[fitBy(q)]![d]!, opts.samples, `${opts.seed}/${g}`, (q) => rho[fitBy(q)] ?? 0);
   }
-  return { fitQuestions: fit.length, testQuestions: test.length, fits, predictions };
+  return { fitQuestions: fit.length, testQuestions: test.length, fits, predictions, ...(opts.correlated && { rho }) };
 }
