@@ -6,7 +6,7 @@
 // round's answers; later rounds of these runs follow a selection (DyLAN's ranking of agents),
 // which the step model does not describe.
 
-import { estimateReplayParams, type ReplayEstimate } from '@fugu/conductor';
+import { estimateReplayParams, type ReplayConfig, type ReplayEstimate, type ReplayParams } from '@fugu/conductor';
 import { observationsOf, type ObservationCounts } from './observations.ts';
 import { outOfSample, type OutOfSample } from './out-of-sample.ts';
 import type { MultistepQuestion } from './types.ts';
@@ -88,4 +88,31 @@ export function formatFits(fits: readonly TableFit[]): string {
 function align(rows: string[][]): string[] {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
+}
+
+/** The corners of the measured intervals a replay figure is rerun at (issue 29, 5 and 6). */
+export const CONFIG_CORNERS = ['point', 'optimistic', 'pessimistic'] as const;
+export type ConfigCorner = (typeof CONFIG_CORNERS)[number];
+
+/**
+ * A table's measured parameters as ReplayConfig files for `fugu ultra eval --replay` and GRPO:
+ * the point estimate; `optimistic`, each corner at the bound of its 95% interval that favours a
+ * step reading other answers (keep and adopt and fix high, misled low); `pessimistic`, the other
+ * bounds. The same values for both size classes (the runs are same-model agents: they say
+ * nothing of size); herd at its estimate (or the preset where not identified) in all three.
+ */
+export function replayConfigsOf(fit: TableFit): Record<ConfigCorner, ReplayConfig> {
+  const all = fit.groups.find((g) => g.group === 'all')!.estimate;
+  const b = all.bootstrap!.intervals;
+  const round = (x: number) => Math.round(x * 1e4) / 1e4;
+  const at = (pick: (k: 'keep' | 'misled' | 'adopt' | 'fix') => number): ReplayParams => ({
+    keep: round(pick('keep')), misled: round(pick('misled')), adopt: round(pick('adopt')), fix: round(pick('fix')), herd: round(all.params.herd),
+  });
+  const favour = { keep: 1, misled: 0, adopt: 1, fix: 1 } as const;
+  const configs = {
+    point: at((k) => all.params[k]),
+    optimistic: at((k) => b[k][favour[k]]!),
+    pessimistic: at((k) => b[k][1 - favour[k]]!),
+  };
+  return Object.fromEntries(CONFIG_CORNERS.map((c) => [c, { presets: { large: configs[c], small: configs[c] } }])) as Record<ConfigCorner, ReplayConfig>;
 }

@@ -46,3 +46,20 @@ describe('the tables', () => {
     expect(row).toContain('(no data)');
   });
 });
+
+describe('replayConfigsOf', () => {
+  it("writes the point estimate and the interval bounds that favour and disfavour reading others, valid ReplayConfigs", async () => {
+    const { validateReplayConfig } = await import('@fugu/conductor');
+    const { replayConfigsOf } = await import('./fit.ts');
+    const qs = Array.from({ length: 80 }, (_, i) => q(i, [i % 2 === 0, i % 3 === 0, i % 5 === 0], [i % 2 === 0 || i % 7 === 0, i % 3 === 0, i % 4 === 0]));
+    const fit = fitTable('two', qs, { seed: 0, samples: 40 });
+    const c = replayConfigsOf(fit);
+    for (const corner of ['point', 'optimistic', 'pessimistic'] as const) expect(validateReplayConfig(c[corner])).toEqual(c[corner]);
+    const [p, o, w] = [c.point.presets!.large!, c.optimistic.presets!.large!, c.pessimistic.presets!.large!];
+    expect(o.keep).toBeGreaterThanOrEqual(p.keep!);
+    expect(o.misled).toBeLessThanOrEqual(p.misled!);
+    expect(w.adopt).toBeLessThanOrEqual(p.adopt!);
+    expect(w.misled).toBeGreaterThan(o.misled!);
+    expect(c.point.presets!.small).toEqual(c.point.presets!.large);
+  });
+});

@@ -3,12 +3,12 @@
 // @fugu/multistep and @fugu/conductor (the estimator `fugu ultra calibrate` uses too). No
 // service is needed: the tables are files.
 import { InputError } from '@fugu/core';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { convertAll, DEFAULT_TABLES_DIR, fitTable, formatFits, formatReview, readTables, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
+import { convertAll, DEFAULT_TABLES_DIR, fitTable, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
-type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; json?: boolean };
+type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; json?: boolean };
 
 export const multistepCommands: CommandGroup = (program) => {
   const multistep = program
@@ -33,6 +33,7 @@ export const multistepCommands: CommandGroup = (program) => {
     .addOption(listOption('--tables <a,b>', 'only these tables (file names without .jsonl; default: every table with a second round)'))
     .addOption(intOption('--seed <n>', 'seed of the halves and the bootstrap', 0))
     .addOption(intOption('--samples <n>', 'bootstrap resamples', 500))
+    .option('--write-configs <dir>', 'also write each table\'s ReplayConfig files (<table>.<point|optimistic|pessimistic>.json) for `fugu ultra eval --replay`')
     .addOption(jsonOption())
     .action(action((f: FitFlags) => cmdFit(f)));
   multistep
@@ -65,6 +66,13 @@ async function cmdFit(f: FitFlags): Promise<number> {
     const t0 = performance.now();
     fits.push(fitTable(name, qs, { seed: f.seed, samples: f.samples }));
     process.stderr.write(`${name}: ${qs.length} questions fitted in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  }
+  if (f.writeConfigs) {
+    await mkdir(f.writeConfigs, { recursive: true });
+    for (const t of fits) {
+      for (const [corner, config] of Object.entries(replayConfigsOf(t))) await writeFile(path.join(f.writeConfigs, `${t.source}.${corner}.json`), `${JSON.stringify(config, null, 2)}\n`);
+    }
+    process.stderr.write(`wrote ${fits.length * 3} ReplayConfig files to ${f.writeConfigs}\n`);
   }
   if (f.json) printJson(fits);
   else process.stdout.write(`${formatFits(fits)}\n`);
