@@ -11,3 +11,4 @@ export * from './reflexion.ts';
 export * from './adas.ts';
 export { convertAll, type ConvertSources } from './convert.ts';
 export { formatReview, measureReview, reviewsOf, type Rate, type ReviewMeasure } from './review.ts';
+export { DEFAULT_LLMROUTER_DIR, fixedWorkflowCeilings, formatCeilings, type Ceiling } from './ceiling.ts';

@@ -3,9 +3,10 @@
 // @fugu/multistep and @fugu/conductor (the estimator `fugu ultra calibrate` uses too). No
 // service is needed: the tables are files.
 import { InputError } from '@fugu/core';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { convertAll, DEFAULT_TABLES_DIR, fitTable, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
+import { validateReplayConfig, type ReplayConfig } from '@fugu/conductor';
+import { convertAll, DEFAULT_TABLES_DIR, fitTable, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
 type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; json?: boolean };
@@ -36,6 +37,19 @@ export const multistepCommands: CommandGroup = (program) => {
     .option('--write-configs <dir>', 'also write each table\'s ReplayConfig files (<table>.<point|optimistic|pessimistic>.json) for `fugu ultra eval --replay`')
     .addOption(jsonOption())
     .action(action((f: FitFlags) => cmdFit(f)));
+  multistep
+    .command('ceiling')
+    .description("the best fixed multi-step workflow against the best single worker on LLMRouter's test split (replay, exact expectation), under the presets and each measured parameter set with its interval bounds")
+    .option('--configs <dir>', 'ReplayConfig files (`fugu multistep fit --write-configs`)', path.join(DEFAULT_TABLES_DIR, 'replay'))
+    .addOption(jsonOption())
+    .action(action(async (f: { configs: string; json?: boolean }) => {
+      const files = (await readdir(f.configs)).filter((x) => x.endsWith('.json')).sort();
+      const configs: Array<[string, ReplayConfig]> = [['presets (evidence note)', {}]];
+      for (const x of files) configs.push([x.slice(0, -'.json'.length), validateReplayConfig(JSON.parse(await readFile(path.join(f.configs, x), 'utf8')))]);
+      const cs = await fixedWorkflowCeilings(configs);
+      if (f.json) printJson(cs);
+      else process.stdout.write(`${formatCeilings(cs)}\n`);
+    }));
   multistep
     .command('review')
     .description("Reflexion's review rounds against its one-pass runs: wrong-to-right and right-to-wrong per benchmark, the runs' own noise apart")
