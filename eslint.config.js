@@ -36,7 +36,7 @@ export default [
             lib('router-model', ['core']),
             lib('conductor', ['core']),
             // multistep: recorded multi-agent runs as per-question tables (converters, answer equivalence) and the step model measured on them
-            lib('multistep', ['core', 'conductor']),
+            lib('multistep', ['core', 'conductor', 'report']),
             // calls: the one call pipeline (cache, shared rate limits, provider, cost, call row)
             lib('calls', ['core', 'config', 'telemetry', 'providers', 'db', 'queue']),
             // evaluation: the evaluation-batch driver (plan, enqueue, follow, summary, labels)

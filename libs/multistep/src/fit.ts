@@ -7,6 +7,7 @@
 // which the step model does not describe.
 
 import { estimateReplayParams, type ReplayConfig, type ReplayEstimate, type ReplayParams } from '@fugu/conductor';
+import type { MultistepReportData } from '@fugu/report';
 import { observationsOf, type ObservationCounts } from './observations.ts';
 import { outOfSample, type OutOfSample } from './out-of-sample.ts';
 import type { MultistepQuestion } from './types.ts';
@@ -115,4 +116,22 @@ export function replayConfigsOf(fit: TableFit): Record<ConfigCorner, ReplayConfi
     pessimistic: at((k) => b[k][1 - favour[k]]!),
   };
   return Object.fromEntries(CONFIG_CORNERS.map((c) => [c, { presets: { large: configs[c], small: configs[c] } }])) as Record<ConfigCorner, ReplayConfig>;
+}
+
+/** The report's data from the fits and their ceilings (libs/report renders it). */
+export function multistepReportData(fits: readonly TableFit[], ceilings: { presets: number; rows: MultistepReportData['ceilings']['rows'] }, opts: { seed: number; samples: number }): MultistepReportData {
+  const params: MultistepReportData['params'] = fits.flatMap((t) =>
+    t.groups.map((g) => {
+      const e = g.estimate, b = e.bootstrap!.intervals;
+      const v = (k: 'keep' | 'misled' | 'adopt' | 'fix' | 'herd') =>
+        (k === 'herd' ? e.herd.source === 'data' : e.cells[k].source === 'data') ? { estimate: e.params[k], lo: b[k][0], hi: b[k][1] } : null;
+      return { table: t.source, group: g.group, questions: g.questions, steps: g.observations, values: { keep: v('keep'), misled: v('misled'), adopt: v('adopt'), fix: v('fix'), herd: v('herd') } };
+    }),
+  );
+  const predictions: MultistepReportData['predictions'] = fits.flatMap((t) =>
+    ([['independent draws', t.pooled], ['per MATH level', t.perLevel], ['answers of a question correlated (rho)', t.correlated]] as const).flatMap(([model, o]) =>
+      o ? Object.entries(o.predictions).flatMap(([group, p]) => p.stats.map((s) => ({ table: t.source, model, group, questions: p.questions, statistic: s.statistic, predicted: s.predicted, lo: s.interval[0], hi: s.interval[1], observed: s.observed, p: s.p }))) : [],
+    ),
+  );
+  return { seed: opts.seed, samples: opts.samples, params, predictions, ceilings };
 }

@@ -13,3 +13,4 @@ export { exampleRouterReportData } from './router-report-example.ts';
 export { exampleConductorReportData } from './conductor-report-example.ts';
 export * from './grpo-report.ts';
 export * from './batch-report.ts';
+export * from './multistep-report.ts';

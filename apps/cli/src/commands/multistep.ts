@@ -6,10 +6,11 @@ import { InputError } from '@fugu/core';
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { validateReplayConfig, type ReplayConfig } from '@fugu/conductor';
-import { convertAll, DEFAULT_TABLES_DIR, fitTable, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
+import { renderMultistepReport } from '@fugu/report';
+import { CONFIG_CORNERS, convertAll, DEFAULT_TABLES_DIR, fitTable, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
-type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; json?: boolean };
+type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; report?: string; json?: boolean };
 
 export const multistepCommands: CommandGroup = (program) => {
   const multistep = program
@@ -35,6 +36,7 @@ export const multistepCommands: CommandGroup = (program) => {
     .addOption(intOption('--seed <n>', 'seed of the halves and the bootstrap', 0))
     .addOption(intOption('--samples <n>', 'bootstrap resamples', 500))
     .option('--write-configs <dir>', 'also write each table\'s ReplayConfig files (<table>.<point|optimistic|pessimistic>.json) for `fugu ultra eval --replay`')
+    .option('--report <file.html>', 'also write the HTML report (predicted against observed, the parameters, the fixed-workflow ceiling across the intervals)')
     .addOption(jsonOption())
     .action(action((f: FitFlags) => cmdFit(f)));
   multistep
@@ -87,6 +89,14 @@ async function cmdFit(f: FitFlags): Promise<number> {
       for (const [corner, config] of Object.entries(replayConfigsOf(t))) await writeFile(path.join(f.writeConfigs, `${t.source}.${corner}.json`), `${JSON.stringify(config, null, 2)}\n`);
     }
     process.stderr.write(`wrote ${fits.length * 3} ReplayConfig files to ${f.writeConfigs}\n`);
+  }
+  if (f.report) {
+    const configs = fits.map((t) => [t.source, replayConfigsOf(t)] as const);
+    const cs = await fixedWorkflowCeilings([['presets', {}], ...configs.flatMap(([name, c]) => CONFIG_CORNERS.map((k) => [`${name}.${k}`, c[k]] as [string, ReplayConfig]))]);
+    const gain = (name: string) => 100 * cs.find((c) => c.config === name)!.gain;
+    const rows = configs.map(([name]) => ({ table: name, pessimistic: gain(`${name}.pessimistic`), point: gain(`${name}.point`), optimistic: gain(`${name}.optimistic`) }));
+    await writeFile(f.report, renderMultistepReport(multistepReportData(fits, { presets: gain('presets'), rows }, { seed: f.seed, samples: f.samples })));
+    process.stderr.write(`wrote the report to ${f.report}\n`);
   }
   if (f.json) printJson(fits);
   else process.stdout.write(`${formatFits(fits)}\n`);
