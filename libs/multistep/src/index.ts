@@ -12,3 +12,4 @@ export * from './adas.ts';
 export { convertAll, type ConvertSources } from './convert.ts';
 export { formatReview, measureReview, reviewsOf, type Rate, type ReviewMeasure } from './review.ts';
 export { DEFAULT_LLMROUTER_DIR, fixedWorkflowCeilings, formatCeilings, type Ceiling } from './ceiling.ts';
+export { predictDebateGain, type DebatePrediction } from './adas-check.ts';

@@ -7,7 +7,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { validateReplayConfig, type ReplayConfig } from '@fugu/conductor';
 import { renderMultistepReport } from '@fugu/report';
-import { CONFIG_CORNERS, convertAll, DEFAULT_TABLES_DIR, fitTable, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
+import { CONFIG_CORNERS, convertAll, predictDebateGain, type AdasTable, DEFAULT_TABLES_DIR, fitTable, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
 type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; report?: string; json?: boolean };
@@ -51,6 +51,31 @@ export const multistepCommands: CommandGroup = (program) => {
       const cs = await fixedWorkflowCeilings(configs);
       if (f.json) printJson(cs);
       else process.stdout.write(`${formatCeilings(cs)}\n`);
+    }));
+  multistep
+    .command('adas')
+    .description("ADAS's gpt-3.5 LLM Debate against its Chain-of-Thought on MMLU, predicted by the step model measured on DyLAN's gpt-3.5 MMLU run of 3 agents")
+    .option('--dir <dir>', 'the tables', DEFAULT_TABLES_DIR)
+    .option('--table <t>', 'the table the debate is simulated from (3 solo answers a question)', 'dylan-mmlu-optimal7-3')
+    .addOption(intOption('--samples <n>', 'bootstrap resamples', 500))
+    .addOption(intOption('--seed <n>', 'seed', 0))
+    .addOption(jsonOption())
+    .action(action(async (f: { dir: string; table: string; samples: number; seed: number; json?: boolean }) => {
+      const tables = await readTables(f.dir);
+      const qs = tables[f.table];
+      if (!qs) throw new InputError(`no table "${f.table}" in ${f.dir}`, { field: '--table' });
+      const adas = JSON.parse(await readFile(path.join(f.dir, 'adas-gpt3.5.json'), 'utf8')) as AdasTable;
+      const p = predictDebateGain(qs, { samples: f.samples, seed: f.seed, adas, benchmark: 'mmlu' });
+      if (f.json) printJson(p);
+      else {
+        const pts = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}`;
+        process.stdout.write(
+          `debate of 3 (each reads the other two, then the majority) simulated on ${p.questions} questions of ${f.table} (rho ${p.rho.toFixed(2)}): ` +
+            `one agent ${(100 * p.solo).toFixed(1)}%, the debate ${(100 * p.debate.mean).toFixed(1)}% (${(100 * p.debate.interval[0]).toFixed(1)}-${(100 * p.debate.interval[1]).toFixed(1)}), ` +
+            `gain ${pts(p.gain.mean)} points (${pts(p.gain.interval[0])} to ${pts(p.gain.interval[1])})\n` +
+            (p.adas ? `ADAS (gpt-3.5, MMLU): Chain-of-Thought ${(100 * p.adas.cot).toFixed(1)}%, LLM Debate ${(100 * p.adas.debate).toFixed(1)}%: gain ${pts(p.adas.gain)} points\n` : ''),
+        );
+      }
     }));
   multistep
     .command('review')
