@@ -4,7 +4,8 @@ import cliProgress from 'cli-progress';
 
 export type Progress = { update(done: number, failed: number, note?: string): void; stop(): void };
 
-function fmtDuration(s: number): string {
+/** 42s, 3m05s, 1h20m; ? when not finite */
+export function fmtDuration(s: number): string {
   if (!Number.isFinite(s) || s < 0) return '?';
   if (s < 60) return `${Math.round(s)}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m${String(Math.round(s % 60)).padStart(2, '0')}s`;
@@ -57,5 +58,23 @@ export function createProgress(opts: { total: number; label: string; unit?: stri
       stream.write(`${opts.label} ${done}/${opts.total} ${unit} (${((100 * done) / Math.max(1, opts.total)).toFixed(1)}%) | failed ${failed} | ${p.rate}/s | ETA ${p.remaining}${note ? ` | ${note}` : ''}\n`);
     },
     stop() {},
+  };
+}
+
+/**
+ * The clock of an iterative run (GRPO, ES): each iteration's whole time (rollouts, update and
+ * commit: from the end of the one before), the time since the command started, and the
+ * remaining iterations' time at this session's mean.
+ */
+export function iterationClock(totalIterations: number, now: () => number = () => performance.now()): (index: number) => string {
+  const start = now();
+  let last = start, done = 0;
+  return (index) => {
+    const t = now();
+    const took = t - last;
+    last = t;
+    done++;
+    const remaining = Math.max(0, totalIterations - (index + 1));
+    return `${(took / 1000).toFixed(1)} s  elapsed ${fmtDuration((t - start) / 1000)}  ETA ${remaining === 0 ? 'done' : fmtDuration((remaining * (t - start)) / done / 1000)}`;
   };
 }

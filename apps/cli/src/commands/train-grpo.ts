@@ -12,6 +12,7 @@ import * as localServices from '@fugu/local-services';
 import { backboneFeatures, GRPO_DEFAULTS, runGrpo, startGrpoRun, startLocals, type GrpoConfig, type GrpoStartOptions } from '@fugu/ultra-training';
 import { action, choiceOption, countOption, EXIT, interruptSignal, intOption, listOption, numOption, type Cli } from '../cli.ts';
 import { readReplayFile } from './ultra.ts';
+import { iterationClock } from '../progress.ts';
 
 type GrpoFlags = {
   dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
@@ -104,18 +105,19 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
       })));
     }
     const tty = err.isTTY === true;
+    const clock = iterationClock(cfg.iterations - run.iteration);
     const r = await runGrpo(ctx, {
       runId, rollouts: f.rollouts, features, signal,
       onProgress: (p) => {
         if (tty) err.write(`\r\x1b[Kiteration ${p.index + 1}/${cfg.iterations}: ${p.done}/${p.total} rollouts`);
       },
-      onIteration: ({ index, update: u, wallMs }) => {
+      onIteration: ({ index, update: u }) => {
         const rec = u.record;
         const val = rec.val ? `  val ${rec.val.meanReward.toFixed(4)} (acc ${rec.val.accuracy.toFixed(3)}, ${rec.val.meanSteps.toFixed(2)} steps)` : '';
         process.stdout.write(
           `${tty ? '\r\x1b[K' : ''}iteration ${index + 1}/${cfg.iterations}: reward ${rec.meanReward.toFixed(4)} ± ${rec.rewardSd.toFixed(3)}  acc ${rec.accuracy.toFixed(3)}  ` +
             `steps ${rec.meanSteps.toFixed(2)}  zero-adv groups ${rec.zeroAdvantageGroups}/${rec.groups}  parse failures ${rec.parseFailures}  clip ${rec.clipFraction.toFixed(3)}  ` +
-            `KL ${rec.approxKl.toExponential(2)}${val}  ${(wallMs / 1000).toFixed(1)} s\n`,
+            `KL ${rec.approxKl.toExponential(2)}${val}  ${clock(index - run.iteration)}\n`,
         );
       },
     });
