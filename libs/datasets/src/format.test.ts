@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, type DatasetItem } from '@fugu/core';
-import { datasetContentHash, loadDataset, parseDatasetLine, readDatasetJsonl, validateDatasetFile, writeDatasetJsonl } from './format.ts';
+import { datasetContentHash, datasetNameOf, loadDataset, parseDatasetLine, readDatasetJsonl, validateDatasetFile, writeDatasetJsonl } from './format.ts';
 
 let dir: string;
 beforeAll(async () => {
@@ -154,5 +154,14 @@ describe('writing files', () => {
     const b = good.map((l) => parseDatasetLine(l));
     b[0]!.recorded!['a']!.score = 0.5;
     expect(datasetContentHash(a)).not.toBe(datasetContentHash(b));
+  });
+});
+
+describe('datasetNameOf', () => {
+  it("names a dataset by its file, and by its folder too where the file's name is a generic one (issue 29)", () => {
+    expect(datasetNameOf('/data/mmlu.jsonl')).toBe('mmlu');
+    expect(datasetNameOf('/data/gsm8k/dataset.jsonl')).toBe('gsm8k-dataset');
+    expect(datasetNameOf('/x/math/test.jsonl')).toBe('math-test');
+    expect(datasetNameOf('/x/a/dataset.jsonl')).not.toBe(datasetNameOf('/x/b/dataset.jsonl'));
   });
 });

@@ -244,13 +244,27 @@ export function workersOf(items: Iterable<DatasetItem>): string[] {
   return [...seen];
 }
 
+/** File names too generic to tell two datasets apart: their folder's name goes in front. */
+const GENERIC_NAMES = new Set(['dataset', 'data', 'items', 'questions', 'train', 'test', 'val', 'validation', 'dev', 'scores', 'all']);
+
+/**
+ * A dataset's name from its file: the file's name without the extension (`mmlu.jsonl`: mmlu), with
+ * its folder's in front where the file's name is a generic one (`gsm8k/dataset.jsonl`:
+ * gsm8k-dataset), so two datasets read from files named alike are told apart.
+ */
+export function datasetNameOf(path: string): string {
+  const base = basename(path, extname(path));
+  const dir = basename(dirname(resolve(path)));
+  return GENERIC_NAMES.has(base.toLowerCase()) && dir !== '' && dir !== '/' ? `${dir}-${base}` : base;
+}
+
 /** Load a whole fugu JSONL file. Throws an InputError for a bad line or a file with no items. */
 export async function loadDataset(path: string): Promise<Dataset> {
   const items: DatasetItem[] = [];
   for await (const item of readDatasetJsonl(path)) items.push(item);
   if (items.length === 0) throw new InputError('the dataset has no items', { file: path });
   return {
-    name: basename(path, extname(path)),
+    name: datasetNameOf(path),
     source: resolve(path),
     items,
     workers: workersOf(items),
