@@ -63,6 +63,8 @@ describe('a batch through crashes', () => {
     const redis = stack.env.ctx.redis!;
     await publishUltraDeployment(db, { name: 'fugu-ultra', conductor: 'fixed:moa:2', pool: 'llmrouter', options: {} });
     const started = async () => Number((await redis.hget(providerCallCounterKey(stack.env.config.queuePrefix), 'replay')) ?? 0);
+    // the gateways of the test before would take the batch too (its driver polls): this test's own gateway must
+    await stack.stopProcesses();
     const n = 12;
     const lines = Array.from({ length: n }, (_, i) => batchLine(`u-${i}`, { model: 'fugu-ultra', messages: [{ role: 'user', content: stack.prompts[(i * 29) % stack.prompts.length]! }] }));
     await stack.startWorker();

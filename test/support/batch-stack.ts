@@ -21,6 +21,8 @@ export type BatchStack = {
   full: { key: string; id: string };
   narrow: { key: string; id: string };
   startGateway(extra?: Record<string, string>): Promise<{ url: string; app: AppProcess }>;
+  /** stops every gateway and worker started so far (a test that needs its own gateway to take a batch starts from none) */
+  stopProcesses(): Promise<void>;
   /** a provider worker process (`node`: flags for its Node, its stdout piped) */
   startWorker(extra?: Record<string, string>, node?: { execArgv?: string[]; stdout?: 'pipe' | 'ignore' }): Promise<AppProcess>;
   close(): Promise<void>;
@@ -58,6 +60,9 @@ export async function startBatchStack(): Promise<BatchStack> {
       const w = await startWorkerProcess(env.config, { FUGU_WORKER_CONCURRENCY: '16', ...extra }, node);
       procs.push(w);
       return w;
+    },
+    async stopProcesses() {
+      for (const p of procs.splice(0)) await p.kill9().catch(() => {});
     },
     async close() {
       for (const p of procs) await p.kill9().catch(() => {});
