@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { fitTable, formatFits } from './fit.ts';
+import { validateReplayConfig } from '@fugu/conductor';
+import { fitTable, formatFits, replayConfigsOf } from './fit.ts';
 import { readTable, readTables, writeTable } from './tables.ts';
 import type { MultistepQuestion } from './types.ts';
 
@@ -48,9 +49,7 @@ describe('the tables', () => {
 });
 
 describe('replayConfigsOf', () => {
-  it("writes the point estimate and the interval bounds that favour and disfavour reading others, valid ReplayConfigs", async () => {
-    const { validateReplayConfig } = await import('@fugu/conductor');
-    const { replayConfigsOf } = await import('./fit.ts');
+  it('writes the point estimate and the interval bounds that favour and disfavour reading others, valid ReplayConfigs', () => {
     const qs = Array.from({ length: 80 }, (_, i) => q(i, [i % 2 === 0, i % 3 === 0, i % 5 === 0], [i % 2 === 0 || i % 7 === 0, i % 3 === 0, i % 4 === 0]));
     const fit = fitTable('two', qs, { seed: 0, samples: 40 });
     const c = replayConfigsOf(fit);
