@@ -131,6 +131,10 @@ const child = fork(gatewayMain, [], {
   },
   stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
 });
+// the gateway goes with the bench, whatever ends it (a bench that throws must not leave it serving)
+process.once('exit', () => {
+  if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
 const gateway = await watchApp(child, 'gateway');
 const viaGateway = new OpenAI({ apiKey: key, baseURL: `http://127.0.0.1:${gateway.ready.port}/v1`, maxRetries: 0, timeout: 60_000 });
 const direct = SCRIPTED ? undefined : new OpenAI({ apiKey: 'unused', baseURL: stubs.alpha!.baseURL, maxRetries: 0, timeout: 60_000 });
@@ -309,13 +313,16 @@ for (const conc of levels) {
       totalErrors++;
     }
     for (const [part, s] of Object.entries(m.samples)) {
+      // (a part every unit of which failed has no timings: its errors are counted above)
+      if (s.ms.length === 0) continue;
       const label = Object.keys(m.samples).length > 1 ? `${shape.name}: ${part}` : shape.name;
       const added50 = pct(s.ms, 50) - s.k * L;
       const added99 = pct(s.ms, 99) - s.k * L;
       if (shape.name === 'worker by name (gateway)') plain.set(conc, added50);
       else if (shape.name.startsWith('worker by name')) plainTools.set(`${conc}/${part}`, added50);
       else if (!shape.name.startsWith('direct')) {
-        overPlain.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - plain.get(conc)!)} ms`);
+        const base = plain.get(conc);
+        if (base !== undefined) overPlain.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - base)} ms`);
         const same = plainTools.get(`${conc}/${part}`);
         if (shape.name.startsWith('tools') && same !== undefined) overPlainTools.push(`${label.padEnd(44)} ${String(conc).padStart(4)} ${f(added50 - same)} ms`);
       }
