@@ -7,7 +7,7 @@
 // answers). The prediction is the debate's accuracy less one agent's solo accuracy, in points;
 // ADAS measured each design on its own sample, so its difference has no interval of its own.
 
-import { estimateReplayParams, type ReplayParams } from '@fugu/conductor';
+import { estimateReplayParams, percentileInterval, type ReplayParams } from '@fugu/conductor';
 import { rng } from '@fugu/core';
 import { observationsOf } from './observations.ts';
 import { estimateRho, simulateRound } from './out-of-sample.ts';
@@ -42,16 +42,15 @@ export function predictDebateGain(table: readonly MultistepQuestion[], opts: { s
   const solo = debates.reduce((t, q) => t + q.rounds[0]!.filter((a) => a.correct).length, 0) / (3 * debates.length);
   const r = rng('fugu-multistep-adas', opts.seed);
   const accs = est.bootstrap!.draws!.map((p: ReplayParams) => debates.filter((q) => simulateRound(q, 1, p, rho, r).filter(Boolean).length >= 2).length / debates.length);
-  const sorted = [...accs].sort((a, b) => a - b);
-  const at = (x: number) => sorted[Math.min(sorted.length - 1, Math.floor(x * sorted.length))]!;
+  const [lo, hi] = percentileInterval(accs);
   const mean = accs.reduce((t, x) => t + x, 0) / accs.length;
   const a = opts.adas?.[opts.benchmark ?? 'mmlu'];
   const cot = a?.['Chain-of-Thought']?.accuracy, deb = a?.['LLM Debate']?.accuracy;
   return {
     questions: debates.length,
     solo,
-    debate: { mean, interval: [at(0.025), at(0.975)] },
-    gain: { mean: 100 * (mean - solo), interval: [100 * (at(0.025) - solo), 100 * (at(0.975) - solo)] },
+    debate: { mean, interval: [lo, hi] },
+    gain: { mean: 100 * (mean - solo), interval: [100 * (lo - solo), 100 * (hi - solo)] },
     rho,
     ...(cot !== undefined && deb !== undefined && { adas: { cot, debate: deb, gain: 100 * (deb - cot) } }),
   };

@@ -14,9 +14,8 @@
 // paper's figure; or a design found again) is keyed `<name> [<k>]` for its k-th entry (from 1) in
 // the file. Pure apart from reading the files.
 
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { InputError } from '@fugu/core';
+import { readSourceFile } from './source-files.ts';
 import type { ConvertReport } from './types.ts';
 
 export const ADAS_BENCHMARKS = ['mmlu', 'gpqa', 'drop', 'mgsm', 'arc'] as const;
@@ -59,14 +58,15 @@ export async function convertAdas(root: string): Promise<AdasResults> {
   const dropped: Record<string, number> = {};
   for (const benchmark of ADAS_BENCHMARKS) {
     const rel = `results/${benchmark}_gpt3.5_results.json`;
+    const text = await readSourceFile(root, rel);
+    if (text === undefined) {
+      filesMissing.push(rel);
+      continue;
+    }
     let raw: unknown;
     try {
-      raw = JSON.parse(await readFile(join(root, rel), 'utf8'));
+      raw = JSON.parse(text);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-        filesMissing.push(rel);
-        continue;
-      }
       throw new InputError(`not a readable JSON file (${(e as Error).message})`, { file: rel }, { cause: e });
     }
     filesRead.push(rel);

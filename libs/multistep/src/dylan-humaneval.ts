@@ -25,9 +25,8 @@
 // Not logged: any coder's code graded against HumanEval's tests (only the final pick is), and which
 // codes the Ranker let each coder read. Pure apart from reading the files.
 
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { InputError } from '@fugu/core';
+import { jsonLines, requireSourceFile } from './source-files.ts';
 import type { ConvertReport } from './types.ts';
 
 export const DYLAN_HUMANEVAL_MODELS = ['gpt_35_turbo_0301', 'gpt_4_0613'] as const;
@@ -61,22 +60,7 @@ export type DylanHumanEvalTask = {
 export type DylanHumanEvalRun = { tasks: DylanHumanEvalTask[]; report: ConvertReport };
 
 async function readLines(root: string, rel: string): Promise<unknown[]> {
-  let text: string;
-  try {
-    text = await readFile(join(root, rel), 'utf8');
-  } catch (e) {
-    throw new InputError(`cannot read (${(e as Error).message})`, { file: rel }, { cause: e });
-  }
-  const out: unknown[] = [];
-  text.split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    try {
-      out.push(JSON.parse(line));
-    } catch (e) {
-      throw new InputError(`not JSON (${(e as Error).message})`, { file: rel, line: i + 1 }, { cause: e });
-    }
-  });
-  return out;
+  return jsonLines(await requireSourceFile(root, rel), rel).map((l) => l.value);
 }
 
 function isTranscript(v: unknown): v is (string | null)[][] {

@@ -40,9 +40,10 @@
 // results of the split subjects (`_test_0`, `_test_100`, ...) and are not read. Pure apart from
 // reading the files.
 
-import { readFile, readdir } from 'node:fs/promises';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InputError } from '@fugu/core';
+import { readSourceFile, requireSourceFile } from './source-files.ts';
 import type { AgentAnswer, Converted, ConvertReport, MultistepQuestion } from './types.ts';
 
 export const DYLAN_MMLU_VARIANTS = [2, 3, 4, 7] as const;
@@ -156,14 +157,6 @@ function constraint(t: Transcript, correct: boolean): number {
   return ALL;
 }
 
-async function readText(root: string, rel: string): Promise<string> {
-  try {
-    return await readFile(join(root, rel), 'utf8');
-  } catch (e) {
-    throw new InputError(`cannot read (${(e as Error).message})`, { file: rel }, { cause: e });
-  }
-}
-
 /** The first line of a DyLAN .txt: `[True, False, ...] 0.4`. */
 export function parseResultsLine(text: string, file: string): boolean[] {
   const line = text.split('\n')[0] ?? '';
@@ -224,7 +217,7 @@ async function readRun(root: string, variant: DylanMmluVariant): Promise<RunFile
     if (!parsed.has(key)) {
       const rel = `${dir}/${name}`;
       read.push(rel);
-      parsed.set(key, parseTranscripts(await readText(root, rel), rel));
+      parsed.set(key, parseTranscripts(await requireSourceFile(root, rel), rel));
     }
     return parsed.get(key)!;
   };
@@ -234,7 +227,7 @@ async function readRun(root: string, variant: DylanMmluVariant): Promise<RunFile
   for (const [key, name] of results) {
     const rel = `${dir}/${name}`;
     read.push(rel);
-    const res = parseResultsLine(await readText(root, rel), rel);
+    const res = parseResultsLine(await requireSourceFile(root, rel), rel);
     const m = /^(.+)_test(?:_(\d+))?$/.exec(key)!;
     const unit: Unit = { variant, key, subject: m[1]!, offset: Number(m[2] ?? 0), results: res, transcripts: null };
     units.push(unit);
@@ -259,12 +252,8 @@ async function readRun(root: string, variant: DylanMmluVariant): Promise<RunFile
 
 /** The paths under exp/MMLU that the snapshot's MISSING.txt lists (absent from the checkout). */
 async function snapshotMissing(root: string): Promise<string[]> {
-  let text: string;
-  try {
-    text = await readFile(join(root, 'MISSING.txt'), 'utf8');
-  } catch {
-    return [];
-  }
+  const text = await readSourceFile(root, 'MISSING.txt');
+  if (text === undefined) return [];
   return text
     .split('\n')
     .map((l) => l.split('\t')[0]!.trim())

@@ -7,7 +7,7 @@
 // its interval is a miss, and a miss says the model (not the check) must change.
 
 import { normalQuantile, rng } from '@fugu/core';
-import { estimateReplayParams, stepProbability, type ReplayParams } from '@fugu/conductor';
+import { estimateReplayParams, percentileInterval, stepProbability, type ReplayParams } from '@fugu/conductor';
 import { observationsOf, stepOf } from './observations.ts';
 import type { MultistepQuestion } from './types.ts';
 
@@ -62,9 +62,10 @@ function statsOf(outcomes: readonly boolean[][]): Record<Statistic, number> {
   return { accuracy: n === 0 ? 0 : right / n, majority: outcomes.length === 0 ? 0 : majority / outcomes.length, any: outcomes.length === 0 ? 0 : any / outcomes.length };
 }
 
-function percentile(sorted: readonly number[], q: number): number {
-  const k = q * (sorted.length - 1), i = Math.floor(k);
-  return sorted[i]! + (i + 1 < sorted.length ? (sorted[i + 1]! - sorted[i]!) * (k - i) : 0);
+/** The questions that reached round `round` (some answer there), and that round's recorded statistics. */
+function reachedRound(questions: readonly MultistepQuestion[], round: number): { reached: MultistepQuestion[]; observed: Record<Statistic, number> } {
+  const reached = questions.filter((q) => q.rounds.length > round && q.rounds[round]!.length > 0);
+  return { reached, observed: statsOf(reached.map((q) => q.rounds[round]!.map((a) => a.correct))) };
 }
 
 /**
@@ -98,9 +99,8 @@ export function simulateRound(q: MultistepQuestion, round: number, params: Repla
  * answer right and with the majority right (40 replicates each) lies nearest the recorded ones.
  */
 export function estimateRho(questions: readonly MultistepQuestion[], round: number, params: ReplayParams, seed: number | string): number {
-  const reached = questions.filter((q) => q.rounds.length > round && q.rounds[round]!.length > 0);
+  const { reached, observed } = reachedRound(questions, round);
   if (reached.length === 0) return 0;
-  const observed = statsOf(reached.map((q) => q.rounds[round]!.map((a) => a.correct)));
   let best = 0, bestErr = Infinity;
   for (let k = 0; k <= 19; k++) {
     const rho = k / 20;
@@ -132,8 +132,7 @@ export function predictRound(
   rho: number | ((q: MultistepQuestion) => number) = 0,
 ): RoundPrediction {
   const rhoOf = typeof rho === 'number' ? () => rho : rho;
-  const reached = test.filter((q) => q.rounds.length > round && q.rounds[round]!.length > 0);
-  const observed = statsOf(reached.map((q) => q.rounds[round]!.map((a) => a.correct)));
+  const { reached, observed } = reachedRound(test, round);
   const modelled = reached.reduce((t, q) => t + q.rounds[round]!.filter((a) => typeof stepOf(q, round, a) !== 'string').length, 0);
   const sims: Record<Statistic, number[]> = { accuracy: [], majority: [], any: [] };
   const r = rng('fugu-multistep-predict', seed, round);
@@ -144,8 +143,8 @@ export function predictRound(
     for (const s of STATISTICS) sims[s].push(st[s]);
   }
   const stats = STATISTICS.map((statistic): Predicted => {
-    const v = [...sims[statistic]].sort((a, b) => a - b);
-    const interval: [number, number] = [percentile(v, 0.025), percentile(v, 0.975)];
+    const v = sims[statistic];
+    const interval = percentileInterval(v);
     const predicted = v.reduce((t, x) => t + x, 0) / v.length;
     const obs = observed[statistic];
     const below = v.filter((x) => x < obs - 1e-12).length, ties = v.filter((x) => Math.abs(x - obs) <= 1e-12).length;

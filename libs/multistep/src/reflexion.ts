@@ -37,9 +37,8 @@
 //   simple_leetcode_python3_gpt4_visible (4/40 = 10.0%; the paper's 7.5) and
 //   reflexion_leetcode_python3_gpt4_react_constraints_visible (6/40 = 15.0%, the paper's 15.0).
 
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { InputError } from '@fugu/core';
+import { jsonLines, readSourceFile } from './source-files.ts';
 import type { ConvertReport, MultistepQuestion } from './types.ts';
 
 export type ReflexionStrategy = 'simple' | 'reflexion';
@@ -104,26 +103,13 @@ export type ReflexionRun = { questions: MultistepQuestion[]; tasks: ReflexionTas
 export async function convertReflexion(root: string, source: ReflexionSource): Promise<ReflexionRun> {
   const spec: RunSpec | undefined = (REFLEXION_RUNS as Record<string, RunSpec>)[source];
   if (spec === undefined) throw new InputError(`no such Reflexion run: ${String(source)} (one of ${Object.keys(REFLEXION_RUNS).join(', ')})`);
-  let text: string;
-  try {
-    text = await readFile(join(root, spec.file), 'utf8');
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') {
-      return { questions: [], tasks: [], report: { source, filesRead: [], filesMissing: [spec.file], questions: 0, dropped: {} } };
-    }
-    throw new InputError(`cannot read (${(e as Error).message})`, { file: spec.file }, { cause: e });
-  }
+  const text = await readSourceFile(root, spec.file);
+  if (text === undefined) return { questions: [], tasks: [], report: { source, filesRead: [], filesMissing: [spec.file], questions: 0, dropped: {} } };
   const tasks: ReflexionTask[] = [];
   const seen = new Set<string>();
-  text.split('\n').forEach((line, i) => {
-    if (line.trim() === '') return;
-    const where = { file: spec.file, line: i + 1 };
-    let row: { task_id?: unknown; name?: unknown; is_solved?: unknown; reflections?: unknown };
-    try {
-      row = JSON.parse(line) as typeof row;
-    } catch (e) {
-      throw new InputError(`not JSON (${(e as Error).message})`, where, { cause: e });
-    }
+  for (const { line, value } of jsonLines(text, spec.file)) {
+    const where = { file: spec.file, line };
+    const row = value as { task_id?: unknown; name?: unknown; is_solved?: unknown; reflections?: unknown };
     const id = typeof row.task_id === 'string' ? row.task_id : typeof row.name === 'string' ? row.name : undefined;
     if (id === undefined) throw new InputError('no task_id or name', where);
     if (seen.has(id)) throw new InputError(`task ${id} logged twice`, where);
@@ -135,7 +121,7 @@ export async function convertReflexion(root: string, source: ReflexionSource): P
       attempts += row.reflections.length;
     }
     tasks.push({ id, attempts, solved: row.is_solved });
-  });
+  }
   const dropped: Record<string, number> = {};
   let questions: MultistepQuestion[] = [];
   if (spec.strategy === 'simple') {

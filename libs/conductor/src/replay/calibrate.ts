@@ -214,8 +214,8 @@ function herdInterval(t: { 1: Tally; 0: Tally }, fit: Fit, pseudo: { 1: Pseudo; 
   return [Math.exp(edge(Math.log(HERD_MIN))), Math.exp(edge(Math.log(HERD_MAX)))];
 }
 
-/** Percentile interval of sorted-or-not values. */
-function percentiles(xs: number[], lo = 0.025, hi = 0.975): [number, number] {
+/** The percentile interval of values (any order; linear interpolation between order statistics): 95% by default. */
+export function percentileInterval(xs: readonly number[], lo = 0.025, hi = 0.975): [number, number] {
   const v = [...xs].sort((a, b) => a - b);
   const at = (q: number): number => {
     const k = q * (v.length - 1), i = Math.floor(k), fr = k - i;
@@ -294,7 +294,7 @@ export function estimateReplayParams(obs: readonly CalibrationObservation[], opt
       const f = fitOf(tally(obs, clusterOf.map((c) => times[c]!)));
       for (const name of REPLAY_PARAM_NAMES) draws[name].push(name === 'herd' ? (herdFree ? f.herd : fallback.herd) : f.corners[name]);
     }
-    const intervals = Object.fromEntries(REPLAY_PARAM_NAMES.map((name) => [name, percentiles(draws[name])])) as Record<keyof ReplayParams, [number, number]>;
+    const intervals = Object.fromEntries(REPLAY_PARAM_NAMES.map((name) => [name, percentileInterval(draws[name])])) as Record<keyof ReplayParams, [number, number]>;
     out.bootstrap = { samples: opts.bootstrap.samples, clusters: C, intervals };
     if (opts.bootstrap.keepDraws) out.bootstrap.draws = draws.keep.map((_, b) => ({ keep: draws.keep[b]!, misled: draws.misled[b]!, adopt: draws.adopt[b]!, fix: draws.fix[b]!, herd: draws.herd[b]! }));
   }
