@@ -1,5 +1,6 @@
 // `fugu multistep convert`: every table of data/multistep from checkouts of the three public
-// repositories (data/multistep/README.md names their commits). Each converter reads its files
+// repositories (data/multistep/README.md names their commits) and, for the gold letters of DyLAN's
+// MMLU runs, the MMLU test set. Each converter reads its files
 // and returns rows and a report; this writes them: <source>.jsonl per table of rows, the
 // summaries of the runs that grade no single answer (DyLAN's HumanEval, Reflexion's reflexion
 // runs) and ADAS's totals as JSON, and reports.json (what each read, wrote and left out).
@@ -18,6 +19,8 @@ import type { ConvertReport } from './types.ts';
 export type ConvertSources = {
   /** a checkout of SALT-NLP/DyLAN */
   dylan?: string;
+  /** the MMLU test set (`<subject>_test.csv`, in it or under test/ or data/test/): the gold letters of DyLAN's MMLU runs; needed with `dylan` */
+  mmlu?: string;
   /** a checkout of noahshinn/reflexion */
   reflexion?: string;
   /** a checkout of ShengranHu/ADAS */
@@ -27,6 +30,7 @@ export type ConvertSources = {
 /** Converts what the checkouts given hold into `out`; returns the reports (also written to out/reports.json). */
 export async function convertAll(src: ConvertSources, out: string, log: (line: string) => void = () => {}): Promise<ConvertReport[]> {
   if (!src.dylan && !src.reflexion && !src.adas) throw new InputError('give at least one checkout: --dylan, --reflexion or --adas', { field: '--dylan' });
+  if (src.dylan && !src.mmlu) throw new InputError("DyLAN's MMLU logs do not hold the gold letters: give the MMLU test set (hendrycks/test's data/test/*.csv, data/multistep/README.md) with --mmlu", { field: '--mmlu' });
   await mkdir(out, { recursive: true });
   const reports: ConvertReport[] = [];
   const done = (r: ConvertReport) => {
@@ -40,7 +44,7 @@ export async function convertAll(src: ConvertSources, out: string, log: (line: s
       done(report);
     }
     for (const v of DYLAN_MMLU_VARIANTS) {
-      const { questions, report } = await convertDylanMmlu(src.dylan, v);
+      const { questions, report } = await convertDylanMmlu(src.dylan, v, src.mmlu!);
       await writeTable(path.join(out, `${report.source}.jsonl`), questions);
       done(report);
     }

@@ -10,8 +10,10 @@ import type { AgentAnswer } from './types.ts';
 // (the 7-agent file with the one stale transcript it has before them), the first 3 conceptual_physics
 // questions of the 2-, 3- and 4-agent runs (the 4-agent one with both files of the misfiling), and the
 // 7-agent college_biology file (1 transcript, its results cut to 3). Replies whole; each .txt's first
-// line cut to the questions kept.
+// line cut to the questions kept. The MMLU test set's stand-ins: testing/fixtures/mmlu/README.md (the
+// gold letters of the rows DyLAN asked are MMLU's).
 const FIXTURE = join(import.meta.dirname, 'testing/fixtures/dylan-mmlu');
+const MMLU = join(import.meta.dirname, 'testing/fixtures/mmlu');
 
 const a = (agent: number, answer: string | null, correct: boolean, read: number[] = []): AgentAnswer => ({ agent, answer, correct, read });
 const all4 = [0, 1, 2, 3];
@@ -44,13 +46,25 @@ describe('parseResultsLine', () => {
 });
 
 describe('convertDylanMmlu on the fixture', () => {
-  it('4 agents: the rounds as run, gold from all four runs, the misfiled transcripts read from college_physics', async () => {
-    const { questions, report } = await convertDylanMmlu(FIXTURE, 4);
+  it('4 agents: the rounds as run, gold from MMLU, the misfiled transcripts read from college_physics', async () => {
+    const { questions, report } = await convertDylanMmlu(FIXTURE, 4, MMLU);
     const source = 'dylan-mmlu-optimal7-4';
     expect(questions).toEqual([
       // consensus of 3 in round 0 (more than floor(8/3)), agent 3 never asked
       { id: 'abstract_algebra/0', source, task: 'abstract_algebra', gold: 'C', rounds: [[a(0, 'C', true), a(1, 'C', true), a(2, 'C', true)]] },
-      // abstract_algebra/1 is left out: no run pins its gold and an answer (C or D) might be right
+      // no run's final answer was right (gold A): kept, with the two agents right alone in round 0
+      // who left A in round 1 (the old converter, gold from the runs' results, dropped it)
+      {
+        id: 'abstract_algebra/1',
+        source,
+        task: 'abstract_algebra',
+        gold: 'A',
+        rounds: [
+          [a(0, 'A', true), a(1, 'A', true), a(2, null, false), a(3, 'D', false)],
+          [a(0, 'B', false, all4), a(1, 'A', true, all4), a(2, 'D', false, all4), a(3, 'C', false, all4)],
+          [a(1, 'B', false, all4), a(2, 'D', false, all4)],
+        ],
+      },
       {
         id: 'abstract_algebra/2',
         source,
@@ -61,8 +75,7 @@ describe('convertDylanMmlu on the fixture', () => {
           [a(0, 'C', false, all4), a(1, 'D', true, all4), a(2, 'C', false, all4), a(3, 'C', false, all4)],
         ],
       },
-      // no gold letter, but C is ruled out by a run whose final C was wrong: every answer graded
-      { id: 'abstract_algebra/3', source, task: 'abstract_algebra', rounds: [[a(0, 'C', false), a(1, 'C', false), a(3, 'C', false)]] },
+      { id: 'abstract_algebra/3', source, task: 'abstract_algebra', gold: 'A', rounds: [[a(0, 'C', false), a(1, 'C', false), a(3, 'C', false)]] },
       { id: 'conceptual_physics/0', source, task: 'conceptual_physics', gold: 'B', rounds: [[a(0, 'B', true), a(1, 'B', true), a(2, null, false), a(3, 'B', true)]] },
       { id: 'conceptual_physics/1', source, task: 'conceptual_physics', gold: 'B', rounds: [[a(0, 'B', true), a(1, 'B', true), a(3, 'B', true)]] },
       { id: 'conceptual_physics/2', source, task: 'conceptual_physics', gold: 'C', rounds: [[a(0, 'A', false), a(1, 'A', false), a(2, 'A', false)]] },
@@ -88,17 +101,21 @@ describe('convertDylanMmlu on the fixture', () => {
         `${dir(7)}/abstract_algebra_test_73.json`,
         `${dir(7)}/college_biology_test_73.txt`,
         `${dir(7)}/college_biology_test_73.json`,
+        'mmlu:abstract_algebra_test.csv',
+        'mmlu:college_biology_test.csv',
+        'mmlu:college_physics_test.csv',
+        'mmlu:test/conceptual_physics_test.csv',
       ],
       filesMissing: [],
-      questions: 6,
-      dropped: { [DYLAN_MMLU_DROP.ungraded]: 1, [DYLAN_MMLU_DROP.misfiled]: 3 },
+      questions: 7,
+      dropped: { [DYLAN_MMLU_DROP.misfiled]: 3 },
     });
   });
 
   it('7 agents: transcripts taken from the end of a file longer than its results; a file cut short left out', async () => {
-    const { questions, report } = await convertDylanMmlu(FIXTURE, 7);
+    const { questions, report } = await convertDylanMmlu(FIXTURE, 7, MMLU);
     const source = 'dylan-mmlu-optimal7-7';
-    expect(questions.map((q) => q.id)).toEqual(['abstract_algebra/0', 'abstract_algebra/2', 'abstract_algebra/3']);
+    expect(questions.map((q) => q.id)).toEqual(['abstract_algebra/0', 'abstract_algebra/1', 'abstract_algebra/2', 'abstract_algebra/3']);
     expect(questions[0]).toEqual({
       id: 'abstract_algebra/0',
       source,
@@ -111,18 +128,18 @@ describe('convertDylanMmlu on the fixture', () => {
       ],
     });
     // round 2 with more than 3 agents: the ranker's 2 answer, each shown all 7 round-1 replies
-    expect(questions[1]!.rounds[2]).toEqual([a(0, 'D', true, all7), a(5, 'D', true, all7)]);
-    expect(report.questions).toBe(3);
-    expect(report.dropped).toEqual({ [DYLAN_MMLU_DROP.ungraded]: 1, [DYLAN_MMLU_DROP.shortTranscripts]: 3 });
+    expect(questions[2]!.rounds[2]).toEqual([a(0, 'D', true, all7), a(5, 'D', true, all7)]);
+    expect(report.questions).toBe(4);
+    expect(report.dropped).toEqual({ [DYLAN_MMLU_DROP.shortTranscripts]: 3 });
   });
 
   it('2 agents: every question, in subject then question order', async () => {
-    const { questions } = await convertDylanMmlu(FIXTURE, 2);
-    expect(questions.map((q) => [q.id, q.gold ?? null, q.rounds.length])).toEqual([
+    const { questions } = await convertDylanMmlu(FIXTURE, 2, MMLU);
+    expect(questions.map((q) => [q.id, q.gold, q.rounds.length])).toEqual([
       ['abstract_algebra/0', 'C', 1],
-      ['abstract_algebra/1', null, 1],
+      ['abstract_algebra/1', 'A', 1],
       ['abstract_algebra/2', 'D', 1],
-      ['abstract_algebra/3', null, 1],
+      ['abstract_algebra/3', 'A', 1],
       ['conceptual_physics/0', 'B', 1],
       ['conceptual_physics/1', 'B', 1],
       ['conceptual_physics/2', 'C', 3],
@@ -135,7 +152,7 @@ describe('convertDylanMmlu on the fixture', () => {
   });
 
   it('is deterministic', async () => {
-    expect(await convertDylanMmlu(FIXTURE, 3)).toEqual(await convertDylanMmlu(FIXTURE, 3));
+    expect(await convertDylanMmlu(FIXTURE, 3, MMLU)).toEqual(await convertDylanMmlu(FIXTURE, 3, MMLU));
   });
 });
 
@@ -159,20 +176,28 @@ describe('convertDylanMmlu on made-up runs', () => {
     await writeFile(join(d, `${key}_${v}3.txt`), `[${py}] 0.5\n1 1\n`);
   }
   const solo = (...letters: string[]): Q => letters.map((l) => [l, null, null]);
+  // a subject of the MMLU test set: n rows, the letters of the ones given (the rest A); DyLAN's sample
+  // of 10 rows is rows 2 then 8, of 5 rows row 2 (mmlu.test.ts pins numpy's permutations)
+  async function mmlu(dir: string, subject: string, n: number, letters: Record<number, string>): Promise<void> {
+    await mkdir(join(dir, 'mmlu'), { recursive: true });
+    const rows = Array.from({ length: n }, (_, i) => `"${subject} question ${i}",a,b,c,d,${letters[i] ?? 'A'}`);
+    await writeFile(join(dir, 'mmlu', `${subject}_test.csv`), `${rows.join('\n')}\n`);
+  }
 
-  it('leaves out a file whose finals contradict the other runs, and grades the rest by them', async () => {
+  it('leaves out a file whose finals contradict the other runs, and grades the rest by MMLU', async () => {
     const dir = join(root, 'contradict');
-    // question 0: gold A (2 and 3 right with A); question 1: gold B (2 right with B)
+    // question 0: gold A; question 1: gold B
+    await mmlu(dir, 'x', 10, { 2: 'A', 8: 'B' });
     await run(dir, 2, 'x_test', [solo('A', 'A'), solo('B', 'B')], [true, true]);
     await run(dir, 3, 'x_test', [solo('A', 'A', 'A'), solo('C', 'C', 'C')], [true, false]);
     // the 4-agent file is off by one: its results contradict both others on both questions
     await run(dir, 4, 'x_test', [solo('B', 'B', 'B', 'B'), solo('A', 'A', 'A', 'A')], [true, true]);
     await run(dir, 7, 'x_test', [], [true]);
-    const four = await convertDylanMmlu(dir, 4);
+    const four = await convertDylanMmlu(dir, 4, join(dir, 'mmlu'));
     expect(four.questions).toEqual([]);
     expect(four.report.dropped).toEqual({ [DYLAN_MMLU_DROP.contradicts]: 2 });
     expect(four.report.filesMissing).toEqual(['exp/MMLU/mmlu_optimal7_7/x_test_73.json']);
-    const three = await convertDylanMmlu(dir, 3);
+    const three = await convertDylanMmlu(dir, 3, join(dir, 'mmlu'));
     expect(three.questions.map((q) => [q.id, q.gold, q.rounds[0]!.map((x) => x.correct)])).toEqual([
       ['x/0', 'A', [true, true, true]],
       ['x/1', 'B', [false, false, false]],
@@ -180,31 +205,60 @@ describe('convertDylanMmlu on made-up runs', () => {
     expect(three.report.dropped).toEqual({});
   });
 
-  it('a tie that was right narrows the gold; an answer it leaves open drops the question', async () => {
-    const dir = join(root, 'tie');
-    // 2 agents disagree to the end: the final is one of A, B (the first to answer, not logged) and was right
-    await run(dir, 2, 'y_test', [[['A', 'A', 'A'], ['B', 'B', 'B']]], [true]);
-    // the 3-agent run: consensus on C, wrong
+  it('keeps a question no run got right, graded by its MMLU letter', async () => {
+    const dir = join(root, 'unsolved');
+    await mmlu(dir, 'y', 5, { 2: 'D' });
+    // 2 agents disagree to the end (the final is one of A, B) and were wrong; the 3-agent run agreed on C, wrong
+    await run(dir, 2, 'y_test', [[['A', 'A', 'A'], ['D', 'B', 'B']]], [false]);
     await run(dir, 3, 'y_test', [solo('C', 'C', 'C')], [false]);
-    const three = await convertDylanMmlu(dir, 3);
-    expect(three.questions).toEqual([{ id: 'y/0', source: dylanMmluSource(3), task: 'y', rounds: [[a(0, 'C', false), a(1, 'C', false), a(2, 'C', false)]] }]);
-    const two = await convertDylanMmlu(dir, 2);
-    expect(two.questions).toEqual([]);
-    expect(two.report.dropped).toEqual({ [DYLAN_MMLU_DROP.ungraded]: 1 });
+    const two = await convertDylanMmlu(dir, 2, join(dir, 'mmlu'));
+    expect(two.questions).toEqual([
+      {
+        id: 'y/0',
+        source: dylanMmluSource(2),
+        task: 'y',
+        gold: 'D',
+        rounds: [[a(0, 'A', false), a(1, 'D', true)], [a(0, 'A', false, [0, 1]), a(1, 'B', false, [0, 1])], [a(0, 'A', false, [0, 1]), a(1, 'B', false, [0, 1])]],
+      },
+    ]);
+    expect(two.report.dropped).toEqual({});
     expect(two.report.filesMissing).toEqual(['exp/MMLU/mmlu_optimal7_4', 'exp/MMLU/mmlu_optimal7_7']);
+    expect((await convertDylanMmlu(dir, 3, join(dir, 'mmlu'))).questions.map((q) => q.gold)).toEqual(['D']);
   });
 
   it('a transcript out of the protocol\'s shape is left out', async () => {
     const dir = join(root, 'shape');
+    await mmlu(dir, 'z', 10, { 2: 'A', 8: 'C' });
     // round 1 after a round 0 that was not full
     await run(dir, 2, 'z_test', [[['A', 'A', null], [null, 'A', null]], solo('-', '-')], [true, false]);
-    const two = await convertDylanMmlu(dir, 2);
+    const two = await convertDylanMmlu(dir, 2, join(dir, 'mmlu'));
     expect(two.report.dropped).toEqual({ [DYLAN_MMLU_DROP.protocol]: 1 });
-    // no letter in either reply: both wrong, whatever the gold
-    expect(two.questions).toEqual([{ id: 'z/1', source: dylanMmluSource(2), task: 'z', rounds: [[a(0, null, false), a(1, null, false)]] }]);
+    // no letter in either reply: both wrong
+    expect(two.questions).toEqual([{ id: 'z/1', source: dylanMmluSource(2), task: 'z', gold: 'C', rounds: [[a(0, null, false), a(1, null, false)]] }]);
+  });
+
+  it('an MMLU copy that is not the one DyLAN sampled is an error naming the subject and question', async () => {
+    const dir = join(root, 'not-sampled');
+    await run(dir, 2, 'w_test', [solo('A', 'A'), solo('B', 'B')], [true, false]);
+    const m = join(dir, 'mmlu');
+    // no file for the subject
+    await mkdir(m, { recursive: true });
+    await expect(convertDylanMmlu(dir, 2, m)).rejects.toThrow(/no w_test\.csv in the MMLU test set given .*DyLAN asked 2 w questions/);
+    // a sample shorter than the questions asked
+    await mmlu(dir, 'w', 5, {});
+    await expect(convertDylanMmlu(dir, 2, m)).rejects.toThrow(/MMLU's w has 5 test questions, whose 20% sample is 1, but DyLAN's runs asked 2/);
+    // a letter the run's result contradicts: question 0 (row 3) was answered A, True
+    await mmlu(dir, 'w', 10, { 2: 'C', 8: 'C' });
+    const e = await convertDylanMmlu(dir, 2, m).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InputError);
+    expect((e as InputError).field).toBe('--mmlu');
+    expect((e as Error).message).toContain('w question 0 (MMLU row 3: "w question 2"): MMLU\'s gold letter C contradicts exp/MMLU/mmlu_optimal7_2/w_test_23.txt, whose result is True for the final answer A');
+    // the letters DyLAN graded against: both questions kept
+    await mmlu(dir, 'w', 10, { 2: 'A', 8: 'C' });
+    expect((await convertDylanMmlu(dir, 2, m)).questions.map((q) => [q.id, q.gold])).toEqual([['w/0', 'A'], ['w/1', 'C']]);
   });
 
   it('refuses a variant it does not know', async () => {
-    await expect(convertDylanMmlu(FIXTURE, 5 as DylanMmluVariant)).rejects.toThrow(InputError);
+    await expect(convertDylanMmlu(FIXTURE, 5 as DylanMmluVariant, MMLU)).rejects.toThrow(InputError);
   });
 });

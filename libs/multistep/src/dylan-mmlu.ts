@@ -21,18 +21,21 @@
 // What the logs hold: per question one JSON line, [agent][round] -> the reply or null where the
 // agent did not answer (<subject>_test[_<offset>]_<n>3.json); beside it a .txt whose first line is
 // the per-question `gold == final` list and the accuracy. Neither holds the question or its gold
-// letter (the downsampled MMLU CSVs are not in the repository). The gold letter is recovered from
-// the four runs together: the runs asked the same questions in the same order, so a run whose final
-// answer is a single letter and whose result is True gives the gold letter; one whose result is False
-// rules its letter out; a True tie narrows the gold to the tied letters. An answer is graded where
-// that settles it: equal to a known gold letter, or a letter every run rules out (null: wrong); a
-// question with an answer left open is left out (`dropped`). `gold` is written where it is known.
+// letter: the gold letter comes from the MMLU test set itself (a directory of its
+// `<subject>_test.csv`), through the questions DyLAN sampled from it (mmlu.ts: pandas'
+// `sample(frac=0.2, random_state=0)` of each subject, in that order; question k of a subject is the
+// sample's k-th). Every question of a file that lines up with its results is kept and graded
+// against it: an answer is right iff its letter is the gold one (null: wrong). The gold letter must
+// agree with every such run's result (a True final answer is gold, a False one is not); one that
+// does not is an error naming the subject and the question, as is a subject whose sample is
+// shorter than the questions DyLAN asked: either says the MMLU copy is not the one DyLAN sampled.
 //
 // Files that do not line up: a results list longer than its transcripts (the run cut short) is
 // left out; transcripts longer than their results (most of the 7-agent run's files hold more
 // transcripts than results) are taken from the end; a file whose final answers then contradict the
-// other runs' results (pairwise, the file with most contradictions first, until none is left) is
-// left out: all but 3 of the 7-agent files with extra transcripts, none of the other runs'. One
+// other runs' results (pairwise, the file with most contradictions first, until none is left; the
+// logs alone decide this, not the MMLU letters) is left out: all but 3 of the 7-agent files with
+// extra transcripts, none of the other runs'. One
 // misfiling is known: in the 4-agent run the transcripts of conceptual_physics are the ones in
 // college_physics_test_43.json (they line up with conceptual_physics_test_43.txt exactly; the file
 // under the conceptual_physics name holds another run of it whose results are not in the checkout,
@@ -43,6 +46,7 @@
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { InputError } from '@fugu/core';
+import { dylanMmluSample, readMmluSubject, type MmluQuestion } from './mmlu.ts';
 import { readSourceFile, requireSourceFile } from './source-files.ts';
 import type { AgentAnswer, Converted, ConvertReport, MultistepQuestion } from './types.ts';
 
@@ -73,9 +77,7 @@ export const DYLAN_MMLU_DROP = {
   shortTranscripts: 'fewer transcripts than results (the run was cut short)',
   misfiled: 'transcripts absent (the file under this name holds another subject\'s run)',
   contradicts: 'transcripts do not line up with the results (their final answers contradict the other runs\' results)',
-  contested: 'the runs\' results contradict each other on this question',
   protocol: 'transcript does not follow the protocol\'s rounds',
-  ungraded: 'gold letter not recoverable and an answer might be right',
 } as const;
 
 /** code/MMLU/utils.py `parse_single_choice`: the last `(X)`, else the last `X)`, upper-cased; null if neither. */
@@ -108,12 +110,6 @@ type Unit = {
 function bit(letter: string | null): number {
   const i = letter === null ? -1 : LETTERS.indexOf(letter as (typeof LETTERS)[number]);
   return i < 0 ? 0 : 1 << i;
-}
-
-function popcount(mask: number): number {
-  let n = 0;
-  for (let m = mask; m; m &= m - 1) n++;
-  return n;
 }
 
 /** The answers of each round: the agents that answered in it, in agent order. */
@@ -260,19 +256,50 @@ async function snapshotMissing(root: string): Promise<string[]> {
     .filter((p) => p.startsWith('exp/MMLU/'));
 }
 
+/** A subject's gold letters in DyLAN's order, and where each came from. */
+type SubjectGold = { file: string; rows: number[]; questions: MmluQuestion[] };
+
+/**
+ * The gold letters of the questions DyLAN asked, per subject, from a copy of the MMLU test set
+ * (mmlu.ts); an InputError (field `--mmlu`) where a subject's file is absent or its sample is
+ * shorter than the questions DyLAN's runs asked of it (on DyLAN's logs the two are equal for every
+ * subject; a test fixture's runs are cut short).
+ */
+async function goldOf(mmlu: string, units: Unit[]): Promise<Map<string, SubjectGold>> {
+  const asked = new Map<string, number>();
+  for (const u of units) asked.set(u.subject, Math.max(asked.get(u.subject) ?? 0, u.offset + u.results.length));
+  const gold = new Map<string, SubjectGold>();
+  for (const [subject, n] of [...asked].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const read = await readMmluSubject(mmlu, subject);
+    if (read === undefined) throw new InputError(`no ${subject}_test.csv in the MMLU test set given (looked in it, test/ and data/test/): DyLAN asked ${n} ${subject} questions`, { file: mmlu, field: '--mmlu' });
+    const rows = dylanMmluSample(read.questions.length);
+    if (rows.length < n) {
+      throw new InputError(
+        `MMLU's ${subject} has ${read.questions.length} test questions, whose 20% sample is ${rows.length}, but DyLAN's runs asked ${n}: not the test set DyLAN sampled from (hendrycks/test, 14,042 questions)`,
+        { file: join(mmlu, read.file), field: '--mmlu' },
+      );
+    }
+    gold.set(subject, { file: read.file, rows, questions: rows.map((r) => read.questions[r]!) });
+  }
+  return gold;
+}
+
 /**
  * The table of one DyLAN MMLU run. Reads all four runs' directories under `root` (a checkout of
- * SALT-NLP/DyLAN): the gold letters come from their results together. Rows in subject order, then
- * question order; ids `<subject>/<index in the subject's downsampled test set>`.
+ * SALT-NLP/DyLAN): which files line up with their results is decided by the four runs together.
+ * The gold letters come from `mmlu`, a copy of the MMLU test set (`<subject>_test.csv`, in it or
+ * under test/ or data/test/). Rows in subject order, then question order; ids `<subject>/<index in
+ * the subject's downsampled test set>` (the index into `dylanMmluSample`).
  */
-export async function convertDylanMmlu(root: string, variant: DylanMmluVariant): Promise<Converted> {
+export async function convertDylanMmlu(root: string, variant: DylanMmluVariant, mmlu: string): Promise<Converted> {
   if (!DYLAN_MMLU_VARIANTS.includes(variant)) throw new InputError(`no such DyLAN MMLU run: ${String(variant)} agents (one of ${DYLAN_MMLU_VARIANTS.join(', ')})`);
   const runs = new Map<DylanMmluVariant, RunFiles>();
   for (const v of DYLAN_MMLU_VARIANTS) runs.set(v, await readRun(root, v));
   const units = [...runs.values()].flatMap((r) => r.units);
+  const gold = await goldOf(mmlu, units);
 
   // each aligned file's say on each question's gold letter
-  type Say = { unit: Unit; mask: number };
+  type Say = { unit: Unit; index: number; mask: number };
   const says = new Map<string, Say[]>();
   const qid = (u: Unit, i: number): string => `${u.subject}/${u.offset + i}`;
   for (const u of units) {
@@ -281,7 +308,7 @@ export async function convertDylanMmlu(root: string, variant: DylanMmluVariant):
       if (!followsProtocol(t, u.variant)) return;
       const id = qid(u, i);
       if (!says.has(id)) says.set(id, []);
-      says.get(id)!.push({ unit: u, mask: constraint(t, u.results[i]!) });
+      says.get(id)!.push({ unit: u, index: i, mask: constraint(t, u.results[i]!) });
     });
   }
   // leave out the files that contradict the others, worst first, until none does
@@ -299,8 +326,23 @@ export async function convertDylanMmlu(root: string, variant: DylanMmluVariant):
     const worst = Math.max(...conflicts.values());
     for (const [u, n] of conflicts) if (n === worst) u.drop = DYLAN_MMLU_DROP.contradicts;
   }
-  const allowed = (id: string): number =>
-    (says.get(id) ?? []).filter((s) => s.unit.drop === undefined).reduce((m, s) => m & s.mask, ALL);
+  // the MMLU letter must agree with every file that lines up
+  const goldLetter = (u: Unit, i: number): string => gold.get(u.subject)!.questions[u.offset + i]!.answer;
+  for (const list of says.values()) {
+    for (const s of list) {
+      if (s.unit.drop !== undefined) continue;
+      const k = s.unit.offset + s.index;
+      const g = gold.get(s.unit.subject)!;
+      const letter = g.questions[k]!.answer;
+      if ((s.mask & bit(letter)) !== 0) continue;
+      const q = g.questions[k]!.question.replace(/\s+/g, ' ');
+      const finals = finalCandidates(s.unit.transcripts![s.index]!).map((a) => a ?? 'none').join(' or ');
+      throw new InputError(
+        `${s.unit.subject} question ${k} (MMLU row ${g.rows[k]! + 1}: "${q.length > 80 ? `${q.slice(0, 80)}...` : q}"): MMLU's gold letter ${letter} contradicts ${dylanMmluDir(s.unit.variant)}/${s.unit.key}_${s.unit.variant}3.txt, whose result is ${s.unit.results[s.index] ? 'True' : 'False'} for the final answer ${finals}: not the test set DyLAN sampled from`,
+        { file: join(mmlu, g.file), field: '--mmlu' },
+      );
+    }
+  }
 
   const run = runs.get(variant)!;
   const source = dylanMmluSource(variant);
@@ -318,24 +360,20 @@ export async function convertDylanMmlu(root: string, variant: DylanMmluVariant):
     u.transcripts.forEach((t, i) => {
       const id = qid(u, i);
       if (!followsProtocol(t, variant)) return drop(DYLAN_MMLU_DROP.protocol);
-      const mask = allowed(id);
-      if (mask === 0) return drop(DYLAN_MMLU_DROP.contested);
-      const gold = popcount(mask) === 1 ? LETTERS[Math.log2(mask)]! : undefined;
+      const g = goldLetter(u, i);
       const rounds: AgentAnswer[][] = [];
       let previous: number[] = [];
       for (const round of roundsOf(t)) {
         if (round.length === 0) break;
-        rounds.push(round.map(({ agent, answer }) => ({ agent, answer, correct: answer !== null && (mask & bit(answer)) !== 0, read: [...previous] })));
+        rounds.push(round.map(({ agent, answer }) => ({ agent, answer, correct: answer === g, read: [...previous] })));
         previous = round.map((a) => a.agent);
       }
-      const open = gold === undefined && rounds.some((r) => r.some((a) => a.correct));
-      if (open) return drop(DYLAN_MMLU_DROP.ungraded);
-      questions.push({ id, source, task: u.subject, ...(gold !== undefined && { gold }), rounds });
+      questions.push({ id, source, task: u.subject, gold: g, rounds });
     });
   }
   const report: ConvertReport = {
     source,
-    filesRead: [...runs.values()].flatMap((r) => r.read),
+    filesRead: [...[...runs.values()].flatMap((r) => r.read), ...[...gold.values()].map((g) => `mmlu:${g.file}`)],
     filesMissing: [...new Set([...(await snapshotMissing(root)), ...[...runs.values()].flatMap((r) => r.missing)])].sort(),
     questions: questions.length,
     dropped,

@@ -6,6 +6,7 @@ export { CONFIG_CORNERS, FIT_ROUND, fitTable, formatFits, multistepReportData, r
 export { extractMathAnswer, isEquiv, stripString } from './math/equiv.ts';
 export * from './dylan-math.ts';
 export * from './dylan-mmlu.ts';
+export { dylanMmluSample, readMmluSubject, type MmluQuestion } from './mmlu.ts';
 export * from './dylan-humaneval.ts';
 export * from './reflexion.ts';
 export * from './adas.ts';

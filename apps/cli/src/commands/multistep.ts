@@ -18,14 +18,15 @@ export const multistepCommands: CommandGroup = (program) => {
     .description('the replay step model measured on recorded multi-agent runs (data/multistep: DyLAN debates, Reflexion)');
   multistep
     .command('convert')
-    .description('the tables of data/multistep from checkouts of the public repositories (data/multistep/README.md names their commits)')
+    .description('the tables of data/multistep from checkouts of the public repositories (data/multistep/README.md names their commits) and the MMLU test set')
     .option('--dylan <dir>', 'a checkout of SALT-NLP/DyLAN')
+    .option('--mmlu <dir>', "the MMLU test set, <subject>_test.csv (hendrycks/test's data/test): the gold letters of DyLAN's MMLU runs; needed with --dylan")
     .option('--reflexion <dir>', 'a checkout of noahshinn/reflexion')
     .option('--adas <dir>', 'a checkout of ShengranHu/ADAS')
     .option('--out <dir>', 'where the tables go', DEFAULT_TABLES_DIR)
-    .action(action(async (f: { dylan?: string; reflexion?: string; adas?: string; out: string }) => {
+    .action(action(async (f: { dylan?: string; mmlu?: string; reflexion?: string; adas?: string; out: string }) => {
       const t0 = performance.now();
-      await convertAll({ ...(f.dylan && { dylan: f.dylan }), ...(f.reflexion && { reflexion: f.reflexion }), ...(f.adas && { adas: f.adas }) }, f.out, (l) => process.stderr.write(`${l}\n`));
+      await convertAll({ ...(f.dylan && { dylan: f.dylan }), ...(f.mmlu && { mmlu: f.mmlu }), ...(f.reflexion && { reflexion: f.reflexion }), ...(f.adas && { adas: f.adas }) }, f.out, (l) => process.stderr.write(`${l}\n`));
       process.stderr.write(`wrote ${f.out} in ${((performance.now() - t0) / 1000).toFixed(1)} s (reports.json: what each table read and left out)\n`);
     }));
   multistep
