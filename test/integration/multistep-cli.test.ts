@@ -20,7 +20,7 @@ describe('fugu multistep on the shipped tables', () => {
     const r = await fugu(['multistep', 'fit', '--tables', 'dylan-mmlu-optimal7-7', '--samples', '20', '--json']);
     expect(r.code, r.stderr).toBe(0);
     const [fit] = JSON.parse(r.stdout);
-    expect(fit).toMatchObject({ source: 'dylan-mmlu-optimal7-7', questions: 727 });
+    expect(fit).toMatchObject({ source: 'dylan-mmlu-optimal7-7', questions: 800 });
     expect(fit.groups[0].estimate.bootstrap.samples).toBe(20);
     for (const k of ['pooled', 'correlated']) expect(Object.keys(fit[k].predictions)).toEqual(['all']);
     expect(fit.correlated.rho.all).toBeGreaterThan(0);
@@ -45,5 +45,9 @@ describe('fugu multistep on the shipped tables', () => {
     const r = await fugu(['multistep', 'fit', '--tables', 'no-such-table']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--tables.*no table "no-such-table"/);
+    // DyLAN's MMLU runs take their gold letters from the MMLU test set
+    const c = await fugu(['multistep', 'convert', '--dylan', 'no-such-dir', '--out', 'no-such-out']);
+    expect(c.code).toBe(2);
+    expect(c.stderr).toMatch(/--mmlu.*do not hold the gold letters/);
   });
 });
