@@ -17,6 +17,7 @@ import {
   action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
+import { registerUltraAnalyse } from './ultra-analyse.ts';
 import { registerUltraCalibrate } from './ultra-calibrate.ts';
 import { registerUltraPolicy } from './ultra-policy.ts';
 import { registerUltraPrompt } from './ultra-prompt.ts';
@@ -102,6 +103,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
 
   registerUltraPolicy(ultra, cli);
   registerUltraCalibrate(ultra, cli);
+  registerUltraAnalyse(ultra, cli);
   registerUltraPrompt(ultra, cli);
   registerUltraPublish(ultra, cli);
 };

@@ -1,0 +1,53 @@
+// The text `fugu ultra analyse` prints: markdown tables, every figure named a simulation.
+import type { LandscapeResult, PlannerResult, ScoreResult } from './run.ts';
+
+const f4 = (x: number) => x.toFixed(4);
+const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
+
+export function formatScores(r: ScoreResult): string {
+  const routerRow = r.rows.find((row) => row.spec.startsWith('router:'));
+  const head = `${r.dataset}, ${r.split} split: ${r.items} items${r.samples > 0 ? `, ${r.samples} sampled workflows each` : ', argmax workflows'}; expected accuracy in the replay model (a simulation from recorded outcomes)` +
+    (routerRow ? `; (points against ${routerRow.spec})` : '');
+  const lines = [head, '', `| conductor | steps | ${r.configs.join(' | ')} |`, `|---|---|${r.configs.map(() => '---|').join('')}`];
+  for (const row of r.rows) {
+    const cells = r.configs.map((c) => `${f4(row.accuracy[c]!)}${routerRow && row !== routerRow ? ` (${pts(row.accuracy[c]! - routerRow.accuracy[c]!)})` : ''}`);
+    lines.push(`| ${row.spec} | ${row.steps.toFixed(2)} | ${cells.join(' | ')} |`);
+  }
+  const multi = r.rows.filter((row) => row.steps > 1);
+  if (multi.length > 0) {
+    lines.push('', 'most frequent workflows:');
+    for (const row of multi) lines.push(`  ${row.spec}: ${row.top.map((t) => `${t.count}x ${t.workflow}`).join(' | ')}`);
+  }
+  if (r.best && r.rows.length > 1) lines.push('', `best policy by expected accuracy under ${r.best.config}: ${r.best.spec} (${f4(r.best.accuracy)})`);
+  return lines.join('\n');
+}
+
+export function formatPlanner(r: PlannerResult): string {
+  const lines = [
+    `model-based planner on ${r.dataset} (regressions: L2 ${r.l2}, ${r.iterations} iterations; free: every single worker and every "A, then B reading A"; router-anchored: the router's pick alone or a helper A, then the pick reading A); expected accuracy in the replay model (a simulation from recorded outcomes)`,
+  ];
+  for (const s of r.splits) {
+    lines.push('', `${s.split} (${s.items} items): router ${f4(s.router)}, best single (${r.bestSingle}) ${f4(s.bestSingle)}, regression's single pick ${f4(s.regressionPick)}`);
+    const scores = [...new Set(s.cells.map((c) => c.score))];
+    lines.push(`| planner | planned under \\ scored under | ${scores.join(' | ')} | steps | two-step items |`, `|---|---|${scores.map(() => '---|').join('')}---|---|`);
+    for (const planner of ['free', 'router-anchored'] as const) {
+      for (const plan of [...new Set(s.cells.map((c) => c.plan))]) {
+        const row = s.cells.filter((c) => c.plan === plan && c.planner === planner);
+        lines.push(`| ${planner} | ${plan} | ${scores.map((sc) => { const c = row.find((x) => x.score === sc)!; return `${f4(c.accuracy)} (${pts(c.accuracy - s.router)})`; }).join(' | ')} | ${row[0]!.steps.toFixed(2)} | ${row[0]!.twoStep} |`);
+      }
+    }
+  }
+  lines.push('', '(points against the router)');
+  return lines.join('\n');
+}
+
+export function formatLandscape(r: LandscapeResult): string {
+  return [
+    `${r.dataset}, ${r.split} split: ${r.items} items, step model ${r.config} (a simulation from recorded outcomes)`,
+    `best single (${r.bestSingle.worker}) ${f4(r.bestSingle.accuracy)}; router ${f4(r.router)}`,
+    'best fixed pairs "A, then B reading A":',
+    ...r.pairs.map((p) => `  ${`${p.first} -> ${p.then}`.padEnd(72)} ${f4(p.accuracy)}`),
+    `per-question best of {router pick, A then (router pick | ${r.bestSingle.worker}) reading A}: ${f4(r.oracle)} (an upper bound)`,
+    `router's pick reading A's answer first (A = router's pick: alone): ${r.routerReading.map((h) => `${h.helper} ${f4(h.accuracy)}`).join(', ')}`,
+  ].join('\n');
+}

@@ -1,0 +1,5 @@
+export * from './inputs.ts';
+export * from './exact.ts';
+export * from './planner.ts';
+export * from './run.ts';
+export * from './format.ts';

@@ -1,0 +1,153 @@
+// `fugu ultra analyse`: exact expectations on a replay pool (a simulation from recorded outcomes).
+// score: stored policies, router checkpoints and single workers on a split under one or more step
+// models (one: the exact evaluation a checkpoint is chosen by; several: figure 2's robustness
+// table). planner: the model-based ceiling, planned under each step model given and scored under
+// each. landscape: what fixed two-step workflows and a per-question choice could gain over the
+// router.
+import { InputError } from '@fugu/core';
+import { replayItemOf, type ReplayItem } from '@fugu/conductor';
+import type { Db } from '@fugu/db';
+import type { UltraSplit } from '@fugu/ultra';
+import { backboneFeatures } from '../grpo/run.ts';
+import { exactScore, policyWorkflows, routerWorkflows, singlesAndPairs, singleWorkflows, topWorkflows, type Written } from './exact.ts';
+import type { AnalysisInputs, NamedReplayConfig } from './inputs.ts';
+import { fitRegressions, planWorkflow, predictAll } from './planner.ts';
+
+type Ctx = { db: Db; home: string };
+
+export type ScoreRow = { spec: string; steps: number; accuracy: Record<string, number>; top: Array<{ workflow: string; count: number }> };
+export type ScoreResult = { dataset: string; split: UltraSplit; items: number; samples: number; workers: string[]; configs: string[]; rows: ScoreRow[]; best: { spec: string; config: string; accuracy: number } | null };
+
+/**
+ * Each spec (a policy checkpoint id, `router:<checkpoint>`, `single:<worker>` or `best` = the best
+ * single worker by train mean among the allowed) on a split, in exact expectation under each config;
+ * `best` names the spec with the highest accuracy under the first config among the policies.
+ */
+export async function analyseScores(ctx: Ctx, inputs: AnalysisInputs, o: { specs: readonly string[]; split: UltraSplit; samples?: number; allowed?: readonly string[]; configs: readonly NamedReplayConfig[] }): Promise<ScoreResult> {
+  if (o.specs.length === 0) throw new InputError('name one or more checkpoints, router:<checkpoint>, single:<worker> or best', { field: 'specs' });
+  if (o.configs.length === 0) throw new InputError('give at least one step model', { field: '--replay' });
+  const allowed = o.allowed ?? inputs.names;
+  const items = inputs.split(o.split);
+  if (items.length === 0) throw new InputError(`the ${o.split} split of dataset "${inputs.dataset}" has no items`, { field: '--split' });
+  const needsFeatures = o.specs.some((s) => !s.startsWith('router:') && !s.startsWith('single:') && s !== 'best');
+  const feats = needsFeatures ? await backboneFeatures(ctx.db, ctx.home) : null;
+  try {
+    const x = feats ? await feats.features(items.map((i) => i.prompt)) : [];
+    const written: Written[] = [];
+    for (const spec of o.specs) {
+      if (spec.startsWith('router:')) written.push(await routerWorkflows(ctx.db, ctx.home, spec.slice('router:'.length), inputs.names, items, o.allowed));
+      else if (spec === 'best') written.push({ ...singleWorkflows(inputs.ranking.find((w) => allowed.includes(w))!, items), id: `best single (${inputs.ranking.find((w) => allowed.includes(w))})` });
+      else if (spec.startsWith('single:')) {
+        const w = spec.slice('single:'.length);
+        if (!inputs.names.includes(w)) throw new InputError(`worker ${JSON.stringify(w)} is not in the pool (it has ${inputs.names.join(', ')})`, { field: 'specs' });
+        written.push(singleWorkflows(w, items));
+      } else written.push(await policyWorkflows(ctx.db, spec, inputs, items, x, { samples: o.samples ?? 0, allowed }));
+    }
+    const params = o.configs.map((c) => inputs.params(c.config));
+    const rows: ScoreRow[] = written.map((w) => {
+      const scores = params.map((p) => exactScore(p, items, w));
+      return { spec: w.id, steps: scores[0]!.steps, accuracy: Object.fromEntries(o.configs.map((c, k) => [c.name, scores[k]!.accuracy])), top: topWorkflows(w, 4) };
+    });
+    const policies = rows.filter((r, i) => !o.specs[i]!.startsWith('router:') && !o.specs[i]!.startsWith('single:') && o.specs[i] !== 'best');
+    const first = o.configs[0]!.name;
+    const bestRow = policies.reduce<ScoreRow | null>((a, r) => (a === null || r.accuracy[first]! > a.accuracy[first]! ? r : a), null);
+    return {
+      dataset: inputs.dataset, split: o.split, items: items.length, samples: o.samples ?? 0, workers: [...allowed], configs: o.configs.map((c) => c.name), rows,
+      best: bestRow ? { spec: bestRow.spec, config: first, accuracy: bestRow.accuracy[first]! } : null,
+    };
+  } finally {
+    await feats?.release();
+  }
+}
+
+export type PlannerSplit = {
+  split: UltraSplit; items: number; router: number; bestSingle: number; regressionPick: number;
+  /**
+   * planned under `plan`, scored under `score`: expected accuracy, mean steps, items given two steps.
+   * `free`: any single worker or pair; `router-anchored`: the router's pick alone, or a helper A then
+   * the router's pick reading A (a Conductor on top of the router: only the second step is its choice).
+   */
+  cells: Array<{ planner: 'free' | 'router-anchored'; plan: string; score: string; accuracy: number; steps: number; twoStep: number }>;
+};
+export type PlannerResult = { dataset: string; router: string; l2: number; iterations: number; bestSingle: string; splits: PlannerSplit[] };
+
+/** The model-based planner (free, and anchored on the router's pick) planned under each of `plan`, scored under each of `score`. */
+export async function analysePlanner(
+  ctx: Ctx, inputs: AnalysisInputs,
+  o: { router: string; l2: number; iterations: number; plan: readonly NamedReplayConfig[]; score: readonly NamedReplayConfig[]; splits: readonly UltraSplit[]; onFit?: (t: number) => void },
+): Promise<PlannerResult> {
+  if (o.plan.length === 0 || o.score.length === 0) throw new InputError('give at least one step model to plan under and to score under', { field: '--plan' });
+  const feats = await backboneFeatures(ctx.db, ctx.home);
+  try {
+    const train = inputs.split('train');
+    const xTrain = await feats.features(train.map((i) => i.prompt));
+    const targets = inputs.names.map((n) => train.map((it) => it.recorded?.[n]?.score ?? 0));
+    const models = fitRegressions(xTrain, targets, { l2: o.l2, iterations: o.iterations, ...(o.onFit && { onIteration: o.onFit }) });
+    const candidates = singlesAndPairs(inputs.names);
+    const planParams = o.plan.map((c) => inputs.params(c.config));
+    const scoreParams = o.score.map((c) => inputs.params(c.config));
+    const best = inputs.ranking[0]!;
+    const splits: PlannerSplit[] = [];
+    for (const s of o.splits) {
+      const items = inputs.split(s);
+      const x = await feats.features(items.map((i) => i.prompt));
+      const router = await routerWorkflows(ctx.db, ctx.home, o.router, inputs.names, items);
+      const real = items.map((it) => replayItemOf(it));
+      const predicted = x.map((xi) => predictAll(models, xi));
+      const virtual: ReplayItem[] = items.map((it, i) => ({ id: it.id, recorded: Object.fromEntries(inputs.names.map((n, j) => [n, predicted[i]![j]!])) }));
+      const mean = (f: (i: number) => number) => items.reduce((a, _, i) => a + f(i), 0) / items.length;
+      const cells: PlannerSplit['cells'] = [];
+      const anchoredCandidates = router.workflows.map((wf) => wf[0]!.worker).map((pick) => [[{ worker: pick, sees: [] }], ...inputs.names.filter((a) => a !== pick).map((a) => [{ worker: a, sees: [] }, { worker: pick, sees: [0] }])]);
+      for (const planner of ['free', 'router-anchored'] as const) {
+        o.plan.forEach((pc, pk) => {
+          const workflows = virtual.map((v, i) => planWorkflow(planParams[pk]!, v, planner === 'free' ? candidates : anchoredCandidates[i]!));
+          o.score.forEach((sc, sk) => {
+            const { accuracy, steps } = exactScore(scoreParams[sk]!, items, { id: `${planner}:${pc.name}`, draws: 1, workflows });
+            cells.push({ planner, plan: pc.name, score: sc.name, accuracy, steps, twoStep: workflows.filter((w) => w.length === 2).length });
+          });
+        });
+      }
+      splits.push({
+        split: s, items: items.length,
+        router: mean((i) => real[i]!.recorded[router.workflows[i]![0]!.worker]!),
+        bestSingle: mean((i) => real[i]!.recorded[best]!),
+        regressionPick: mean((i) => { const p = predicted[i]!; return real[i]!.recorded[inputs.names[p.indexOf(Math.max(...p))]!]!; }),
+        cells,
+      });
+    }
+    return { dataset: inputs.dataset, router: o.router, l2: o.l2, iterations: o.iterations, bestSingle: best, splits };
+  } finally {
+    await feats.release();
+  }
+}
+
+export type LandscapeResult = {
+  dataset: string; split: UltraSplit; items: number; config: string; router: number; bestSingle: { worker: string; accuracy: number };
+  pairs: Array<{ first: string; then: string; accuracy: number }>; oracle: number; routerReading: Array<{ helper: string; accuracy: number }>;
+};
+
+/** Fixed two-step workflows ending at a top-5 worker, the per-question best of the router's pick and such pairs (an upper bound), and the router's pick reading one helper. */
+export async function analyseLandscape(ctx: Ctx, inputs: AnalysisInputs, o: { router: string; split: UltraSplit; config: NamedReplayConfig }): Promise<LandscapeResult> {
+  const items = inputs.split(o.split);
+  const params = inputs.params(o.config.config);
+  const router = await routerWorkflows(ctx.db, ctx.home, o.router, inputs.names, items);
+  const real = items.map((it) => replayItemOf(it));
+  const pair = (i: number, a: string, b: string) => exactScore(params, [items[i]!], { id: '', draws: 1, workflows: [[{ worker: a, sees: [] }, { worker: b, sees: [0] }]] }).accuracy;
+  const mean = (f: (i: number) => number) => items.reduce((s, _, i) => s + f(i), 0) / items.length;
+  const pick = (i: number) => router.workflows[i]![0]!.worker;
+  const best = inputs.ranking[0]!;
+  const pairs: LandscapeResult['pairs'] = [];
+  for (const b of inputs.ranking.slice(0, 5)) for (const a of inputs.names) if (a !== b) pairs.push({ first: a, then: b, accuracy: mean((i) => pair(i, a, b)) });
+  pairs.sort((x, y) => y.accuracy - x.accuracy);
+  const oracle = mean((i) => {
+    const r = pick(i);
+    let top = real[i]!.recorded[r]!;
+    for (const b of new Set([r, best])) for (const a of inputs.names) if (a !== b) top = Math.max(top, pair(i, a, b));
+    return top;
+  });
+  const routerReading = inputs.names.map((a) => ({ helper: a, accuracy: mean((i) => (pick(i) === a ? real[i]!.recorded[a]! : pair(i, a, pick(i)))) })).sort((x, y) => y.accuracy - x.accuracy);
+  return {
+    dataset: inputs.dataset, split: o.split, items: items.length, config: o.config.name, router: mean((i) => real[i]!.recorded[pick(i)]!),
+    bestSingle: { worker: best, accuracy: mean((i) => real[i]!.recorded[best]!) }, pairs: pairs.slice(0, 8), oracle, routerReading: routerReading.slice(0, 4),
+  };
+}
