@@ -1,8 +1,9 @@
 // The GRPO update over one batch of sampled rollouts: several epochs, each split into
 // mini-batches; per mini-batch, recompute the current per-decision logprobs through the policy,
 // the clipped surrogate and its dLoss/dlogp, chain them into dLoss/dθ through the policy's
-// weighted gradient, clip the global norm, one Adam step. The sampling policy's logprobs (oldLogp)
-// stay fixed across epochs. See README.md for the policy contract.
+// weighted gradient, clip the global norm, one Adam step (none when the gradient is exactly 0:
+// momentum alone never moves the parameters). The sampling policy's logprobs (oldLogp) stay fixed
+// across epochs. See README.md for the policy contract.
 import { InputError, rng, shuffled } from '@fugu/core';
 import { adamInit, adamStep, checkAdamState, clipGradNorm, l2Norm, type AdamOptions, type AdamState } from './adam.ts';
 import { clippedSurrogate, surrogateOptions, type SurrogateOptions, type SurrogateResult, type SurrogateSample } from './surrogate.ts';
@@ -72,6 +73,8 @@ export type GrpoStepStats = {
   refKl: number | null;
   /** ||dLoss/dθ|| before clipping */
   gradNorm: number;
+  /** false: the gradient was exactly 0 and no step was taken (parameters, moments and step count unchanged) */
+  stepped: boolean;
 };
 
 export type GrpoEpochStats = {
@@ -187,9 +190,13 @@ export function grpoUpdate<S, P extends FlatParams>(opts: GrpoUpdateOptions<S, P
     chunks(order, miniBatches).forEach((idx, miniBatch) => {
       const { loss, grad, surrogate: s } = lossAndGrad(params, samples, idx, opts.policy, surrogate);
       const gradNorm = opts.maxGradNorm !== undefined ? clipGradNorm(grad, opts.maxGradNorm) : l2Norm(grad);
-      state = adamStep(params, grad, state, opts.adam);
+      // no gradient at all (every sample of the mini-batch has zero advantage and no KL term, or every
+      // decision that has one is clipped): no step. Adam would otherwise move the parameters by its
+      // momentum alone, without any signal, and advance its moments and step count.
+      const stepped = gradNorm !== 0;
+      if (stepped) state = adamStep(params, grad, state, opts.adam);
       const { samples: n, decisions, clipFraction, approxKl, k3Kl, refKl } = s.stats;
-      steps.push({ epoch, miniBatch, samples: n, decisions, loss, clipFraction, approxKl, k3Kl, refKl, gradNorm });
+      steps.push({ epoch, miniBatch, samples: n, decisions, loss, clipFraction, approxKl, k3Kl, refKl, gradNorm, stepped });
     });
     const mine = steps.slice(first);
     const total = mine.reduce((a, s) => a + s.decisions, 0);
