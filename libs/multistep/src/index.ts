@@ -14,3 +14,4 @@ export { convertAll, type ConvertSources } from './convert.ts';
 export { formatReview, measureReview, reviewsOf, type Rate, type ReviewMeasure } from './review.ts';
 export { DEFAULT_LLMROUTER_DIR, fixedWorkflowCeilings, formatCeilings, type Ceiling } from './ceiling.ts';
 export { predictDebateGain, type DebatePrediction } from './adas-check.ts';
+export { marginsOf, type MarginRow } from './margins.ts';

@@ -23,4 +23,19 @@ describe('the multistep report', () => {
     // the same data, the same bytes (no time unless asked)
     expect(renderMultistepReport(data)).toBe(html);
   });
+
+  it("draws the Conductor's margin over the router only when given, shading a margin that is below the router at the pessimistic corner", () => {
+    expect(renderMultistepReport(data)).not.toContain('id="margins"');
+    const html = renderMultistepReport({
+      ...data,
+      margins: [
+        { conductor: 'planner', table: 'dylan-math-cot', split: 'test', pessimistic: -1.68, point: -0.33, optimistic: 0.79 },
+        { conductor: 'anchored planner', table: 'dylan-mmlu-optimal7-2', split: 'test', pessimistic: 1.05, point: 2.33, optimistic: 3.61 },
+      ],
+    });
+    const section = html.slice(html.indexOf('id="margins"'));
+    expect(section).toContain('math-cot · planner');
+    expect(section.slice(0, section.indexOf('</section>')).match(/<tr class="miss">/g)).toHaveLength(1);
+    expect(html).toContain('href="#margins"');
+  });
 });

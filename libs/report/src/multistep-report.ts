@@ -16,6 +16,8 @@ export type MultistepReportData = {
   predictions: Array<{ table: string; model: string; group: string; questions: number; statistic: string; predicted: number; lo: number; hi: number; observed: number; p: number }>;
   /** the fixed-workflow ceiling's gain (points) per table at its pessimistic, point and optimistic parameters; the presets' gain */
   ceilings: { presets: number; rows: Array<{ table: string; pessimistic: number; point: number; optimistic: number }> };
+  /** the Conductor's margin over the router (points) per conductor, table and split, at the table's corners (`fugu ultra analyse ... --json`, given by --margins) */
+  margins?: Array<{ conductor: string; table: string; split: string; pessimistic: number; point: number; optimistic: number }>;
 };
 
 type Row = { label: string; lo: number; hi: number; mid: number; mark?: number; miss?: boolean; title?: string };
@@ -105,6 +107,25 @@ export function renderMultistepReport(d: MultistepReportData, opts: { generatedA
       "LLMRouter's 500 test questions, replay in exact expectation (a simulation from recorded outcomes; chosen on the test split: an upper bound). Dot: the table's point estimate; bar: from the interval bounds that disfavour reading others to those that favour it.",
     )}</section>`,
   );
+  // the Conductor's margin over the router
+  if (d.margins && d.margins.length > 0) {
+    const splits = [...new Set(d.margins.map((m) => m.split))];
+    const charts = splits.map((sp) => {
+      const rows: Row[] = d.margins!.filter((m) => m.split === sp).map((m) => ({
+        label: `${m.table.replace(/^dylan-/, '')} · ${m.conductor}`, lo: m.pessimistic, hi: m.optimistic, mid: m.point, miss: m.pessimistic < 0,
+        title: `${m.conductor} under ${m.table}: ${m.pessimistic.toFixed(2)} / ${m.point.toFixed(2)} / ${m.optimistic.toFixed(2)} points over the router (${sp})`,
+      }));
+      return figure(
+        intervalChart(rows, { axis: `margin over the router, ${sp} split (points of expected accuracy)`, refLine: { value: 0, label: 'the router' } }),
+        `${esc(sp)} split. Planner: the model-based ceiling (per-worker regressions on the router's features, per question a single worker or "A, then B reading A"); anchored planner: the router's pick alone or a helper read first. Each conductor chooses (or was trained) under the table's point estimate; dot: scored there; bar: scored at the interval bounds that disfavour and favour reading others. A bar that crosses the dashed line is a gain that does not survive every corner.`,
+      );
+    });
+    const mHead = '<tr><th>conductor</th><th>step model (table)</th><th>split</th><th class="num">pessimistic</th><th class="num">point</th><th class="num">optimistic</th></tr>';
+    const mBody = d.margins.map((m) => `<tr${m.pessimistic < 0 ? ' class="miss"' : ''}><td>${esc(m.conductor)}</td><td>${esc(m.table)}</td><td>${esc(m.split)}</td><td class="num">${m.pessimistic.toFixed(2)}</td><td class="num">${m.point.toFixed(2)}</td><td class="num">${m.optimistic.toFixed(2)}</td></tr>`).join('');
+    sections.push(
+      `<section id="margins"><h2>The Conductor's margin over the router across the intervals</h2><p>LLMRouter, the router's splits, replay in exact expectation (a simulation from recorded outcomes) under parameters measured on same-model gpt-3.5 agents, not LLMRouter's workers; rows shaded where the margin is below 0 at the pessimistic corner.</p>${charts.join('')}${table('margins', mHead, mBody)}</section>`,
+    );
+  }
   // the full check
   const oHead = '<tr><th>table</th><th>parameters</th><th>group</th><th class="num">questions</th><th>statistic</th><th class="num">predicted</th><th class="num">95% interval</th><th class="num">observed</th><th class="num">p</th></tr>';
   const oBody = d.predictions
@@ -117,7 +138,7 @@ export function renderMultistepReport(d: MultistepReportData, opts: { generatedA
   const title = 'The replay step model on recorded multi-agent runs';
   return htmlDocument(
     title,
-    pageHeader('fugu multistep fit', esc(title), facts, toc([['check', 'Predicted against observed'], ['params', 'Parameters'], ['ceiling', 'Ceiling'], ['table', 'Every figure']])) +
+    pageHeader('fugu multistep fit', esc(title), facts, toc([['check', 'Predicted against observed'], ['params', 'Parameters'], ['ceiling', 'Ceiling'], ...(d.margins?.length ? [['margins', 'Margin over the router'] as [string, string]] : []), ['table', 'Every figure']])) +
       sections.join('') +
       pageFooter('a measurement on recorded runs of other systems; replay figures are simulations from recorded outcomes', opts.generatedAt),
     '.sub{color:#666;font-size:11px}.unmeasured{color:#888}tr.miss td{background:#fdecea}',

@@ -7,10 +7,10 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { validateReplayConfig, type ReplayConfig } from '@fugu/conductor';
 import { renderMultistepReport } from '@fugu/report';
-import { CONFIG_CORNERS, convertAll, predictDebateGain, type AdasTable, DEFAULT_TABLES_DIR, fitTable, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
+import { CONFIG_CORNERS, convertAll, predictDebateGain, type AdasTable, DEFAULT_TABLES_DIR, fitTable, marginsOf, type MarginRow, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
-type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; report?: string; json?: boolean };
+type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; report?: string; margins?: string[]; json?: boolean };
 
 export const multistepCommands: CommandGroup = (program) => {
   const multistep = program
@@ -38,6 +38,7 @@ export const multistepCommands: CommandGroup = (program) => {
     .addOption(intOption('--samples <n>', 'bootstrap resamples', 500))
     .option('--write-configs <dir>', 'also write each table\'s ReplayConfig files (<table>.<point|optimistic|pessimistic>.json) for `fugu ultra eval --replay`')
     .option('--report <file.html>', 'also write the HTML report (predicted against observed, the parameters, the fixed-workflow ceiling across the intervals)')
+    .addOption(listOption('--margins <a.json,b.json>', "with --report: the Conductor's margin over the router across the intervals, from `fugu ultra analyse planner|score --json` run with the measured ReplayConfigs"))
     .addOption(jsonOption())
     .action(action((f: FitFlags) => cmdFit(f)));
   multistep
@@ -116,15 +117,32 @@ async function cmdFit(f: FitFlags): Promise<number> {
     }
     process.stderr.write(`wrote ${fits.length * 3} ReplayConfig files to ${f.writeConfigs}\n`);
   }
+  if (f.margins && !f.report) throw new InputError('--margins goes with --report', { field: '--margins' });
+  const margins = f.margins ? await readMargins(f.margins) : undefined;
   if (f.report) {
     const configs = fits.map((t) => [t.source, replayConfigsOf(t)] as const);
     const cs = await fixedWorkflowCeilings([['presets', {}], ...configs.flatMap(([name, c]) => CONFIG_CORNERS.map((k) => [`${name}.${k}`, c[k]] as [string, ReplayConfig]))]);
     const gain = (name: string) => 100 * cs.find((c) => c.config === name)!.gain;
     const rows = configs.map(([name]) => ({ table: name, pessimistic: gain(`${name}.pessimistic`), point: gain(`${name}.point`), optimistic: gain(`${name}.optimistic`) }));
-    await writeFile(f.report, renderMultistepReport(multistepReportData(fits, { presets: gain('presets'), rows }, { seed: f.seed, samples: f.samples })));
+    await writeFile(f.report, renderMultistepReport({ ...multistepReportData(fits, { presets: gain('presets'), rows }, { seed: f.seed, samples: f.samples }), ...(margins && { margins }) }));
     process.stderr.write(`wrote the report to ${f.report}\n`);
   }
   if (f.json) printJson(fits);
   else process.stdout.write(`${formatFits(fits)}\n`);
   return 0;
+}
+
+/** `--margins`: analyse JSON documents, each read and turned into margin rows (errors name the file). */
+async function readMargins(files: readonly string[]): Promise<MarginRow[]> {
+  const out: MarginRow[] = [];
+  for (const file of files) {
+    let doc: unknown;
+    try {
+      doc = JSON.parse(await readFile(file, 'utf8'));
+    } catch (e) {
+      throw new InputError(`cannot read ${file} as JSON: ${(e as Error).message}`, { field: '--margins' });
+    }
+    out.push(...marginsOf(doc, file));
+  }
+  return out;
 }
