@@ -71,25 +71,28 @@ describe('fugu train grpo', () => {
         expect(typeof x.advantage).toBe('number');
       }
     }
-    // a group's advantages sum to 0; a group with equal rewards has zero advantages and is counted
-    const rec0 = iterations[0]!.record as { zeroAdvantageGroups: number; groups: number; meanReward: number; approxKl: number; epochs: unknown[]; val: { items: number } };
+    // a group's advantages sum to 0; a group with equal rewards has zero group advantages and is
+    // counted, and only the step tie-break's terms (-0.05 per step above the group's mean steps)
+    const rec0 = iterations[0]!.record as { zeroAdvantageGroups: number; tiebreakGroups: number; groups: number; meanReward: number; approxKl: number; epochs: unknown[]; val: { items: number } };
     let zero = 0;
     for (const q of [0, 1, 2, 3]) {
       const g = rollouts.filter((x) => x.iteration === 0 && x.split === 'train' && x.question === q);
       expect(g.reduce((a, x) => a + x.advantage!, 0)).toBeCloseTo(0, 9);
       if (new Set(g.map((x) => x.reward)).size === 1) {
         zero++;
-        expect(g.every((x) => x.advantage === 0)).toBe(true);
+        const m = g.reduce((a, x) => a + x.nSteps!, 0) / g.length;
+        for (const x of g) expect(x.advantage).toBeCloseTo(-0.05 * (x.nSteps! - m), 12);
       }
     }
     expect(rec0.zeroAdvantageGroups).toBe(zero);
+    expect(rec0.tiebreakGroups).toBeGreaterThanOrEqual(0);
     expect(rec0.groups).toBe(4);
     expect(rec0.val.items).toBe(6);
     // the update moved the policy when some group had different rewards
     const start = (await getConductorCheckpoint(env.ctx.db, 'grpo-local-start'))!;
     const next = (await getConductorCheckpoint(env.ctx.db, 'grpo-local-i1'))!;
     const moved = start.theta.some((v, i) => v !== next.theta[i]);
-    expect(moved).toBe(zero < 4);
+    expect(moved).toBe(rollouts.some((x) => x.iteration === 0 && x.split === 'train' && x.advantage !== 0));
     if (moved) expect(rec0.approxKl).not.toBe(0);
     // the best validation policy is a checkpoint whose parent is the starting one
     expect(run.bestCheckpointId).toMatch(/^grpo-local-best-i[01]$/);
@@ -219,6 +222,65 @@ describe('fugu train grpo', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
+  // issue 29 (GRPO as a user, item 4): a policy must not move without signal, and a step that adds
+  // no information must not be a free direction to drift in
+  const argmaxSteps = async (run: { datasetId: number; poolId: number }, ckpts: readonly string[]): Promise<number[]> => {
+    const stored = await getDatasetItems(env.ctx.db, run.datasetId);
+    const test = splitItems(stored, 'test', 0).map((i) => stored[i]!);
+    const workers = await getPoolWorkers(env.ctx.db, run.poolId);
+    const names = workers.map((w) => w.name);
+    const x = await features.features(test.map((t) => t.prompt));
+    const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.model })));
+    const out: number[] = [];
+    for (const id of ckpts) {
+      const { policy } = await loadPolicy(env.ctx.db, id, { workers: names });
+      out.push(test.reduce((a, it, i) => a + policy.write({ features: x[i]!, question: it.prompt, pool, argmax: true }).workflow.steps.length, 0) / test.length);
+    }
+    return out;
+  };
+  const withScores = (score: number) => syntheticItems(600).map((it) => ({ ...it, recorded: Object.fromEntries(Object.keys(it.recorded!).map((w) => [w, { score }])) }));
+
+  it('no signal, no move (issue 29): every worker always right, so every group has equal rewards: the policy and Adam\'s state stay exactly as they were', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const files = await writeFixtures(dir, withScores(1), replayPool());
+    // keep = 1: a step that sees only right answers of a worker that is right stays right (the presets' 0.95 and 0.8 would flip some)
+    const base = { dataset: files.dataset, pool: files.pool, q: 16, g: 8, iterations: 4, lr: 0.01, seed: 3, valEvery: 0, replay: { presets: { large: { keep: 1 }, small: { keep: 1 } } } };
+    // without the step tie-break: nothing at all to learn
+    const still = await startGrpoRun(env.ctx, { ...base, runId: 'grpo-allright', stepTiebreak: 0 }, features);
+    expect((await runGrpo(env.ctx, { runId: still, rollouts: 'local', features })).status).toBe('completed');
+    const { run, iterations } = await runRows(still);
+    expect(iterations.map((i) => (i.record as { zeroAdvantageGroups: number }).zeroAdvantageGroups)).toEqual([16, 16, 16, 16]);
+    expect(iterations.map((i) => (i.record as { approxKl: number }).approxKl)).toEqual([0, 0, 0, 0]);
+    expect(run.adam.step).toBe(0);
+    const start = (await getConductorCheckpoint(env.ctx.db, run.startCheckpointId))!;
+    for (let i = 1; i <= 4; i++) expect(Array.from((await getConductorCheckpoint(env.ctx.db, `grpo-allright-i${i}`))!.theta)).toEqual(Array.from(start.theta));
+    // with it (the default): rollouts that tie prefer fewer steps, so the argmax never gets longer
+    const tie = await startGrpoRun(env.ctx, { ...base, runId: 'grpo-allright-tie' }, features);
+    expect((await runGrpo(env.ctx, { runId: tie, rollouts: 'local', features })).status).toBe('completed');
+    const t = await runRows(tie);
+    const steps = await argmaxSteps(t.run, [t.run.startCheckpointId, ...[1, 2, 3, 4].map((i) => `grpo-allright-tie-i${i}`)]);
+    expect(steps.every((s) => s <= steps[0]!), `argmax steps ${steps.join(', ')}`).toBe(true);
+    // the sampled workflows get shorter: the tie-break's only direction
+    const sampled = t.iterations.map((i) => (i.record as { meanSteps: number }).meanSteps);
+    expect(sampled.at(-1)!, `sampled steps ${sampled.join(', ')}`).toBeLessThan(sampled[0]!);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('no drift without signal (issue 29): mu = 0 and noise-only rewards (every worker a coin flip on every item): the argmax workflows do not grow longer', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const files = await writeFixtures(dir, withScores(0.5), replayPool());
+    const id = await startGrpoRun(env.ctx, { dataset: files.dataset, pool: files.pool, runId: 'grpo-noise', q: 32, g: 8, iterations: 30, lr: 0.01, seed: 3, valEvery: 0 }, features);
+    expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
+    const { run } = await runRows(id);
+    const steps = await argmaxSteps(run, [run.startCheckpointId, ...Array.from({ length: 30 }, (_, i) => `grpo-noise-i${i + 1}`)]);
+    console.log(`noise-only rewards, mu = 0: argmax mean steps on the test split at iterations 0..30: ${steps.map((s) => s.toFixed(2)).join(' ')}`);
+    // before the step tie-break (dfca551): 1.58 from iteration 4, up to 1.98, 1.75 at the end
+    expect(steps[0]).toBe(1);
+    expect(Math.max(...steps), `argmax steps ${steps.join(', ')}`).toBeLessThanOrEqual(1.1);
+    expect(steps.at(-1), `argmax steps ${steps.join(', ')}`).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
   it('bad input names the flag: G < 2, Q x G past one flow, Q past the train split, a checkpoint of another pool, a resume with changed settings', async () => {
     const field = async (o: GrpoStartOptions): Promise<string | undefined> => {
       try {
@@ -236,6 +298,7 @@ describe('fugu train grpo', () => {
     expect(await field({ resume: local, g: 8 })).toBe('--g');
     expect(await field({ resume: 'no-such-run' })).toBe('--resume');
     expect(await field({ ...small, runId: 'has.a.dot' })).toBe('--run-id');
+    expect(await field({ ...small, stepTiebreak: -0.1 })).toBe('--step-tiebreak');
     expect(await field({ ...small, poolK: 1 })).toBe('--pool-k');
     expect(await field({ ...small, poolK: 10 })).toBe('--pool-k');
     expect(await field({ ...small, poolHoldout: [['gemma-2-9b-it', 'qwen2.5-7b-instruct']] })).toBe('--pool-holdout');

@@ -17,7 +17,7 @@ import { iterationClock } from '../progress.ts';
 type GrpoFlags = {
   dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
   lr?: number; maxGradNorm?: number; epochs?: number; miniBatches?: number; clip?: number; clipHigh?: number; advantage?: GrpoConfig['advantageScale'];
-  lossAgg?: GrpoConfig['lossAgg']; kl?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number; poolHoldout?: string;
+  lossAgg?: GrpoConfig['lossAgg']; kl?: number; stepTiebreak?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number; poolHoldout?: string;
   attempts?: number; deadlineMs?: number; rollouts: 'cluster' | 'local'; localConductors: number | 'auto'; localWorkers: number | 'auto'; wait: boolean;
 };
 
@@ -49,6 +49,7 @@ export function registerTrainGrpo(train: Command, cli: Cli): void {
     .addOption(choiceOption('--advantage <scale>', 'group (GRPO), none (Dr. GRPO) or batch std scaling (default group)', ['group', 'none', 'batch']))
     .addOption(choiceOption('--loss-agg <mode>', 'average per sequence then over sequences (GRPO) or over all decisions (default seq-mean-token-mean)', ['seq-mean-token-mean', 'token-mean']))
     .addOption(numOption('--kl <coef>', 'KL coefficient against the starting policy, k3 estimator (default 0)'))
+    .addOption(numOption('--step-tiebreak <x>', `rollouts of a group whose rewards tie exactly: advantage -x per step above their mean, so an extra step that changed nothing is never free; never reorders unequal rewards; 0: off (default ${D.stepTiebreak})`))
     .addOption(intOption('--max-steps <n>', `steps per workflow (default ${D.maxSteps})`))
     .addOption(listOption('--heads <a,b>', `the policy heads trained (${POLICY_HEADS.join(', ')}; default all, without kind on a replay pool)`))
     .addOption(numOption('--mu <x>', 'reward minus mu x dollars per workflow (default 0)'))
@@ -72,7 +73,7 @@ async function startOptions(f: GrpoFlags): Promise<GrpoStartOptions> {
   const o: GrpoStartOptions = {
     dataset: f.dataset, pool: f.pool, from: f.from, start: f.start, warmStartQuestions: f.warmStartQuestions, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed,
     lr: f.lr, maxGradNorm: f.maxGradNorm, epochs: f.epochs, miniBatches: f.miniBatches, clipLow: f.clip, clipHigh: f.clipHigh ?? (f.resume ? undefined : f.clip),
-    advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
+    advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, stepTiebreak: f.stepTiebreak, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
     reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, poolK: f.poolK, poolHoldout: f.poolHoldout?.split(';').map((p) => p.split(',').map((w) => w.trim()).filter(Boolean)), attempts: f.attempts, deadlineMs: f.deadlineMs,
   };
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as GrpoStartOptions;
@@ -88,7 +89,7 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
     const runId = await startGrpoRun(ctx, await startOptions(f), features);
     const run = (await getGrpoRun(ctx.db, runId))!;
     const cfg = run.config as unknown as GrpoConfig;
-    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}\n`);
+    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, step tie-break ${cfg.stepTiebreak ?? 0}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}\n`);
     if (run.status === 'completed') {
       process.stdout.write(`run ${runId} is already completed; report: fugu report ${runId}\n`);
       return EXIT.ok;
@@ -116,7 +117,7 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
         const val = rec.val ? `  val ${rec.val.meanReward.toFixed(4)} (acc ${rec.val.accuracy.toFixed(3)}, ${rec.val.meanSteps.toFixed(2)} steps)` : '';
         process.stdout.write(
           `${tty ? '\r\x1b[K' : ''}iteration ${index + 1}/${cfg.iterations}: reward ${rec.meanReward.toFixed(4)} ± ${rec.rewardSd.toFixed(3)}  acc ${rec.accuracy.toFixed(3)}  ` +
-            `steps ${rec.meanSteps.toFixed(2)}  zero-adv groups ${rec.zeroAdvantageGroups}/${rec.groups}  parse failures ${rec.parseFailures}  clip ${rec.clipFraction.toFixed(3)}  ` +
+            `steps ${rec.meanSteps.toFixed(2)}  zero-adv groups ${rec.zeroAdvantageGroups}/${rec.groups}${rec.tiebreakGroups ? ` (tie-break ${rec.tiebreakGroups})` : ''}  parse failures ${rec.parseFailures}  clip ${rec.clipFraction.toFixed(3)}  ` +
             `KL ${rec.approxKl.toExponential(2)}${val}  ${clock(index - run.iteration)}\n`,
         );
       },

@@ -34,6 +34,13 @@ export type GrpoConfig = {
   lossAgg: 'token-mean' | 'seq-mean-token-mean';
   /** KL coefficient (k3 estimator against the starting policy); 0 by default, as the Conductor report trains */
   klCoef: number;
+  /**
+   * the step tie-break: within a group, rollouts with exactly equal rewards get an extra advantage
+   * of -stepTiebreak per step above their tie's mean (update.ts stepTiebreaks), so that a step
+   * which changed nothing is not free; it never reorders unequal rewards. 0: off. A run stored
+   * without it (created before it existed) reads 0.
+   */
+  stepTiebreak: number;
   maxSteps: number;
   /** the policy heads that are trained (the others keep their parameters) */
   heads: PolicyHead[];
@@ -57,7 +64,7 @@ export type GrpoConfig = {
 
 export const GRPO_DEFAULTS: Omit<GrpoConfig, 'heads'> = {
   q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.003, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
-  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, poolK: 0, poolHoldout: [], attempts: 3, deadlineMs: 300_000,
+  advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, stepTiebreak: 0.05, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, poolK: 0, poolHoldout: [], attempts: 3, deadlineMs: 300_000,
 };
 
 const int = (flag: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number => {
@@ -72,7 +79,7 @@ const num = (flag: string, v: unknown, ok: (x: number) => boolean, what: string)
 /** The flag of each config field (errors and resume checks name it). */
 export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
   q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
-  miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl',
+  miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl', stepTiebreak: '--step-tiebreak',
   maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', poolHoldout: '--pool-holdout', attempts: '--attempts',
   deadlineMs: '--deadline-ms',
 };
@@ -100,6 +107,7 @@ export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems:
   if (!['group', 'batch', 'none'].includes(c.advantageScale)) throw new InputError(`must be group, batch or none, got ${JSON.stringify(c.advantageScale)}`, { field: f.advantageScale });
   if (!['token-mean', 'seq-mean-token-mean'].includes(c.lossAgg)) throw new InputError(`must be token-mean or seq-mean-token-mean, got ${JSON.stringify(c.lossAgg)}`, { field: f.lossAgg });
   num(f.klCoef, c.klCoef, (x) => x >= 0, 'a number >= 0');
+  num(f.stepTiebreak, c.stepTiebreak, (x) => x >= 0 && x <= 1, 'a number in [0, 1]');
   asFlag(f.maxSteps, () => resolveMaxSteps(c.maxSteps));
   asFlag(f.reward, () => rewardConfig(c.reward));
   if (c.replay !== undefined) c.replay = asFlag(f.replay, () => validateReplayConfig(c.replay));

@@ -2,9 +2,11 @@
 // policy, deterministic in (the committed state, the results), writing nothing. Group-relative
 // advantages per question (@fugu/grpo groupAdvantages), the clipped surrogate over several epochs
 // with the sampling policy's per-decision log-probabilities kept fixed (grpoUpdate), Adam, and the
-// iteration's record. The policy's gradient is restricted to the configured heads.
+// iteration's record. The policy's gradient is restricted to the configured heads. Rollouts of a
+// group whose rewards tie exactly prefer fewer steps (stepTiebreaks), so a step that changed
+// nothing is never free; an iteration with no advantage anywhere is not stepped at all.
 import { formatUsd, InputError, parseUsd } from '@fugu/core';
-import { SUBTASK_KINDS, type ConductorPolicy, type PolicyDecisions, type PolicyStep, type PolicyWorkerMask as WorkerMask } from '@fugu/conductor';
+import { SUBTASK_KINDS, type ConductorPolicy, type PolicyHead, type PolicyDecisions, type PolicyStep, type PolicyWorkerMask as WorkerMask } from '@fugu/conductor';
 import { groupAdvantages, grpoUpdate, mean, type AdamState, type GrpoPolicy, type GrpoSample } from '@fugu/grpo';
 import type { GrpoRolloutRow, WorkflowFinish } from '@fugu/db';
 import type { GrpoConfig } from './config.ts';
@@ -44,7 +46,10 @@ export type GrpoIterationStats = {
   rewardSd: number;
   accuracy: number;
   groups: number;
+  /** groups whose rewards are all equal (their group advantages are 0) */
   zeroAdvantageGroups: number;
+  /** groups where the step tie-break gave some rollout a non-zero term (records made before it: absent) */
+  tiebreakGroups?: number;
   /** rollouts without a reward, and groups left with fewer than 2 rewards (left out) */
   unrewarded: number;
   droppedGroups: number;
@@ -68,7 +73,8 @@ export type GrpoIterationStats = {
   wallMs?: number;
 };
 
-type Sample = { x: Float32Array; decisions: PolicyDecisions; mask: WorkerMask };
+/** `only`: the indices (into the rollout's `n` decisions) a sample is restricted to: a tie-break sample's stop decisions. */
+type Sample = { x: Float32Array; decisions: PolicyDecisions; mask: WorkerMask; only?: { idx: number[]; n: number } };
 
 /** The worker mask of a rollout's pool (options.workers: names) as the policy's indices; undefined: the whole pool. */
 function rolloutMask(policy: ConductorPolicy, r: PlannedRollout): WorkerMask {
@@ -108,6 +114,39 @@ export function rolloutResult(f: Omit<WorkflowFinish, 'status'>, workflowId: num
 }
 
 /**
+ * The step tie-break of one group (config `stepTiebreak`, x): every rollout whose reward equals
+ * another's gets -x (its steps - the mean steps of the rollouts with its reward), added to its
+ * advantage. Rewards that tie say the extra steps changed nothing (in the replay model a self-repeat
+ * or any step that brings no new information gives exactly the same outcome), so the shorter
+ * workflows are preferred; a group whose rewards are all equal is no longer a free direction for
+ * the step count. The terms sum to 0 over each tie, so a group's advantages still sum to 0, and
+ * they are scaled down where needed to stay below half the smallest gap between the group's
+ * distinct advantages, so unequal rewards are never reordered (lexicographic: reward first, then
+ * fewer steps). In advantage units, after the group normalisation: a std of 0 cannot inflate it.
+ */
+export function stepTiebreaks(rewards: readonly number[], advantages: readonly number[], steps: readonly number[], x: number): number[] {
+  const out = new Array<number>(rewards.length).fill(0);
+  if (x === 0) return out;
+  const ties = new Map<number, number[]>();
+  rewards.forEach((r, i) => ties.set(r, [...(ties.get(r) ?? []), i]));
+  for (const idx of ties.values()) {
+    if (idx.length < 2) continue;
+    const m = idx.reduce((a, i) => a + steps[i]!, 0) / idx.length;
+    for (const i of idx) out[i] = steps[i] === m ? 0 : -x * (steps[i]! - m);
+  }
+  const largest = out.reduce((a, t) => Math.max(a, Math.abs(t)), 0);
+  if (largest === 0) return out;
+  const levels = [...new Set(advantages)].sort((a, b) => a - b);
+  let gap = Infinity;
+  for (let i = 1; i < levels.length; i++) gap = Math.min(gap, levels[i]! - levels[i - 1]!);
+  if (largest >= 0.49 * gap) {
+    const scale = (0.49 * gap) / largest;
+    return out.map((t) => t * scale);
+  }
+  return out;
+}
+
+/**
  * The update of one iteration. `features` gives each rollout's question features; `adam` is the
  * committed optimiser state (null before the first step); `reference` is the starting policy
  * (read only when klCoef > 0).
@@ -133,6 +172,7 @@ export function grpoFanIn(input: {
 
   // the sampling policy's per-decision log-probabilities: recomputed here, and checked against what the writer recorded
   const oldLogps = new Map<string, number[]>();
+  const stopDecisions = new Map<string, number[]>();
   const decisions = new Map<string, PolicyDecisions>();
   const masks = new Map<string, WorkerMask>();
   for (const r of train) {
@@ -140,7 +180,8 @@ export function grpoFanIn(input: {
     if (res.reward === null || res.decisions === null) continue;
     const d = res.decisions;
     const mask = rolloutMask(policy, r);
-    const lp = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps, ...mask }).map((x) => x.logprob);
+    const parts = policy.decisionLogprobs(input.features(r.item.prompt), d, { maxSteps: cfg.maxSteps, ...mask });
+    const lp = parts.map((x) => x.logprob);
     const sum = lp.reduce((a, b) => a + b, 0);
     if (res.logprob !== null && Math.abs(sum - res.logprob) > 1e-6 * Math.max(1, Math.abs(sum))) {
       throw new Error(`rollout ${r.key}: the writer recorded log-probability ${res.logprob}, the sampling policy gives ${sum} (another policy or other features?)`);
@@ -148,6 +189,7 @@ export function grpoFanIn(input: {
     decisions.set(r.key, d);
     masks.set(r.key, mask);
     oldLogps.set(r.key, lp);
+    stopDecisions.set(r.key, parts.flatMap((x, i) => (x.head === 'stop' ? [i] : [])));
   }
 
   // groups: the rewarded rollouts of each question
@@ -157,9 +199,28 @@ export function grpoFanIn(input: {
   const droppedGroups = cfg.q - groups.length;
   const adv = groups.length > 0 ? groupAdvantages(groups.map((rs) => rs.map((r) => result(r).reward!)), { scale: cfg.advantageScale }) : undefined;
   const advantage = new Map<string, number>();
-  groups.forEach((rs, gi) => rs.forEach((r, i) => advantage.set(r.key, adv!.advantages[gi]![i]!)));
+  // the step tie-break's terms, credited to the stop decisions only (below); a run stored before
+  // the tie-break existed has none in its config: 0, as it ran
+  const tiebreak = cfg.heads.includes('stop') ? (cfg.stepTiebreak ?? 0) : 0;
+  const tieTerm = new Map<string, number>();
+  let tiebreakGroups = 0;
+  groups.forEach((rs, gi) => {
+    const a = adv!.advantages[gi]!;
+    const t = stepTiebreaks(rs.map((r) => result(r).reward!), a, rs.map((r) => decisions.get(r.key)!.steps.length), tiebreak);
+    if (t.some((v) => v !== 0)) tiebreakGroups++;
+    rs.forEach((r, i) => {
+      advantage.set(r.key, a[i]!);
+      if (t[i] !== 0) tieTerm.set(r.key, t[i]!);
+    });
+  });
 
+  // one sample per rollout (its group advantage, every decision), and per rollout with a tie-break
+  // term one more: its stop decisions alone with that term as their advantage. The tie says that
+  // the extra steps changed nothing, and the stop decisions are what made them: the worker and
+  // access choices of a longer rollout get no part of it (their heads share the question's
+  // features across steps, so a penalty there would move the worker choice itself)
   const samples: Array<GrpoSample<Sample>> = [];
+  const tieSamples: Array<GrpoSample<Sample>> = [];
   for (const rs of groups) {
     for (const r of rs) {
       const oldLogp = oldLogps.get(r.key)!;
@@ -167,16 +228,29 @@ export function grpoFanIn(input: {
       const x = input.features(r.item.prompt);
       const d = decisions.get(r.key)!;
       const mask = masks.get(r.key)!;
-      samples.push({
-        sample: { x, decisions: d, mask }, advantage: advantage.get(r.key)!, oldLogp,
-        ...(cfg.klCoef > 0 && input.reference && { refLogp: input.reference.decisionLogprobs(x, d, { maxSteps: cfg.maxSteps, ...mask }).map((z) => z.logprob) }),
-      });
+      const refLogp = cfg.klCoef > 0 && input.reference ? input.reference.decisionLogprobs(x, d, { maxSteps: cfg.maxSteps, ...mask }).map((z) => z.logprob) : undefined;
+      samples.push({ sample: { x, decisions: d, mask }, advantage: advantage.get(r.key)!, oldLogp, ...(refLogp && { refLogp }) });
+      const t = tieTerm.get(r.key);
+      const only = stopDecisions.get(r.key)!;
+      if (t !== undefined && only.length > 0) {
+        tieSamples.push({ sample: { x, decisions: d, mask, only: { idx: only, n: oldLogp.length } }, advantage: t, oldLogp: only.map((i) => oldLogp[i]!), ...(refLogp && { refLogp: only.map((i) => refLogp[i]!) }) });
+      }
     }
   }
+  const stopHead: PolicyHead[] = ['stop'];
   const gp: GrpoPolicy<Sample, Float32Array> = {
-    logps: (theta, s) => policy.withTheta(theta).decisionLogprobs(s.x, s.decisions, { maxSteps: cfg.maxSteps, ...s.mask }).map((d) => d.logprob),
-    weightedGradLogp: (theta, s, w) => policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, w, { maxSteps: cfg.maxSteps, heads: cfg.heads, ...s.mask }),
+    logps: (theta, s) => {
+      const lp = policy.withTheta(theta).decisionLogprobs(s.x, s.decisions, { maxSteps: cfg.maxSteps, ...s.mask }).map((d) => d.logprob);
+      return s.only ? s.only.idx.map((i) => lp[i]!) : lp;
+    },
+    weightedGradLogp: (theta, s, w) => {
+      if (!s.only) return policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, w, { maxSteps: cfg.maxSteps, heads: cfg.heads, ...s.mask });
+      const all = new Float64Array(s.only.n);
+      s.only.idx.forEach((i, k) => (all[i] = w[k]!));
+      return policy.withTheta(theta).gradLogprobWeighted(s.x, s.decisions, all, { maxSteps: cfg.maxSteps, heads: stopHead, ...s.mask });
+    },
   };
+
   const n = policy.theta.length;
   const adamState: AdamState = {
     version: 1, algorithm: 'adam', step: input.adam.step,
@@ -186,9 +260,10 @@ export function grpoFanIn(input: {
   let theta = policy.theta;
   let state = adamState;
   let epochs: GrpoIterationStats['epochs'] = [];
-  if (samples.some((s) => s.advantage !== 0)) {
+  const batch = [...samples, ...tieSamples];
+  if (batch.some((s) => s.advantage !== 0)) {
     const u = grpoUpdate({
-      params: policy.theta, samples, policy: gp, epochs: cfg.epochs, miniBatches: Math.min(cfg.miniBatches, samples.length),
+      params: policy.theta, samples: batch, policy: gp, epochs: cfg.epochs, miniBatches: Math.min(cfg.miniBatches, batch.length),
       adam: { lr: cfg.lr }, adamState, maxGradNorm: cfg.maxGradNorm, shuffleSeed: `${cfg.seed}/${input.iteration}`,
       epsLow: cfg.clipLow, epsHigh: cfg.clipHigh, lossAgg: cfg.lossAgg, beta: cfg.klCoef,
     });
@@ -216,7 +291,9 @@ export function grpoFanIn(input: {
     return {
       iteration: input.iteration, split: r.split, question: r.question, sample: r.sample, itemId: r.item.dbId, workflowId: res.workflowId,
       finishReason: res.finishReason, parseOk: res.parseOk, reward: res.reward, cost: res.cost, nSteps: res.nSteps, topology: res.topology,
-      decisions: res.decisions, logprobs: lp ?? null, advantage: advantage.get(r.key) ?? null,
+      decisions: res.decisions, logprobs: lp ?? null,
+      // the group advantage plus the step tie-break's term (which only the stop decisions receive)
+      advantage: advantage.has(r.key) ? advantage.get(r.key)! + (tieTerm.get(r.key) ?? 0) : null,
     };
   });
   const summary = (rs: RolloutResult[]) => ({
@@ -237,6 +314,7 @@ export function grpoFanIn(input: {
     accuracy: trainSummary.accuracy,
     groups: groups.length,
     zeroAdvantageGroups: adv?.stats.zeroAdvantageGroups ?? 0,
+    tiebreakGroups,
     unrewarded: train.length - rewarded.length,
     droppedGroups,
     parseFailures: train.map(result).filter((r) => r.parseOk === false).length,
