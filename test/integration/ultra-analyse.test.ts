@@ -67,6 +67,13 @@ describe('fugu ultra analyse', () => {
     const b = await fugu(['ultra', 'analyse', 'score', 'best', '--dataset', files.dataset, '--pool', files.pool, '--replay', bad]);
     expect(b.code).toBe(2);
     expect(b.stderr).toMatch(/--replay.*bad: .*keep/);
+    // the measured step models by name (data/multistep/replay); an unknown one lists them
+    const m = await fugu(['ultra', 'analyse', 'score', 'single:alpha', '--dataset', files.dataset, '--pool', files.pool, '--replay', 'measured:dylan-math-cot.pessimistic', '--json']);
+    expect(m.code, m.stderr).toBe(0);
+    expect(JSON.parse(m.stdout).configs).toEqual(['dylan-math-cot.pessimistic']);
+    const u = await fugu(['ultra', 'analyse', 'score', 'single:alpha', '--dataset', files.dataset, '--pool', files.pool, '--replay', 'measured:dylan-math-cot.middle']);
+    expect(u.code).toBe(2);
+    expect(u.stderr).toMatch(/--replay.*no measured step model "dylan-math-cot.middle" \(there are: .*dylan-math-cot\.optimistic/);
   });
 
   it('exact expectations follow the step model: B reading A is "either right" when reading only helps, A\'s outcome when B always takes A\'s answer', async () => {

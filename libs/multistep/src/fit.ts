@@ -115,7 +115,15 @@ export function replayConfigsOf(fit: TableFit): Record<ConfigCorner, ReplayConfi
     optimistic: at((k) => b[k][favour[k]]!),
     pessimistic: at((k) => b[k][1 - favour[k]]!),
   };
-  return Object.fromEntries(CONFIG_CORNERS.map((c) => [c, { presets: { large: configs[c], small: configs[c] } }])) as Record<ConfigCorner, ReplayConfig>;
+  const f3 = (x: number) => x.toFixed(3);
+  const measured = (['keep', 'misled', 'adopt', 'fix'] as const)
+    .map((k) => (all.cells[k].source === 'data' ? `${k} ${f3(all.params[k])} (${f3(b[k][0]!)}-${f3(b[k][1]!)})` : `${k} not measured (the preset ${f3(all.params[k])})`))
+    .join(', ');
+  const what = { point: 'the point estimate', optimistic: 'each parameter at the bound of its 95% interval that favours reading others', pessimistic: 'each parameter at the bound of its 95% interval that disfavours reading others' };
+  const source = (c: ConfigCorner) =>
+    `${fit.source}, ${c}: ${what[c]}; measured by fugu multistep fit (95% intervals from ${all.bootstrap!.samples} resamples of questions) on recorded runs of same-model gpt-3.5 agents ` +
+    `(data/multistep), not this pool's workers: ${measured}, herd ${f3(all.params.herd)}`;
+  return Object.fromEntries(CONFIG_CORNERS.map((c) => [c, { source: source(c), presets: { large: configs[c], small: configs[c] } }])) as Record<ConfigCorner, ReplayConfig>;
 }
 
 /** The report's data from the fits and their ceilings (libs/report renders it). */

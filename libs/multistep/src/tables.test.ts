@@ -60,5 +60,7 @@ describe('replayConfigsOf', () => {
     expect(w.adopt).toBeLessThanOrEqual(p.adopt!);
     expect(w.misled).toBeGreaterThan(o.misled!);
     expect(c.point.presets!.small).toEqual(c.point.presets!.large);
+    // each file says where its values come from: the table, the corner, not this pool's workers, the intervals
+    expect(c.pessimistic.source).toMatch(/^two, pessimistic: .*disfavours.*not this pool's workers: .*misled [0-9.]+ \([0-9.]+-[0-9.]+\)/);
   });
 });

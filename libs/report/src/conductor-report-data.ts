@@ -60,6 +60,8 @@ export type ConductorReportData = {
     environment: 'replay' | 'live' | 'mixed';
     /** the replay step model's parameters per worker, when replayed */
     replay?: Record<string, { keep: number; misled: number; adopt: number; fix: number; herd: number; sizeClass: string }>;
+    /** where the replay parameters come from, when the run's ReplayConfig says (e.g. measured on recorded runs of other agents) */
+    replaySource?: string;
   };
   results: ConductorResult[];
   /** conductor spec -> task -> worker -> fraction of that task's steps given to the worker */

@@ -149,6 +149,14 @@ describe('renderConductorReport', () => {
     expect(html).toContain('under the documented step model. A step that sees'); // one full stop
     expect(html).not.toContain('model..');
 
+    // the documented presets name no source; a measured step model says where it comes from, in the note and above the table
+    expect(html).not.toContain('Parameters from:');
+    const measured = fixture();
+    measured.run.replaySource = 'dylan-math-cot, point: measured on recorded runs of same-model gpt-3.5 agents, not this pool\'s workers';
+    const ms = renderConductorReport(measured);
+    expect(ms).toMatch(/class="replay-note".*Step model: dylan-math-cot, point: .*not this pool&#39;s workers\./s);
+    expect(ms).toContain('<b>Parameters from:</b> dylan-math-cot, point');
+
     const mixed = fixture();
     mixed.run.environment = 'mixed';
     const m = renderConductorReport(mixed);

@@ -129,7 +129,8 @@ function replayed(d: ConductorReportData): boolean {
 function replayNote(d: ConductorReportData): string {
   if (!replayed(d)) return '';
   const which = d.run.environment === 'mixed' ? ' Some workers of this run are replay workers, some are live: the figures mix both.' : '';
-  return `<p class="replay-note" role="note"><b>Simulated.</b> ${esc(REPLAY_NOTE)}${esc(which)} <a href="#replay">Replay step model</a></p>`;
+  const from = d.run.replaySource ? ` Step model: ${d.run.replaySource}.` : '';
+  return `<p class="replay-note" role="note"><b>Simulated.</b> ${esc(REPLAY_NOTE)}${esc(which)}${esc(from)} <a href="#replay">Replay step model</a></p>`;
 }
 
 function resultsSection(d: ConductorReportData): string {
@@ -403,6 +404,7 @@ function replaySection(d: ConductorReportData): string {
     `recorded outcome on the item. A step that sees earlier answers is right with a probability set by the worker’s own recorded ` +
     `outcome (“right”/“wrong” below) and the share of the answers it sees that are right, with these parameters per worker ` +
     `(libs/conductor/src/replay/README.md documents the model, its defaults and their sources).</p>` +
+    (d.run.replaySource ? `<p class="replay-source"><b>Parameters from:</b> ${esc(d.run.replaySource)}</p>` : '') +
     (workers.length > 0 ? table('replay', head, body) : `<p class="empty">The run did not record the replay parameters.</p>`) +
     `</section>`
   );

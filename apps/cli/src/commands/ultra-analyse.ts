@@ -1,7 +1,6 @@
 // `fugu ultra analyse score | planner | landscape`: exact expectations on a replay pool (any
 // dataset with recorded scores and its pool, a simulation from recorded outcomes). The logic is in
 // @fugu/ultra-training (src/analysis).
-import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
@@ -14,10 +13,11 @@ import {
 } from '@fugu/ultra-training';
 import { action, choiceOption, intOption, jsonOption, list, listOption, numOption, printJson, type Cli } from '../cli.ts';
 import { createProgress } from '../progress.ts';
+import { readReplayFile, replayFilePath } from './ultra.ts';
 
 type Common = { dataset?: string; pool?: string; splitSeed: number; replay?: string[]; perturbations?: boolean; json?: boolean };
 
-const replayHelp = 'step models, each a ReplayConfig JSON file named by its file name (space or comma separated; e.g. data/multistep/replay/dylan-math-cot.*.json); default: the presets';
+const replayHelp = 'step models, each a ReplayConfig JSON file named by its file name or measured:<table>.<point|pessimistic|optimistic> (space or comma separated; e.g. data/multistep/replay/dylan-math-cot.*.json); default: the presets';
 
 export function registerUltraAnalyse(ultra: Command, cli: Cli): void {
   const analyse = ultra.command('analyse').description('exact expectations on a replay pool (a simulation from recorded outcomes): policies, the router and workflows scored over every draw of the step model');
@@ -60,23 +60,12 @@ export function registerUltraAnalyse(ultra: Command, cli: Cli): void {
   ).action(action(async (f: Common & { router: string; split: UltraSplit }) => cmdLandscape(cli.config(), f)));
 }
 
-/** ReplayConfig files (variadic, each also comma separated), each named by its file name without .json. */
-export async function readNamedConfigs(files: readonly string[], flag: string): Promise<NamedReplayConfig[]> {
+/** ReplayConfig files or measured:<table>.<corner> specs (variadic, each also comma separated), each named by its file name without .json. */
+export async function readNamedConfigs(specs: readonly string[], flag: string): Promise<NamedReplayConfig[]> {
   const out: NamedReplayConfig[] = [];
-  for (const file of files.flatMap((f) => list(f))) {
-    let text: string;
-    try {
-      text = await readFile(file, 'utf8');
-    } catch (e) {
-      throw new InputError(`cannot read ${file}: ${(e as Error).message}`, { field: flag });
-    }
-    let raw: unknown;
-    try {
-      raw = JSON.parse(text);
-    } catch (e) {
-      throw new InputError(`${file} is not JSON: ${(e as Error).message}`, { field: flag });
-    }
-    const name = path.basename(file).replace(/\.json$/, '');
+  for (const spec of specs.flatMap((f) => list(f))) {
+    const raw = await readReplayFile(spec, flag);
+    const name = path.basename(await replayFilePath(spec, flag)).replace(/\.json$/, '');
     if (out.some((c) => c.name === name)) throw new InputError(`two step models named ${name}`, { field: flag });
     out.push(namedReplayConfig(name, raw));
   }

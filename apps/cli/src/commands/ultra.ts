@@ -2,7 +2,7 @@
 // the Conductor (@fugu/ultra-training's drivers on @fugu/ultra). Batches of workflows through the
 // conduct queue, one free question, the Conductor report of one run or several (seeds), and the
 // runs.
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { ReplayConfig } from '@fugu/conductor';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
@@ -10,6 +10,7 @@ import { conductorRunParseFailures, conductorRunProgress, getConductorRun, listC
 import { openContext } from '@fugu/evaluation';
 import { renderConductorReport, type ConductorReportData } from '@fugu/report';
 import * as localServices from '@fugu/local-services';
+import { DEFAULT_TABLES_DIR } from '@fugu/multistep';
 import { ULTRA_SPLITS } from '@fugu/ultra';
 import { checkQuestion, formatUltraSummary, runUltraEval, runUltraQuestion, summarizeUltraRuns, UnanswerableQuestionError, type UltraEvalOptions } from '@fugu/ultra-training';
 import { InputError } from '@fugu/core';
@@ -52,7 +53,7 @@ export const ultraCommands: CommandGroup = (program, cli) => {
     .addOption(intOption('--max-tokens-per-step <n>', 'most output tokens of a step'))
     .option('--argmax', 'policy: writers take their most probable decisions instead of sampling (a trained policy)')
     .addOption(listOption('--workers <a,b>', "only these of the pool's workers, as a per-key pool (every conductor sees only them: a policy's choice is masked, the router picks among them)"))
-    .option('--replay <file>', 'replay step model parameters (a ReplayConfig JSON file, e.g. from `fugu ultra calibrate`)')
+    .option('--replay <file>', 'replay step model parameters: a ReplayConfig JSON file (e.g. from `fugu ultra calibrate`) or measured:<table>.<point|pessimistic|optimistic> (data/multistep/replay)')
     .option('--run-id <id>', 'the new run\'s id (default: ultra_<time>_<random>)')
     .option('--resume <run>', 'go on with a paused or interrupted conductor run')
     .addOption(countOption('--local-conductors <n|auto>', 'conductor processes to start here (auto: 2 when none is connected)'))
@@ -108,18 +109,33 @@ export const ultraCommands: CommandGroup = (program, cli) => {
   registerUltraPublish(ultra, cli);
 };
 
-/** A ReplayConfig JSON file (`--replay`); its content is validated by the driver. */
-export async function readReplayFile(file: string): Promise<ReplayConfig> {
+/**
+ * Where a `--replay` spec's ReplayConfig is: a file, or `measured:<table>.<corner>`, the parameters
+ * measured on recorded multi-agent runs (data/multistep/replay, `fugu multistep fit
+ * --write-configs`; corner point, pessimistic or optimistic).
+ */
+export async function replayFilePath(spec: string, flag = '--replay'): Promise<string> {
+  if (!spec.startsWith('measured:')) return spec;
+  const dir = path.join(DEFAULT_TABLES_DIR, 'replay');
+  const name = spec.slice('measured:'.length);
+  const known = (await readdir(dir).catch(() => [] as string[])).filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -'.json'.length)).sort();
+  if (!known.includes(name)) throw new InputError(`no measured step model "${name}" (there are: ${known.join(', ') || `none in ${dir}`})`, { field: flag });
+  return path.join(dir, `${name}.json`);
+}
+
+/** A ReplayConfig JSON file or measured:<table>.<corner> (`--replay`); its content is validated by the driver. */
+export async function readReplayFile(spec: string, flag = '--replay'): Promise<ReplayConfig> {
+  const file = await replayFilePath(spec, flag);
   let text: string;
   try {
     text = await readFile(file, 'utf8');
   } catch (e) {
-    throw new InputError(`cannot read ${file}: ${(e as Error).message}`, { field: '--replay' });
+    throw new InputError(`cannot read ${file}: ${(e as Error).message}`, { field: flag });
   }
   try {
     return JSON.parse(text) as ReplayConfig;
   } catch (e) {
-    throw new InputError(`${file} is not JSON: ${(e as Error).message}`, { field: '--replay' });
+    throw new InputError(`${file} is not JSON: ${(e as Error).message}`, { field: flag });
   }
 }
 

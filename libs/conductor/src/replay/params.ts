@@ -87,6 +87,8 @@ export function sizeClassOf(w: WorkerSizeInfo): SizeClass {
 
 /** Configuration of the replay model: preset overrides and per-worker size class and parameters. */
 export type ReplayConfig = {
+  /** where the values come from, in a sentence (a measured config names its table, corner and that the agents were not this pool's); reports show it next to the figures */
+  source?: string;
   presets?: Partial<Record<SizeClass, Partial<ReplayParams>>>;
   workers?: Record<string, { sizeClass?: SizeClass; size?: number | string; params?: Partial<ReplayParams> }>;
 };
@@ -120,7 +122,10 @@ export function validateReplayConfig(v: unknown): ReplayConfig {
   if (typeof v !== 'object' || Array.isArray(v)) throw new InputError('expected an object with presets and/or workers');
   const out: ReplayConfig = {};
   for (const [k, x] of Object.entries(v)) {
-    if (k === 'presets') {
+    if (k === 'source') {
+      if (typeof x !== 'string' || x.trim() === '' || x.length > 2000) throw new InputError('expected a sentence saying where the values come from (at most 2000 characters)', { field: 'source' });
+      out.source = x;
+    } else if (k === 'presets') {
       if (x === null || typeof x !== 'object' || Array.isArray(x)) throw new InputError('expected an object keyed by size class', { field: 'presets' });
       out.presets = {};
       for (const [c, ps] of Object.entries(x)) {
@@ -152,7 +157,7 @@ export function validateReplayConfig(v: unknown): ReplayConfig {
         out.workers[name] = entry;
       }
     } else {
-      throw new InputError(`unknown field "${k}" (expected presets or workers)`, { field: k });
+      throw new InputError(`unknown field "${k}" (expected source, presets or workers)`, { field: k });
     }
   }
   return out;

@@ -67,6 +67,7 @@ export async function summarizeUltraRun(db: Db, runId: string, opts: { examplesP
       seed: o.seed ?? 0, repeats: o.repeats ?? 1, maxSteps: o.workflow?.maxSteps ?? 5, status: run.status,
       createdAt: run.createdAt.toISOString(), finishedAt: run.finishedAt?.toISOString() ?? null, environment,
       ...(environment !== 'live' && {
+        ...(replayCfg.source !== undefined && { replaySource: replayCfg.source }),
         replay: Object.fromEntries(workers.filter((w) => w.provider === 'replay').map((w) => {
           const p = workerReplayParams(replayCfg, w);
           return [w.name, { keep: p.keep, misled: p.misled, adopt: p.adopt, fix: p.fix, herd: p.herd, sizeClass: p.sizeClass }];
