@@ -87,3 +87,89 @@ export function splitCounts(assignment: ReadonlyMap<string, string>): Record<str
   for (const s of assignment.values()) out[s] = (out[s] ?? 0) + 1;
   return out;
 }
+
+// ---- the train / val / test split every command uses (`--split-by prompt | dataset`) ---------
+
+/** How items are split into train / val / test: by unique prompt (seeded, 0.8 / 0.1 / 0.1), or the dataset's own split. */
+export const SPLIT_SCHEMES = ['prompt', 'dataset'] as const;
+export type SplitScheme = (typeof SPLIT_SCHEMES)[number];
+export type SplitPart = 'train' | 'val' | 'test';
+/** A split: the scheme and its seed (`prompt`: the shuffle of the prompts; `dataset`: the val part carved from train when the dataset has none). */
+export type SplitSpec = { by: SplitScheme; seed: number };
+
+/** The fractions of the split by unique prompt (train / val / test, in this order). */
+export const PROMPT_SPLIT_FRACTIONS = Object.freeze({ train: 0.8, val: 0.1, test: 0.1 } as const);
+
+/** A dataset's own split names as `--split-by dataset` reads them (case-insensitive). */
+const SOURCE_PARTS: Readonly<Record<string, SplitPart>> = { train: 'train', val: 'val', validation: 'val', test: 'test' };
+
+/** A split scheme from a flag or a stored record (InputError naming the field). */
+export function splitScheme(v: unknown, field = '--split-by'): SplitScheme {
+  if (typeof v !== 'string' || !(SPLIT_SCHEMES as readonly string[]).includes(v)) throw new InputError(`must be ${SPLIT_SCHEMES.join(' or ')}, got ${JSON.stringify(v)}`, { field });
+  return v as SplitScheme;
+}
+
+/** The split in words, for headers and reports: `by unique prompt (seed 0)` or `the dataset's own split`. */
+export function splitLabel(spec: SplitSpec): string {
+  return spec.by === 'prompt' ? `by unique prompt (seed ${spec.seed})` : `the dataset's own split (seed ${spec.seed} for a val part carved from train)`;
+}
+
+/**
+ * Every item's part (train / val / test) under a split scheme; item id -> part.
+ *
+ * - `prompt`: `splitByPrompt` with PROMPT_SPLIT_FRACTIONS and the seed (no prompt in two parts).
+ * - `dataset`: the dataset's own `split` field (sourceSplit: train, val / validation, test; any
+ *   case). Every item needs one: an item without it, or with another name, is an InputError
+ *   naming the item (field `--split-by`). Items of val or test whose normalised prompt also
+ *   appears in train move to train (`sourceSplitDedup`), then test items whose prompt appears in
+ *   val move to val, so no prompt is in two parts. The val part is the dataset's val items; a
+ *   dataset without any gets a seeded 1/9 of its train part by unique prompt (`splitByPrompt`,
+ *   train 8/9, val 1/9) as val. The test part is the dataset's test items.
+ */
+export function assignSplit(items: readonly Pick<DatasetItem, 'id' | 'prompt' | 'sourceSplit'>[], spec: SplitSpec): Map<string, SplitPart> {
+  const by = splitScheme(spec.by);
+  if (by === 'prompt') return splitByPrompt(items, { seed: spec.seed, fractions: { ...PROMPT_SPLIT_FRACTIONS } }) as Map<string, SplitPart>;
+  const named = items.map((it) => {
+    if (it.sourceSplit === undefined) {
+      throw new InputError(`item ${JSON.stringify(it.id)} has no split of its own: --split-by dataset needs every item's \`split\` (train, val or test); use --split-by prompt`, { field: '--split-by' });
+    }
+    const part = SOURCE_PARTS[it.sourceSplit.toLowerCase()];
+    if (!part) throw new InputError(`item ${JSON.stringify(it.id)} has split ${JSON.stringify(it.sourceSplit)}: --split-by dataset reads train, val (or validation) and test`, { field: '--split-by' });
+    return { id: it.id, prompt: it.prompt, sourceSplit: part };
+  });
+  const ids = new Set<string>();
+  for (const it of named) {
+    if (ids.has(it.id)) throw new InputError(`duplicate item id ${JSON.stringify(it.id)}`, { field: 'id' });
+    ids.add(it.id);
+  }
+  const out = sourceSplitDedup(named) as Map<string, SplitPart>;
+  const valPrompts = new Set(named.filter((it) => out.get(it.id) === 'val').map((it) => normalizePrompt(it.prompt)));
+  for (const it of named) if (out.get(it.id) === 'test' && valPrompts.has(normalizePrompt(it.prompt))) out.set(it.id, 'val');
+  if (valPrompts.size === 0) {
+    const train = named.filter((it) => out.get(it.id) === 'train');
+    const carved = splitByPrompt(train, { seed: spec.seed, fractions: { train: 8 / 9, val: 1 / 9 } });
+    for (const [id, part] of carved) out.set(id, part as SplitPart);
+  }
+  return out;
+}
+
+/**
+ * The scheme a command uses: the one given (`--split-by`), else the one the checkpoints and runs
+ * it reads were made with (`made`: what, and its scheme; old records without one were by prompt),
+ * else `prompt`. A scheme given that differs from one of them, or two of them that differ, is an
+ * InputError: a model trained on one scheme's train part and scored on another's test (or val)
+ * part would be scored on questions it was trained on.
+ */
+export function resolveSplitScheme(given: SplitScheme | undefined, made: ReadonlyArray<{ what: string; by: SplitScheme }>, field = '--split-by'): SplitScheme {
+  if (given !== undefined) splitScheme(given, field);
+  const first = made[0];
+  for (const m of made) {
+    if (given !== undefined && m.by !== given) {
+      throw new InputError(`${m.what} was made with the split ${m.by === 'prompt' ? 'by unique prompt' : "of the dataset's own"} (--split-by ${m.by}), not --split-by ${given}: scored on another scheme's held-out items it would be scored on questions it was trained on`, { field });
+    }
+    if (first && m.by !== first.by) {
+      throw new InputError(`${first.what} was made with --split-by ${first.by} and ${m.what} with --split-by ${m.by}: no held-out split is held out from both`, { field });
+    }
+  }
+  return given ?? first?.by ?? 'prompt';
+}
