@@ -10,7 +10,7 @@ import { getConductorCheckpoint, getDatasetItems, getGrpoRun, getPoolWorkers, li
 import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { loadPolicy, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '@fugu/ultra';
-import { backboneFeatures, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra-training';
+import { backboneFeatures, GrpoSession, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra-training';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -278,6 +278,36 @@ describe('fugu train grpo', () => {
     expect(steps[0]).toBe(1);
     expect(Math.max(...steps), `argmax steps ${steps.join(', ')}`).toBeLessThanOrEqual(1.1);
     expect(steps.at(-1), `argmax steps ${steps.join(', ')}`).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  // issue 29 (GRPO as a user, item 1): --split-by dataset, stored with the run; a start of another scheme refused
+  it("--split-by dataset: the run trains on the dataset's train part and validates on a val part carved from it; the scheme is stored, and a start or resume of another is refused", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const items = syntheticItems(600);
+    const files = await writeFixtures(dir, items, replayPool());
+    const o: GrpoStartOptions = { dataset: files.dataset, pool: files.pool, q: 4, g: 2, iterations: 1, seed: 3, valEvery: 0 };
+    const id = await startGrpoRun(env.ctx, { ...o, runId: 'grpo-by-dataset', splitBy: 'dataset' }, features);
+    const run = (await getGrpoRun(env.ctx.db, id))!;
+    expect(run.config).toMatchObject({ splitBy: 'dataset', splitSeed: 0 });
+    expect((await getConductorCheckpoint(env.ctx.db, run.startCheckpointId))!.training).toMatchObject({ rankedBy: { splitBy: 'dataset' } });
+    // the session's items: none of the source's test items (120 of 600); val a ninth of the rest
+    const session = await GrpoSession.open(env.ctx.db, id, features);
+    const sourceTest = new Set(items.filter((it) => it.sourceSplit === 'test').map((it) => it.id));
+    expect(sourceTest.size).toBe(120);
+    expect([...session.items.train, ...session.items.val].some((it) => sourceTest.has(it.id))).toBe(false);
+    expect(session.items.train.length + session.items.val.length).toBe(480);
+    expect(Math.abs(session.items.val.length - 480 / 9)).toBeLessThanOrEqual(1);
+    // a resume with another scheme, and a start from a policy of another scheme, are refused naming the flag
+    await expect(startGrpoRun(env.ctx, { resume: id, splitBy: 'prompt' }, features)).rejects.toMatchObject({ field: '--split-by' });
+    await expect(startGrpoRun(env.ctx, { ...o, runId: 'grpo-by-dataset-from', from: run.startCheckpointId, splitBy: 'prompt' }, features)).rejects.toMatchObject({ field: '--split-by' });
+    // from it without --split-by: its scheme
+    const from = await startGrpoRun(env.ctx, { ...o, runId: 'grpo-by-dataset-from', from: run.startCheckpointId }, features);
+    expect((await getGrpoRun(env.ctx.db, from))!.config).toMatchObject({ splitBy: 'dataset' });
+    // a run stored before the scheme existed (no splitBy in its config) reads as by prompt, and resumes with it
+    await sql`update grpo_runs set config = config - 'splitBy' where id = ${from}`.execute(env.ctx.db);
+    expect((await GrpoSession.open(env.ctx.db, from, features)).cfg.splitBy).toBe('prompt');
+    await expect(startGrpoRun(env.ctx, { resume: from, splitBy: 'prompt' }, features)).resolves.toBe(from);
     await rm(dir, { recursive: true, force: true });
   });
 

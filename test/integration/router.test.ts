@@ -7,7 +7,8 @@ import { InputError } from '@fugu/core';
 import { createLogger, Registry } from '@fugu/telemetry';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
 import { runEval } from '@fugu/evaluation';
-import { evaluateRouter, trainRouter } from '@fugu/training';
+import { getCheckpoint } from '@fugu/db';
+import { evaluateRouter, formatRouterEval, routingDataFromRun, splitIndices, trainRouter } from '@fugu/training';
 import { createEvalEnv, replayPool, syntheticItems, writeFixtures, type EvalEnv } from '../support/eval-env.ts';
 
 let env: EvalEnv;
@@ -60,6 +61,31 @@ describe('router SFT and evaluation', () => {
     const row = await sql<{ theta: Buffer }>`select theta from router_checkpoints where id = ${h.checkpointId}`.execute(env.ctx.db);
     const theta = new Float32Array(new Uint8Array(row.rows[0]!.theta).buffer);
     expect(theta.subarray(0, 512).every((z) => z === 1)).toBe(true);
+  });
+
+  // issue 29 (GRPO as a user, item 1): the dataset's own split, chosen by --split-by and kept by the checkpoint
+  it("--split-by dataset: the dataset's test items are the test split; the checkpoint keeps its scheme and another is refused", async () => {
+    // syntheticItems: every fifth item is in the source's test split (120 of 600)
+    const sourceTest = syntheticItems(600, 5).filter((it) => it.sourceSplit === 'test').map((it) => it.id);
+    const d = await train({ splitBy: 'dataset', epochs: 3 });
+    expect(d.split.test).toBe(sourceTest.length);
+    expect(d.split.train + d.split.val).toBe(600 - sourceTest.length);
+    const ckpt = (await getCheckpoint(env.ctx.db, d.checkpointId))!;
+    expect(ckpt.training).toMatchObject({ splitBy: 'dataset', splitSeed: 0 });
+    // evaluated on its own scheme by default: the source's test items
+    const r = await evaluateRouter(env.ctx.db, { checkpoint: d.checkpointId, split: 'test', k: 10, home: env.dir, log: quiet });
+    expect(r.data).toMatchObject({ splitBy: 'dataset', items: sourceTest.length });
+    expect(formatRouterEval(r)).toMatch(/test split \(the dataset's own split/);
+    // another scheme's test split would hold questions it was trained on: refused, naming the flag
+    const e = await evaluateRouter(env.ctx.db, { checkpoint: d.checkpointId, split: 'test', splitBy: 'prompt', k: 10, home: env.dir, log: quiet }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InputError);
+    expect(e).toMatchObject({ field: '--split-by' });
+    expect((e as Error).message).toMatch(/was made with the split of the dataset's own \(--split-by dataset\), not --split-by prompt/);
+    // by prompt, the default: the checkpoint says so, and the split is the one it always was (60 of 600)
+    const p = await train({ epochs: 2 });
+    expect(p.split.test).toBe(splitIndices({ items: (await routingDataFromRun(env.ctx.db, 'skills')).items }, 0).test.length);
+    expect((await getCheckpoint(env.ctx.db, p.checkpointId))!.training).toMatchObject({ splitBy: 'prompt', splitSeed: 0 });
+    await expect(evaluateRouter(env.ctx.db, { checkpoint: p.checkpointId, split: 'test', splitBy: 'dataset', k: 10, home: env.dir, log: quiet })).rejects.toMatchObject({ field: '--split-by' });
   });
 
   it('refuses a checkpoint whose workers or backbone do not match', async () => {

@@ -7,8 +7,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getDatasetItems, getConductorRun } from '@fugu/db';
 import { conductQueue } from '@fugu/queue';
-import { rankWorkers, splitItems } from '@fugu/ultra';
-import { runUltraEval, summarizeUltraRun, type UltraEvalOptions } from '@fugu/ultra-training';
+import { initPolicyCheckpoint, rankWorkers, splitItems } from '@fugu/ultra';
+import { InputError } from '@fugu/core';
+import { sql } from 'kysely';
+import { formatUltraSummary, runUltraEval, summarizeUltraRun, type UltraEvalOptions } from '@fugu/ultra-training';
 import { createEvalEnv, replayPool, startWorkerProcess, syntheticItems, writeFixtures, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
@@ -100,6 +102,29 @@ describe('runUltraEval', () => {
     expect(s.results[0]).toMatchObject({ name: 'fixed:moa:2', workflows: 7, parseFailureRate: 0, stepsPerWorkflow: 3 });
     expect(s.run).toMatchObject({ split: 'all', sample: 7, environment: 'replay' });
     expect(s.results.map((r) => r.kind)).toEqual(['conductor', 'reference', 'reference']);
+  });
+
+  // issue 29 (GRPO as a user, item 1): `--split test` under --split-by dataset is the dataset's own test split
+  it("--split-by dataset: the dataset's test items (12 of 60, not the 6 of the split by prompt), named in the run and its summary; a checkpoint of another scheme is refused", async () => {
+    const sourceTest = items.filter((it) => it.sourceSplit === 'test');
+    const r = await runUltraEval(env.ctx, { ...base(), runId: 'by-dataset', conductor: 'fixed:single:beta', splitBy: 'dataset', repeats: 1 });
+    expect(r.run.status).toBe('completed');
+    expect(r.run.options).toMatchObject({ split: 'test', splitBy: 'dataset', items: sourceTest.length });
+    const { rows } = await sql<{ ext_id: string }>`select i.ext_id from workflows w join items i on i.id = w.item_id where w.run_id = 'by-dataset'`.execute(env.ctx.db);
+    expect(rows.map((x) => x.ext_id).sort()).toEqual(sourceTest.map((it) => it.id).sort());
+    const s = await summarizeUltraRun(env.ctx.db, 'by-dataset');
+    expect(s.run).toMatchObject({ split: 'test', splitBy: 'dataset' });
+    expect(formatUltraSummary(s)).toMatch(/test split \(the dataset's own split/);
+    // by prompt (the default) it is the split it always was
+    const byPrompt = await runUltraEval(env.ctx, { ...base(), runId: 'by-prompt', conductor: 'fixed:single:beta', repeats: 1 });
+    expect(byPrompt.run.options).toMatchObject({ splitBy: 'prompt', items: splitItems(items, 'test', 0).length });
+    // a policy whose ranking was made on the dataset's own split, scored on the split by prompt: refused before anything runs
+    const policy = await initPolicyCheckpoint(env.ctx.db, { workers: ['alpha', 'beta', 'gamma'], backboneId: 'b', featureDim: 4, seed: 0, id: 'p-by-dataset', rankedBy: { splitBy: 'dataset' } });
+    const e = await runUltraEval(env.ctx, { ...base(), runId: 'mismatch', conductor: `policy:${policy.id}`, splitBy: 'prompt' }).catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(InputError);
+    expect(e).toMatchObject({ field: '--split-by' });
+    expect((e as Error).message).toMatch(/policy checkpoint p-by-dataset was made with the split of the dataset's own/);
+    expect(await getConductorRun(env.ctx.db, 'mismatch')).toBeUndefined();
   });
 
   it('no progress with the conduct queue empty (jobs lost): the unfinished workflows are submitted again', async () => {

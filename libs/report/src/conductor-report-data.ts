@@ -49,6 +49,9 @@ export type ConductorReportData = {
     dataset: string | null;
     pool: string;
     split: string | null;
+    /** the split scheme: by unique prompt (with splitSeed) or the dataset's own; absent: by prompt */
+    splitBy?: 'prompt' | 'dataset';
+    splitSeed?: number;
     sample: number | null;
     seed: number;
     repeats: number;

@@ -110,7 +110,7 @@ function header(d: ConductorReportData, after: string): string {
   const facts = [
     fact('Dataset', r.dataset ?? 'free questions'),
     fact('Pool', r.pool),
-    fact('Split', r.split ?? DASH),
+    fact('Split', r.split === null ? DASH : r.split === 'all' ? r.split : `${r.split} (${r.splitBy === 'dataset' ? "the dataset's own split" : `by unique prompt, split seed ${r.splitSeed ?? 0}`})`),
     fact('Sample', finite(r.sample) ? `${fmtInt(r.sample)} items` : 'all items'),
     fact('Seed / repeats', `seed ${r.seed} · ${fmtInt(r.repeats)} repeat${r.repeats === 1 ? '' : 's'}`),
     fact('Max steps', fmtInt(r.maxSteps)),

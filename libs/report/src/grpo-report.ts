@@ -86,6 +86,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     fact('optimiser', `Adam lr ${String(c.lr)}, ${String(c.epochs)} epoch(s), clip ${String(c.clipLow)}/${String(c.clipHigh)}, advantages ${String(c.advantageScale)}, KL ${String(c.klCoef)}`),
     fact('trained heads', Array.isArray(c.heads) ? (c.heads as string[]).join(', ') : '—'),
     fact('seed', String(c.seed)),
+    fact('split', c.splitBy === 'dataset' ? `the dataset's own split (seed ${String(c.splitSeed ?? 0)} for a val part carved from train)` : `by unique prompt (seed ${String(c.splitSeed ?? 0)})`),
     fact('reward', `1 / 0.5 / 0${typeof (c.reward as { costPerUsd?: number } | undefined)?.costPerUsd === 'number' ? ` minus ${String((c.reward as { costPerUsd: number }).costPerUsd)} x $` : ''}`),
     fact('pools', typeof c.poolK === 'number' && c.poolK > 0
       ? `a random ${String(c.poolK)} of the workers per question${Array.isArray(c.poolHoldout) && c.poolHoldout.length > 0 ? `, ${String(c.poolHoldout.length)} pool(s) held out` : ''}`

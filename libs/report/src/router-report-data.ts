@@ -12,7 +12,8 @@ export type MethodResult = {
 
 export type RouterReportData = {
   checkpoint: { id: string; stage: string; backboneId: string; parentId: string | null; tau: number | null; createdAt: string };
-  data: { run: string; split: string; splitSeed: number; items: number; trainItems: number };
+  /** splitBy: the split scheme (by unique prompt, or the dataset's own; evaluations before it existed: by prompt) */
+  data: { run: string; split: string; splitBy?: 'prompt' | 'dataset'; splitSeed: number; items: number; trainItems: number };
   workers: Array<{ name: string; inputPerMTok: string; outputPerMTok: string }>;
   methods: MethodResult[];
   /** (router - best single) / (oracle - best single) */

@@ -90,7 +90,7 @@ describe('renderRouterReport', () => {
 
   it('shows the checkpoint and data facts in the header', () => {
     const head = html.slice(html.indexOf('<header>'), html.indexOf('</header>'));
-    for (const text of ['sft', 'ck-parent-1', '0.25', '2025-06-03 14:20:11 UTC', 'test (split seed 17)', '300 evaluated · 1,200 for training']) {
+    for (const text of ['sft', 'ck-parent-1', '0.25', '2025-06-03 14:20:11 UTC', 'test (by unique prompt, split seed 17)', '300 evaluated · 1,200 for training']) {
       expect(head).toContain(text);
     }
   });

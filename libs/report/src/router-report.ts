@@ -104,7 +104,7 @@ function header(d: RouterReportData, after: string): string {
     fact('Soft-label τ', finite(ck.tau) ? String(ck.tau) : DASH),
     fact('Checkpoint created', fmtTime(ck.createdAt), ck.createdAt),
     fact('Evaluation run', d.data.run),
-    fact('Split', `${d.data.split} (split seed ${d.data.splitSeed})`),
+    fact('Split', `${d.data.split} (${d.data.splitBy === 'dataset' ? `the dataset's own split, seed ${d.data.splitSeed} for a val part carved from train` : `by unique prompt, split seed ${d.data.splitSeed}`})`),
     fact('Items', `${fmtInt(d.data.items)} evaluated · ${fmtInt(d.data.trainItems)} for training`),
     fact('Workers', fmtInt(d.workers.length)),
   ];

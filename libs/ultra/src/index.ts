@@ -19,6 +19,7 @@ export {
   type TrainingRanking,
 } from './policy-store.ts';
 export * from './split.ts';
+export * from './split-made.ts';
 export * from './flags.ts';
 export * from './engine/index.ts';
 export * from './interactive/index.ts';

@@ -4,7 +4,7 @@
 import { writeFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { InputError, type DatasetItem } from '@fugu/core';
-import { readJsonFile } from '@fugu/datasets';
+import { readJsonFile, type SplitScheme } from '@fugu/datasets';
 import {
   ConductorPolicy, policyCheckpoint, policyFromCheckpoint, type PolicyCheckpoint, type PolicyConfig,
 } from '@fugu/conductor';
@@ -52,19 +52,20 @@ export type TrainingRanking = {
 
 /**
  * The pool's workers ranked by their mean recorded score on the training split: the `train` part
- * of the router's split by unique prompt (SPLIT_FRACTIONS, `splitSeed`, default 0, as `fugu router
- * train` and `fugu ultra eval` split), so a policy, the fixed topologies and the router rank on the
- * same items. Ties keep pool order. A dataset with no recorded score for any pool worker on its
- * training items is an InputError (field `dataset`).
+ * of the router's split (by unique prompt with `splitSeed`, default 0, or the dataset's own with
+ * `splitBy: 'dataset'`, as `fugu router train` and `fugu ultra eval` split), so a policy, the fixed
+ * topologies and the router rank on the same items. Ties keep pool order. A dataset with no
+ * recorded score for any pool worker on its training items is an InputError (field `dataset`).
  */
-export function trainingRanking(items: readonly DatasetItem[], workers: readonly string[], opts: { splitSeed?: number; datasetName?: string } = {}): TrainingRanking {
-  const train = splitItems(items, 'train', opts.splitSeed ?? 0).map((i) => items[i]!);
+export function trainingRanking(items: readonly DatasetItem[], workers: readonly string[], opts: { splitSeed?: number; splitBy?: SplitScheme; datasetName?: string } = {}): TrainingRanking {
+  const split = { by: opts.splitBy ?? 'prompt', seed: opts.splitSeed ?? 0 } as const;
+  const train = splitItems(items, 'train', split).map((i) => items[i]!);
   const means = workerMeans(workers, train).filter((m) => m.items > 0);
   if (means.length === 0) {
     const name = opts.datasetName ? `dataset "${opts.datasetName}"` : 'the dataset';
     throw new InputError(`${name} has no recorded scores for the pool's workers (${workers.join(', ')}) on its ${train.length} training items: nothing to rank them by`, { field: 'dataset' });
   }
-  const ranking = trainSplitRanking(workers, items, opts.splitSeed ?? 0);
+  const ranking = trainSplitRanking(workers, items, split);
   const ranked = ranking.flatMap((w) => means.filter((m) => m.worker === w));
   return { ranking, means: ranked };
 }

@@ -1,18 +1,26 @@
-// The split by unique prompt and the rankings made from recorded scores: what `fugu ultra eval`,
-// `fugu ultra run`, a policy's initialisation (policy-store.ts) and any other driver pick items
-// and rank workers by (a run's seeded sample of a split, `runItems`, is @fugu/ultra-training's,
-// run-items.ts). A leaf: it imports nothing from libs/ultra.
+// The train / val / test split (by unique prompt, or the dataset's own: `--split-by`, assignSplit
+// in @fugu/datasets, the router's split too) and the rankings made from recorded scores: what
+// `fugu ultra eval`, `fugu ultra run`, a policy's initialisation (policy-store.ts) and any other
+// driver pick items and rank workers by (a run's seeded sample of a split, `runItems`, is
+// @fugu/ultra-training's, run-items.ts). A leaf: it imports nothing from libs/ultra.
 import type { DatasetItem } from '@fugu/core';
-import { splitByPrompt } from '@fugu/datasets';
-import { SPLIT_FRACTIONS } from '@fugu/training';
+import { assignSplit, type SplitSpec } from '@fugu/datasets';
 
 export const ULTRA_SPLITS = ['train', 'val', 'test', 'all'] as const;
 export type UltraSplit = (typeof ULTRA_SPLITS)[number];
 
-/** Item indices (dataset order) of a split by unique prompt: the router's split (SPLIT_FRACTIONS, same seed). */
-export function splitItems(items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt'>>, split: UltraSplit, splitSeed: number): number[] {
+type SplitItem = Pick<DatasetItem, 'id' | 'prompt' | 'sourceSplit'>;
+
+/** A split given as a seed (by unique prompt, the default scheme) or a SplitSpec. */
+export const splitSpecOf = (split: number | SplitSpec): SplitSpec => (typeof split === 'number' ? { by: 'prompt', seed: split } : split);
+
+/**
+ * Item indices (dataset order) of a split: the router's split (assignSplit: by unique prompt with
+ * the seed when `split` is a number, else the SplitSpec's scheme).
+ */
+export function splitItems(items: ReadonlyArray<SplitItem>, split: UltraSplit, spec: number | SplitSpec): number[] {
   if (split === 'all') return items.map((_, i) => i);
-  const by = splitByPrompt(items, { seed: splitSeed, fractions: { ...SPLIT_FRACTIONS } });
+  const by = assignSplit(items, splitSpecOf(spec));
   return items.flatMap((it, i) => (by.get(it.id) === split ? [i] : []));
 }
 
@@ -38,6 +46,6 @@ export function rankWorkers(workers: readonly string[], items: ReadonlyArray<Pic
 }
 
 /** Workers by mean recorded score on the train part of the router's split (what the fixed topologies and a policy's initialisation rank by). */
-export function trainSplitRanking(workers: readonly string[], items: ReadonlyArray<Pick<DatasetItem, 'id' | 'prompt' | 'recorded'>>, splitSeed: number): string[] {
-  return rankWorkers(workers, splitItems(items, 'train', splitSeed).map((i) => items[i]!));
+export function trainSplitRanking(workers: readonly string[], items: ReadonlyArray<SplitItem & Pick<DatasetItem, 'recorded'>>, spec: number | SplitSpec): string[] {
+  return rankWorkers(workers, splitItems(items, 'train', spec).map((i) => items[i]!));
 }

@@ -3,6 +3,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
+import type { SplitScheme } from '@fugu/datasets';
 import type { FuguConfig } from '@fugu/config';
 import { getCheckpoint, getDeployment, listCheckpoints, type Db } from '@fugu/db';
 import { resolveWorkerPool } from '@fugu/evaluation';
@@ -15,6 +16,7 @@ import {
 } from '@fugu/training';
 import { action, choiceOption, defaultOut, intOption, jsonOption, listOption, numOption, printJson, type Cli, type CommandGroup } from '../cli.ts';
 import { checkpointFileCommands, withDb } from '../checkpoints.ts';
+import { splitByOption } from '../split-by.ts';
 import { routeTexts } from './route.ts';
 
 const D = TRAIN_DEFAULTS;
@@ -71,16 +73,17 @@ export const routerCommands: CommandGroup = (program, cli) => {
       .option('--labels <file>', 'a label file (fugu labels) instead of a run; needs --pool')
       .option('--pool <P>', 'the worker pool of the label file: llmrouter | <file>')
       .addOption(intOption('--split-seed <n>', 'seed of the train/val/test split by prompt', D.splitSeed))
+      .addOption(splitByOption('default prompt; stored in the checkpoint'))
       .addOption(choiceOption('--select-by <what>', 'early stopping keeps the best validation reward or the lowest validation KL', ['reward', 'loss'], D.selectBy))
       .option('--head-only', 'train the head only (no SVF adaptation of the backbone)'),
-  ).action(action(async (f: SftFlags & { run?: string; labels?: string; pool?: string; splitSeed: number; selectBy: 'reward' | 'loss'; headOnly?: boolean }) => {
+  ).action(action(async (f: SftFlags & { run?: string; labels?: string; pool?: string; splitSeed: number; splitBy?: SplitScheme; selectBy: 'reward' | 'loss'; headOnly?: boolean }) => {
     const config = cli.config();
     if (f.run === undefined && f.labels === undefined) throw new InputError('give the evaluation run to train on (--run <run>) or a label file and its pool (--labels FILE --pool P)', { field: '--run' });
     if (f.labels !== undefined && f.pool === undefined) throw new InputError('a label file needs the worker pool it routes to: --pool llmrouter|<file>', { field: '--pool' });
     const out = await withDb(config, async (db) => trainRouter(db, {
       ...(f.run !== undefined && { run: f.run }),
       ...(f.labels !== undefined && { labels: { file: f.labels, pool: await resolveWorkerPool(f.pool!, config.llmrouterDir) } }),
-      tau: f.tau, seed: f.seed, splitSeed: f.splitSeed, epochs: f.epochs, batchSize: f.batch, lr: f.lr, patience: f.patience, headOnly: Boolean(f.headOnly),
+      tau: f.tau, seed: f.seed, splitSeed: f.splitSeed, ...(f.splitBy !== undefined && { splitBy: f.splitBy }), epochs: f.epochs, batchSize: f.batch, lr: f.lr, patience: f.patience, headOnly: Boolean(f.headOnly),
       home: config.home, selectBy: f.selectBy, weightDecay: f.weightDecay,
     }));
     process.stdout.write(`${out.checkpointId}\n`);
@@ -96,16 +99,18 @@ export const routerCommands: CommandGroup = (program, cli) => {
       .addOption(choiceOption('--split <split>', 'the held-out split', ['test', 'val'], 'test'))
       .option('--run <run>', "the evaluation run (default: the checkpoint's training run)")
       .addOption(intOption('--split-seed <n>', "seed of the split (default: the checkpoint's)"))
+      .addOption(splitByOption("default: the checkpoint's; another is refused"))
       .addOption(intOption('--k <n>', 'neighbours of the kNN baseline', 10))
       .option('--out <file>', 'the HTML report (default: FUGU_HOME/reports/<checkpoint>-<split>.html)');
     if (sub === 'eval') c.addOption(jsonOption());
-    c.action(action(async (checkpoint: string, f: { split: 'test' | 'val'; run?: string; splitSeed?: number; k: number; out?: string; json?: boolean }) => {
+    c.action(action(async (checkpoint: string, f: { split: 'test' | 'val'; run?: string; splitSeed?: number; splitBy?: SplitScheme; k: number; out?: string; json?: boolean }) => {
       const config = cli.config();
       await withDb(config, async (db) => {
         const r = await evaluateRouter(db, {
           checkpoint, split: f.split, k: f.k, home: config.home,
           ...(f.run !== undefined && { run: f.run }),
           ...(f.splitSeed !== undefined && { splitSeed: f.splitSeed }),
+          ...(f.splitBy !== undefined && { splitBy: f.splitBy }),
         });
         if (sub === 'sweep') process.stdout.write(formatSweep(r));
         else if (!f.json) process.stdout.write(formatRouterEval(r));

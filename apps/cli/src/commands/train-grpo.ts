@@ -6,16 +6,18 @@ import type { Command } from 'commander';
 import type { FuguConfig } from '@fugu/config';
 import { POLICY_HEADS, type PolicyHead } from '@fugu/conductor';
 import { InputError, type ProviderKind } from '@fugu/core';
+import { splitLabel, type SplitScheme } from '@fugu/datasets';
 import { getGrpoRun, getPoolWorkers, setGrpoRunStatus } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
 import * as localServices from '@fugu/local-services';
-import { backboneFeatures, GRPO_DEFAULTS, runGrpo, startGrpoRun, startLocals, type GrpoConfig, type GrpoStartOptions } from '@fugu/ultra-training';
+import { backboneFeatures, GRPO_DEFAULTS, runGrpo, startGrpoRun, startLocals, storedGrpoConfig, type GrpoConfig, type GrpoStartOptions } from '@fugu/ultra-training';
 import { action, choiceOption, countOption, EXIT, interruptSignal, intOption, listOption, numOption, type Cli } from '../cli.ts';
 import { readReplayFile } from './ultra.ts';
 import { iterationClock } from '../progress.ts';
+import { splitByOption } from '../split-by.ts';
 
 type GrpoFlags = {
-  dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number;
+  dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number; splitBy?: SplitScheme;
   lr?: number; maxGradNorm?: number; epochs?: number; miniBatches?: number; clip?: number; clipHigh?: number; advantage?: GrpoConfig['advantageScale'];
   lossAgg?: GrpoConfig['lossAgg']; kl?: number; stepTiebreak?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number; poolHoldout?: string;
   attempts?: number; deadlineMs?: number; rollouts: 'cluster' | 'local'; localConductors: number | 'auto'; localWorkers: number | 'auto'; wait: boolean;
@@ -40,6 +42,7 @@ export function registerTrainGrpo(train: Command, cli: Cli): void {
     .addOption(intOption('--iterations <n>', `iterations (default ${D.iterations})`))
     .addOption(intOption('--seed <n>', `seed of the questions, the samples and the environment (default ${D.seed})`))
     .addOption(intOption('--split-seed <n>', `seed of the router's split by prompt (default ${D.splitSeed})`))
+    .addOption(splitByOption("default: the scheme of --from's policy or --start's router, another refused; else prompt"))
     .addOption(numOption('--lr <x>', `Adam's learning rate (default ${D.lr})`))
     .addOption(numOption('--max-grad-norm <x>', `gradient-norm clip (default ${D.maxGradNorm})`))
     .addOption(intOption('--epochs <n>', `optimisation epochs over one iteration's rollouts (default ${D.epochs})`))
@@ -71,7 +74,7 @@ async function startOptions(f: GrpoFlags): Promise<GrpoStartOptions> {
   if (f.heads) for (const h of f.heads) if (!(POLICY_HEADS as readonly string[]).includes(h)) throw new InputError(`${JSON.stringify(h)} is not a head (${POLICY_HEADS.join(', ')})`, { field: '--heads' });
   const replay = f.replay !== undefined ? await readReplayFile(f.replay) : undefined;
   const o: GrpoStartOptions = {
-    dataset: f.dataset, pool: f.pool, from: f.from, start: f.start, warmStartQuestions: f.warmStartQuestions, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed,
+    dataset: f.dataset, pool: f.pool, from: f.from, start: f.start, warmStartQuestions: f.warmStartQuestions, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed, splitBy: f.splitBy,
     lr: f.lr, maxGradNorm: f.maxGradNorm, epochs: f.epochs, miniBatches: f.miniBatches, clipLow: f.clip, clipHigh: f.clipHigh ?? (f.resume ? undefined : f.clip),
     advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, stepTiebreak: f.stepTiebreak, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
     reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, poolK: f.poolK, poolHoldout: f.poolHoldout?.split(';').map((p) => p.split(',').map((w) => w.trim()).filter(Boolean)), attempts: f.attempts, deadlineMs: f.deadlineMs,
@@ -88,8 +91,8 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
   try {
     const runId = await startGrpoRun(ctx, await startOptions(f), features);
     const run = (await getGrpoRun(ctx.db, runId))!;
-    const cfg = run.config as unknown as GrpoConfig;
-    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, step tie-break ${cfg.stepTiebreak ?? 0}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}\n`);
+    const cfg = storedGrpoConfig(run.config);
+    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, step tie-break ${cfg.stepTiebreak ?? 0}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}; split ${splitLabel({ by: cfg.splitBy, seed: cfg.splitSeed })}\n`);
     if (run.status === 'completed') {
       process.stdout.write(`run ${runId} is already completed; report: fugu report ${runId}\n`);
       return EXIT.ok;

@@ -6,16 +6,19 @@ import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
 import { REPLAY_PRESETS } from '@fugu/conductor';
 import type { FuguConfig } from '@fugu/config';
+import type { SplitScheme } from '@fugu/datasets';
+import type { Db } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
 import { ULTRA_SPLITS, type UltraSplit } from '@fugu/ultra';
 import {
-  analyseLandscape, analysePlanner, analyseScores, analysisInputs, formatLandscape, formatPlanner, formatScores, namedReplayConfig, presetPerturbations, type NamedReplayConfig,
+  analyseLandscape, analysePlanner, analyseScores, analysisInputs, analysisSplitScheme, formatLandscape, formatPlanner, formatScores, namedReplayConfig, presetPerturbations, type NamedReplayConfig,
 } from '@fugu/ultra-training';
 import { action, choiceOption, intOption, jsonOption, list, listOption, numOption, printJson, type Cli } from '../cli.ts';
 import { createProgress } from '../progress.ts';
 import { readReplayFile, replayFilePath } from './ultra.ts';
+import { splitByOption } from '../split-by.ts';
 
-type Common = { dataset?: string; pool?: string; splitSeed: number; replay?: string[]; perturbations?: boolean; json?: boolean };
+type Common = { dataset?: string; pool?: string; splitSeed: number; splitBy?: SplitScheme; replay?: string[]; perturbations?: boolean; json?: boolean };
 
 const replayHelp = 'step models, each a ReplayConfig JSON file named by its file name or measured:<table>.<point|pessimistic|optimistic> (space or comma separated; e.g. data/multistep/replay/dylan-math-cot.*.json); default: the presets';
 
@@ -26,6 +29,7 @@ export function registerUltraAnalyse(ultra: Command, cli: Cli): void {
       .option('--dataset <D>', 'llmrouter | llmrouter:<dir> | <file.jsonl>', 'llmrouter')
       .option('--pool <P>', 'llmrouter | <pool.yaml> (replay workers)', 'llmrouter')
       .addOption(intOption('--split-seed <n>', "seed of the router's split by unique prompt", 0))
+      .addOption(splitByOption('default: the scheme of the policy and router checkpoints analysed, another refused; else prompt'))
       .option('--replay <files...>', replayHelp)
       .option('--perturbations', "also score under figure 2's fixed perturbations of the presets (misled +0.1, fix -0.05, keep -0.05, herd halved)")
       .addOption(jsonOption());
@@ -79,15 +83,19 @@ async function configsOf(f: Common): Promise<NamedReplayConfig[]> {
   return [...given, ...perturbed];
 }
 
-async function inputsOf(config: FuguConfig, f: Common) {
-  return analysisInputs(config, { dataset: f.dataset ?? 'llmrouter', pool: f.pool ?? 'llmrouter', splitSeed: f.splitSeed });
+/** The analysis' inputs under the split of the checkpoints it reads (policies, routers): --split-by defaults to it, another is refused. */
+async function inputsOf(config: FuguConfig, db: Db, f: Common, read: { policies?: readonly string[]; routers?: readonly string[] }) {
+  const splitBy = await analysisSplitScheme(db, f.splitBy, read);
+  return analysisInputs(config, { dataset: f.dataset ?? 'llmrouter', pool: f.pool ?? 'llmrouter', splitSeed: f.splitSeed, splitBy });
 }
 
 async function cmdScore(config: FuguConfig, specs: string[], f: Common & { split: UltraSplit; samples: number; workers?: string[] }): Promise<void> {
   const configs = await configsOf(f);
-  const inputs = await inputsOf(config, f);
   const ctx = await openContext({ redis: false, config });
   try {
+    const routers = specs.filter((s) => s.startsWith('router:')).map((s) => s.slice('router:'.length));
+    const policies = specs.filter((s) => !s.startsWith('router:') && !s.startsWith('single:') && s !== 'best');
+    const inputs = await inputsOf(config, ctx.db, f, { policies, routers });
     const r = await analyseScores({ db: ctx.db, home: config.home }, inputs, { specs, split: f.split, samples: f.samples, configs, ...(f.workers && { allowed: f.workers }) });
     if (f.json) return printJson(r);
     process.stdout.write(`${formatScores(r)}\n`);
@@ -103,10 +111,10 @@ async function cmdPlanner(config: FuguConfig, f: Common & { router: string; l2: 
     if (!(ULTRA_SPLITS as readonly string[]).includes(s)) throw new InputError(`must be ${ULTRA_SPLITS.join(', ')}, got "${s}"`, { field: '--splits' });
     return s as UltraSplit;
   });
-  const inputs = await inputsOf(config, f);
   const ctx = await openContext({ redis: false, config });
   const bar = f.json ? null : createProgress({ total: f.iterations, label: 'regressions', unit: 'iterations' });
   try {
+    const inputs = await inputsOf(config, ctx.db, f, { routers: [f.router] });
     const r = await analysePlanner({ db: ctx.db, home: config.home }, inputs, {
       router: f.router, l2: f.l2, iterations: f.iterations, plan, score, splits, ...(bar && { onFit: (t: number) => bar.update(t, 0) }),
     });
@@ -120,9 +128,9 @@ async function cmdPlanner(config: FuguConfig, f: Common & { router: string; l2: 
 
 async function cmdLandscape(config: FuguConfig, f: Common & { router: string; split: UltraSplit }): Promise<void> {
   const [first] = await configsOf(f);
-  const inputs = await inputsOf(config, f);
   const ctx = await openContext({ redis: false, config });
   try {
+    const inputs = await inputsOf(config, ctx.db, f, { routers: [f.router] });
     const r = await analyseLandscape({ db: ctx.db, home: config.home }, inputs, { router: f.router, split: f.split, config: first! });
     if (f.json) return printJson(r);
     process.stdout.write(`${formatLandscape(r)}\n`);

@@ -2,6 +2,7 @@
 // import). The logic is in @fugu/ultra (policy-store.ts) and @fugu/conductor (src/policy/).
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
+import type { SplitScheme } from '@fugu/datasets';
 import { policyThetaSize, resolveMaxSteps } from '@fugu/conductor';
 import { listConductorCheckpoints } from '@fugu/db';
 import { resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
@@ -9,8 +10,9 @@ import { loadUseLite, useLiteHeadDims } from '@fugu/router-model';
 import { exportPolicyCheckpoint, getPolicyCheckpoint, importPolicyCheckpoint, initPolicyCheckpoint, trainingRanking } from '@fugu/ultra';
 import { action, intOption, jsonOption, printJson, type Cli } from '../cli.ts';
 import { checkpointFileCommands, withDb } from '../checkpoints.ts';
+import { splitByOption } from '../split-by.ts';
 
-type InitFlags = { pool?: string; dataset?: string; seed: number; maxSteps: number; id?: string; splitSeed: number };
+type InitFlags = { pool?: string; dataset?: string; seed: number; maxSteps: number; id?: string; splitSeed: number; splitBy?: SplitScheme };
 
 export function registerUltraPolicy(ultra: Command, cli: Cli): void {
   const policy = ultra.command('policy').description('the embedded Conductor (policy:<checkpoint>): make, list, show and move its checkpoints');
@@ -23,6 +25,7 @@ export function registerUltraPolicy(ultra: Command, cli: Cli): void {
     .addOption(intOption('--seed <n>', 'the seed of the initialisation', 0))
     .addOption(intOption('--max-steps <n>', 'the most steps a workflow of this policy has (1 to 10)', 5))
     .addOption(intOption('--split-seed <n>', 'seed of the split by prompt (the router\'s: train 80%, val 10%, test 10%)', 0))
+    .addOption(splitByOption('default prompt; the ranking is over its train part, recorded in the checkpoint'))
     .option('--id <id>', 'the checkpoint id (default: policy-<time>-<seed>)')
     .action(action(async (f: InitFlags) => {
       if (f.pool === undefined) throw new InputError('give the worker pool the policy chooses from: --pool llmrouter|<file>', { field: '--pool' });
@@ -38,9 +41,13 @@ export function registerUltraPolicy(ultra: Command, cli: Cli): void {
       let rankedBy: Record<string, unknown> = { by: 'pool order', pool: pool.name };
       if (f.dataset !== undefined) {
         const dataset = await resolveDataset(f.dataset, config.llmrouterDir);
-        const r = trainingRanking(dataset.items, workers, { splitSeed: f.splitSeed, datasetName: dataset.name });
+        const splitBy = f.splitBy ?? 'prompt';
+        const r = trainingRanking(dataset.items, workers, { splitSeed: f.splitSeed, splitBy, datasetName: dataset.name });
         ranking = r.ranking;
-        rankedBy = { by: 'training-split mean recorded score', pool: pool.name, dataset: dataset.name, datasetHash: dataset.contentHash, split: 'router split by prompt (train)', splitSeed: f.splitSeed, means: r.means };
+        rankedBy = {
+          by: 'training-split mean recorded score', pool: pool.name, dataset: dataset.name, datasetHash: dataset.contentHash,
+          split: splitBy === 'prompt' ? 'router split by prompt (train)' : "the dataset's own split (train)", splitBy, splitSeed: f.splitSeed, means: r.means,
+        };
       }
       // the features the policy reads: the router backbone's (USE-lite), as `fugu router train` uses them
       const backbone = await loadUseLite();

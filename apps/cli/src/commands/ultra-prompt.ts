@@ -5,13 +5,15 @@ import { writeFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
+import type { SplitScheme } from '@fugu/datasets';
 import { ULTRA_SPLITS } from '@fugu/ultra';
 import { promptPool, rewardPromptLine, rewardPrompts, type RewardPromptLine } from '@fugu/ultra-training';
 import { resolveWorkerPool } from '@fugu/evaluation';
 import { action, choiceOption, EXIT, intOption, listOption, type Cli } from '../cli.ts';
+import { splitByOption } from '../split-by.ts';
 
 type PromptFlags = {
-  pool?: string; dataset?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; maxSteps: number; workers?: string[]; out?: string;
+  pool?: string; dataset?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; splitBy?: SplitScheme; sample?: number; seed: number; maxSteps: number; workers?: string[]; out?: string;
 };
 
 export function registerUltraPrompt(ultra: Command, cli: Cli): void {
@@ -23,6 +25,7 @@ export function registerUltraPrompt(ultra: Command, cli: Cli): void {
     .option('--dataset <D>', 'llmrouter | llmrouter:<dir> | <file.jsonl>: a line per question of the split')
     .addOption(choiceOption('--split <s>', "the questions: the router's split by unique prompt", ULTRA_SPLITS, 'train'))
     .addOption(intOption('--split-seed <n>', "seed of the split (the router's default: 0)", 0))
+    .addOption(splitByOption())
     .addOption(intOption('--sample <n>', 'a seeded sample of n questions of the split (default: all)'))
     .addOption(intOption('--seed <n>', 'seed of the sample', 0))
     .addOption(intOption('--max-steps <n>', 'the most steps the prompt allows (the request\'s max_steps, default 5)', 5))
@@ -43,7 +46,7 @@ async function cmdUltraPrompt(config: FuguConfig, question: string | undefined, 
   }
   if (f.dataset === undefined) throw new InputError('give --dataset <D> (a line per question), or one question', { field: '--dataset' });
   const lines: RewardPromptLine[] = await rewardPrompts(
-    { pool, dataset: f.dataset, split: f.split, splitSeed: f.splitSeed, sample: f.sample ?? null, seed: f.seed, maxSteps: f.maxSteps, ...(f.workers && { workers: f.workers }) },
+    { pool, dataset: f.dataset, split: f.split, splitSeed: f.splitSeed, ...(f.splitBy !== undefined && { splitBy: f.splitBy }), sample: f.sample ?? null, seed: f.seed, maxSteps: f.maxSteps, ...(f.workers && { workers: f.workers }) },
     config.llmrouterDir,
   );
   const text = lines.map((l) => JSON.stringify(l)).join('\n') + '\n';

@@ -5,6 +5,7 @@
 import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import type { ReplayConfig } from '@fugu/conductor';
 import path from 'node:path';
+import type { SplitScheme } from '@fugu/datasets';
 import type { FuguConfig } from '@fugu/config';
 import { conductorRunParseFailures, conductorRunProgress, getConductorRun, listConductorRuns, type ConductorRunRow, type Db, type WorkflowDetail } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
@@ -18,6 +19,7 @@ import {
   action, choiceOption, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
+import { splitByOption } from '../split-by.ts';
 import { registerUltraAnalyse } from './ultra-analyse.ts';
 import { registerUltraCalibrate } from './ultra-calibrate.ts';
 import { registerUltraPolicy } from './ultra-policy.ts';
@@ -25,7 +27,7 @@ import { registerUltraPrompt } from './ultra-prompt.ts';
 import { registerUltraPublish } from './ultra-publish.ts';
 
 export type UltraEvalFlags = {
-  dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; sample?: number; seed: number; repeats: number;
+  dataset?: string; pool?: string; conductor?: string; split: (typeof ULTRA_SPLITS)[number]; splitSeed: number; splitBy?: SplitScheme; sample?: number; seed: number; repeats: number;
   maxSteps: number; maxUsd?: string; maxTokensPerStep?: number; argmax?: boolean; workers?: string[]; replay?: string; runId?: string; resume?: string; localConductors: number | 'auto'; localWorkers: number | 'auto';
   keyCheck: boolean; wait: boolean; stallSeconds: number; out?: string; json?: boolean;
 };
@@ -43,8 +45,9 @@ export const ultraCommands: CommandGroup = (program, cli) => {
     .option('--dataset <D>', 'llmrouter | llmrouter:<dir> | <file.jsonl>')
     .option('--pool <P>', 'llmrouter | <pool.yaml>')
     .option('--conductor <specs>', 'conductor specs, comma separated: llm:<worker>, policy:<ckpt>, fixed:single:<worker>, fixed:router:<ckpt>, fixed:moa:<n>, fixed:chain')
-    .addOption(choiceOption('--split <s>', 'the items: a split by unique prompt, the router\'s (train 0.8 / val 0.1 / test 0.1)', ULTRA_SPLITS, 'test'))
+    .addOption(choiceOption('--split <s>', 'the items: a part of the router\'s split (by unique prompt, train 0.8 / val 0.1 / test 0.1, or the dataset\'s own: --split-by)', ULTRA_SPLITS, 'test'))
     .addOption(intOption('--split-seed <n>', 'seed of the split (the router\'s default: 0)', 0))
+    .addOption(splitByOption("default: the scheme of the policy and router checkpoints the specs name, another refused; else prompt"))
     .addOption(intOption('--sample <n>', 'a seeded sample of n items of the split (default: all)'))
     .addOption(intOption('--seed <n>', 'seed of the sample and of the workflows (workflow seed = seed + repeat)', 0))
     .addOption(intOption('--repeats <n>', 'workflows per (item, conductor)', 1))
@@ -147,7 +150,7 @@ function evalOptions(config: FuguConfig, f: UltraEvalFlags, signal: AbortSignal,
     ...(f.conductor !== undefined && { conductor: f.conductor }),
     ...(f.resume !== undefined && { resume: f.resume }),
     ...(f.runId !== undefined && { runId: f.runId }),
-    split: f.split, splitSeed: f.splitSeed, sample: f.sample ?? null, seed: f.seed, repeats: f.repeats, maxSteps: f.maxSteps,
+    split: f.split, splitSeed: f.splitSeed, ...(f.splitBy !== undefined && { splitBy: f.splitBy }), sample: f.sample ?? null, seed: f.seed, repeats: f.repeats, maxSteps: f.maxSteps,
     maxUsd: f.maxUsd ?? null, maxTokensPerStep: f.maxTokensPerStep ?? null, ...(f.argmax && { argmax: true }), ...(f.workers && { workers: f.workers }),
     localConductors: f.localConductors, localWorkers: f.localWorkers, keyCheck: f.keyCheck, wait: f.wait, stallSeconds: f.stallSeconds, signal,
     progress: (run) => {

@@ -1,10 +1,12 @@
-// The router evaluation (`fugu router eval`): the router on a held-out split (split by unique prompt, seeded) beside
+// The router evaluation (`fugu router eval`): the router on a held-out split (by unique prompt, seeded, or the
+// dataset's own: the checkpoint's scheme, another refused) beside
 // the best single worker, the best worker per task (it knows the task label; the router does
 // not), a kNN router on the same backbone features, random, and the per-question oracle. Mean
 // reward and cost, the gap closed toward the oracle, APGR and CPT(50%/80%) for a strong/weak
 // pair (RouteLLM), AIQ of the router's cost-quality sweep (RouterBench), and the routing
 // distribution per task.
 import { InputError } from '@fugu/core';
+import { resolveSplitScheme, splitLabel, splitScheme, type SplitScheme } from '@fugu/datasets';
 import { getCheckpoint, type Db } from '@fugu/db';
 import {
   aiq, bestPerTask, bestSingle, costQualitySweep, gapClosed, knnRouter, loadRouterModel, meanCost, meanReward, oracle, pairScores, randomExpected,
@@ -13,7 +15,12 @@ import {
 import type { RouterEvaluation } from './evaluation-data.ts';
 import { cachedFeatures, checkCompatible, routingDataFromRun, splitIndices } from '../tasks/index.ts';
 
-export type RouterEvalOptions = { checkpoint: string; run?: string; split: 'test' | 'val'; splitSeed?: number; k: number; home: string; log?: (l: string) => void };
+export type RouterEvalOptions = {
+  checkpoint: string; run?: string; split: 'test' | 'val'; splitSeed?: number;
+  /** default: the checkpoint's scheme; another is refused (it would score the router on questions it was trained on) */
+  splitBy?: SplitScheme;
+  k: number; home: string; log?: (l: string) => void;
+};
 
 const stack = (rows: Float32Array[], idx: readonly number[], dim: number): Float32Array => {
   const out = new Float32Array(idx.length * dim);
@@ -28,6 +35,8 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
   const run = opts.run ?? (ckpt.training.run as string | undefined);
   if (!run) throw new InputError(`checkpoint ${ckpt.id} names no training run: give --run`, { field: '--run' });
   const splitSeed = opts.splitSeed ?? (ckpt.training.splitSeed as number | undefined) ?? 0;
+  const made = splitScheme(ckpt.training.splitBy ?? 'prompt', 'checkpoint');
+  const splitBy = resolveSplitScheme(opts.splitBy, [{ what: `router checkpoint ${ckpt.id}`, by: made }]);
   const data = await routingDataFromRun(db, run);
   const K = data.workers.length;
   const model = await loadRouterModel(opts.home, K);
@@ -36,7 +45,7 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
     const { features } = await cachedFeatures(db, model.encoder, data.items.map((i) => i.prompt), {
       onProgress: (done, total) => log(`features: ${done}/${total} encoded`),
     });
-    const split = splitIndices(data, splitSeed);
+    const split = splitIndices(data, { by: splitBy, seed: splitSeed });
     const label = new Array<string>(data.items.length);
     for (const [name, idx] of Object.entries(split)) for (const i of idx) label[i] = name;
     const table: EvalTable = validateEvalTable({
@@ -78,7 +87,7 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
 
     return {
       checkpoint: { id: ckpt.id, stage: ckpt.stage, backboneId: ckpt.backboneId, parentId: ckpt.parentId, tau: ckpt.tau, createdAt: ckpt.createdAt?.toISOString() ?? '' },
-      data: { run, split: opts.split, splitSeed, items: rows.length, trainItems: split.train.length },
+      data: { run, split: opts.split, splitBy, splitSeed, items: rows.length, trainItems: split.train.length },
       workers: data.workers,
       methods,
       gapClosed: gapClosed(methods[0]!.meanReward, methods[1]!.meanReward, methods[5]!.meanReward),
@@ -114,7 +123,7 @@ function argmax(p: ArrayLike<number>, from: number, K: number): number {
 
 /** The comparison as a plain-text table. */
 export function formatRouterEval(r: RouterEvaluation): string {
-  const lines = [`router ${r.checkpoint.id} on run ${r.data.run}, ${r.data.split} split (seed ${r.data.splitSeed}, ${r.data.items} items):`];
+  const lines = [`router ${r.checkpoint.id} on run ${r.data.run}, ${r.data.split} split (${splitLabel({ by: r.data.splitBy ?? 'prompt', seed: r.data.splitSeed })}, ${r.data.items} items):`];
   lines.push(`${'method'.padEnd(18)}${'mean reward'.padStart(12)}${'USD/call'.padStart(12)}`);
   for (const m of r.methods) lines.push(`${m.name.padEnd(18)}${m.meanReward.toFixed(4).padStart(12)}${m.meanCost.toExponential(3).padStart(12)}${m.note ? `  ${m.note}` : ''}`);
   lines.push(`gap closed toward the oracle: ${(100 * r.gapClosed).toFixed(1)}%`);

@@ -1,8 +1,10 @@
 // The SFT driver (`fugu router train`): SFT of the router on an evaluation run's rewards. Soft labels
 // p_i(j) = softmax(rbar_ij / tau); loss KL(p_i || pi_theta) averaged over questions; Adam,
-// minibatches, early stopping on a validation split; seeded. The split is by unique prompt.
+// minibatches, early stopping on a validation split; seeded. The split is by unique prompt, or the
+// dataset's own (`--split-by dataset`, @fugu/datasets assignSplit); the checkpoint records which.
 import { randomBytes } from 'node:crypto';
 import { InputError, softLabels, type WorkerPool } from '@fugu/core';
+import { splitLabel, splitScheme, type SplitScheme } from '@fugu/datasets';
 import { saveCheckpoint, type Db } from '@fugu/db';
 import { loadRouterModel, thetaLayout, trainSft, USE_LITE_BACKBONE, type SftEpoch } from '@fugu/router-model';
 import { cachedFeatures, routingDataFromRun, SPLIT_FRACTIONS, splitIndices } from '../tasks/index.ts';
@@ -16,6 +18,8 @@ export type TrainOptions = {
   tau: number;
   seed: number;
   splitSeed: number;
+  /** the split: by unique prompt (default) or the dataset's own (items need their source split) */
+  splitBy?: SplitScheme;
   epochs: number;
   batchSize: number;
   lr: number;
@@ -50,8 +54,9 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
     });
     log(`features: ${stats.cached} cached, ${stats.computed} computed`);
     const labels = data.rewards.map((r) => Float32Array.from(softLabels([...r], opts.tau)));
-    const split = splitIndices(data, opts.splitSeed);
-    log(`the router's split, by unique prompt (seed ${opts.splitSeed}; not the dataset's own split): ${split.train.length} train, ${split.val.length} val, ${split.test.length} test`);
+    const splitBy = splitScheme(opts.splitBy ?? 'prompt');
+    const split = splitIndices(data, { by: splitBy, seed: opts.splitSeed });
+    log(`the router's split, ${splitLabel({ by: splitBy, seed: opts.splitSeed })}: ${split.train.length} train, ${split.val.length} val, ${split.test.length} test`);
     const started = Date.now();
     const result = await trainSft({
       head: model.head,
@@ -80,7 +85,7 @@ export async function trainRouter(db: Db, opts: TrainOptions): Promise<TrainOutc
       thetaLayout: thetaLayout(model.head.dims).map(({ name, offset, shape }) => ({ name, offset, shape })),
       tau: opts.tau,
       training: {
-        run: opts.run ?? null, ...(opts.labels && { labels: opts.labels.file }), splitSeed: opts.splitSeed, fractions: SPLIT_FRACTIONS, seed: opts.seed, epochs: opts.epochs, batchSize: opts.batchSize,
+        run: opts.run ?? null, ...(opts.labels && { labels: opts.labels.file }), splitBy, splitSeed: opts.splitSeed, ...(splitBy === 'prompt' && { fractions: SPLIT_FRACTIONS }), seed: opts.seed, epochs: opts.epochs, batchSize: opts.batchSize,
         lr: opts.lr, patience: opts.patience, headOnly: opts.headOnly, weightDecay: opts.weightDecay, selectBy: opts.selectBy, seconds: (Date.now() - started) / 1000,
       },
       metrics: { history: result.history, bestEpoch: result.bestEpoch, bestValLoss: result.bestValLoss },

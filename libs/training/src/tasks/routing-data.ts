@@ -4,7 +4,7 @@
 // evaluation (sft/) and the ES fitness tasks.
 import { InputError } from '@fugu/core';
 import { getItems, getPoolWorkers, getRun, itemWorkerMeans, type CheckpointRecord, type Db } from '@fugu/db';
-import { splitByPrompt } from '@fugu/datasets';
+import { assignSplit, PROMPT_SPLIT_FRACTIONS, type SplitSpec } from '@fugu/datasets';
 
 export type RoutingItem = { id: string; task: string; prompt: string; sourceSplit?: string };
 
@@ -49,16 +49,20 @@ export async function routingDataFromRun(db: Db, runId: string): Promise<Routing
   };
 }
 
-/** The router's split fractions (train / val / test, by unique prompt). */
-export const SPLIT_FRACTIONS = { train: 0.8, val: 0.1, test: 0.1 } as const;
+/** The router's split fractions (train / val / test, by unique prompt): PROMPT_SPLIT_FRACTIONS. */
+export const SPLIT_FRACTIONS = PROMPT_SPLIT_FRACTIONS;
 
 export type SplitName = 'train' | 'val' | 'test';
 
-/** Item indices per split name (by unique prompt, seeded). */
-export function splitIndices(data: Pick<RoutingData, 'items'>, seed: number): Record<SplitName, number[]> {
-  const bySplit = splitByPrompt(data.items, { seed, fractions: { ...SPLIT_FRACTIONS } });
+/**
+ * Item indices per split name under a split (`assignSplit`, @fugu/datasets): a number is the seed
+ * of the split by unique prompt (the default scheme), a SplitSpec names the scheme
+ * (`--split-by prompt | dataset`).
+ */
+export function splitIndices(data: Pick<RoutingData, 'items'>, split: number | SplitSpec): Record<SplitName, number[]> {
+  const bySplit = assignSplit(data.items, typeof split === 'number' ? { by: 'prompt', seed: split } : split);
   const out = { train: [] as number[], val: [] as number[], test: [] as number[] };
-  data.items.forEach((it, i) => out[bySplit.get(it.id) as SplitName].push(i));
+  data.items.forEach((it, i) => out[bySplit.get(it.id)!].push(i));
   return out;
 }
 

@@ -1,8 +1,10 @@
 // What every fitness task loads once: the checkpoint, the evaluation run's routing data (per item
-// and worker the mean recorded reward), the split by unique prompt, the router model (USE-lite +
+// and worker the mean recorded reward), the checkpoint's split (by unique prompt, or the dataset's
+// own when it was trained with --split-by dataset), the router model (USE-lite +
 // the SVF head for the checkpoint's workers) and the projected features y = x U of every prompt
 // (x from the Postgres feature cache, computed and stored there when missing).
 import { InputError } from '@fugu/core';
+import { splitScheme } from '@fugu/datasets';
 import { getCheckpoint, type CheckpointRecord, type Db } from '@fugu/db';
 import { ProjectedFeatures, type RouterHead, loadRouterModel, type ExecutionProviderSetting, type RouterModel } from '@fugu/router-model';
 import { cachedFeatures } from './features.ts';
@@ -62,8 +64,10 @@ export async function loadTaskData(opts: LoadTaskDataOptions): Promise<TaskData>
     checkCompatible(checkpoint, data, model.backboneId);
     const { features } = await cachedFeatures(opts.db, model.encoder, data.items.map((i) => i.prompt));
     const promptY = await projectRows(model.head, features);
+    // the checkpoint's own scheme (records before it existed: by prompt)
+    const by = splitScheme(checkpoint.training.splitBy ?? 'prompt', 'checkpoint');
     return {
-      checkpoint, run, data, splitSeed, split: splitIndices(data, splitSeed), model, head: model.head, promptY,
+      checkpoint, run, data, splitSeed, split: splitIndices(data, { by, seed: splitSeed }), model, head: model.head, promptY,
       release: () => model.release(),
     };
   } catch (err) {

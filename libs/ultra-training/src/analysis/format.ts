@@ -1,12 +1,15 @@
 // The text `fugu ultra analyse` prints: markdown tables, every figure named a simulation.
+import { splitLabel } from '@fugu/datasets';
 import type { LandscapeResult, PlannerResult, ScoreResult } from './run.ts';
+
+const splitOf = (r: { split: string; splitBy: ScoreResult['splitBy']; splitSeed: number }) => `${r.split} split (${r.split === 'all' ? 'every item' : splitLabel({ by: r.splitBy, seed: r.splitSeed })})`;
 
 const f4 = (x: number) => x.toFixed(4);
 const pts = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}`;
 
 export function formatScores(r: ScoreResult): string {
   const routerRow = r.rows.find((row) => row.spec.startsWith('router:'));
-  const head = `${r.dataset}, ${r.split} split: ${r.items} items${r.samples > 0 ? `, ${r.samples} sampled workflows each` : ', argmax workflows'}; expected accuracy in the replay model (a simulation from recorded outcomes)` +
+  const head = `${r.dataset}, ${splitOf(r)}: ${r.items} items${r.samples > 0 ? `, ${r.samples} sampled workflows each` : ', argmax workflows'}; expected accuracy in the replay model (a simulation from recorded outcomes)` +
     (routerRow ? `; (points against ${routerRow.spec})` : '');
   const lines = [head, '', `| conductor | steps | ${r.configs.join(' | ')} |`, `|---|---|${r.configs.map(() => '---|').join('')}`];
   for (const row of r.rows) {
@@ -24,7 +27,7 @@ export function formatScores(r: ScoreResult): string {
 
 export function formatPlanner(r: PlannerResult): string {
   const lines = [
-    `model-based planner on ${r.dataset} (regressions: L2 ${r.l2}, ${r.iterations} iterations; free: every single worker and every "A, then B reading A"; router-anchored: the router's pick alone or a helper A, then the pick reading A); expected accuracy in the replay model (a simulation from recorded outcomes)`,
+    `model-based planner on ${r.dataset}, the split ${splitLabel({ by: r.splitBy, seed: r.splitSeed })} (regressions: L2 ${r.l2}, ${r.iterations} iterations; free: every single worker and every "A, then B reading A"; router-anchored: the router's pick alone or a helper A, then the pick reading A); expected accuracy in the replay model (a simulation from recorded outcomes)`,
   ];
   for (const s of r.splits) {
     lines.push('', `${s.split} (${s.items} items): router ${f4(s.router)}, best single (${r.bestSingle}) ${f4(s.bestSingle)}, regression's single pick ${f4(s.regressionPick)}`);
@@ -43,7 +46,7 @@ export function formatPlanner(r: PlannerResult): string {
 
 export function formatLandscape(r: LandscapeResult): string {
   return [
-    `${r.dataset}, ${r.split} split: ${r.items} items, step model ${r.config} (a simulation from recorded outcomes)`,
+    `${r.dataset}, ${splitOf(r)}: ${r.items} items, step model ${r.config} (a simulation from recorded outcomes)`,
     `best single (${r.bestSingle.worker}) ${f4(r.bestSingle.accuracy)}; router ${f4(r.router)}`,
     'best fixed pairs "A, then B reading A":',
     ...r.pairs.map((p) => `  ${`${p.first} -> ${p.then}`.padEnd(72)} ${f4(p.accuracy)}`),

@@ -1,6 +1,7 @@
 // What the exact-expectation analyses read: a dataset with recorded scores and a replay pool over
 // it (resolved from --dataset / --pool as `fugu ultra eval` and `fugu train grpo` resolve them: no
-// earlier run needed), the split by unique prompt, the train-split ranking, and the replay step
+// earlier run needed), the router's split (by unique prompt, or the dataset's own: the scheme of
+// the checkpoints analysed, another refused), the train-split ranking, and the replay step
 // model's parameters per worker under a ReplayConfig. Everything here is a simulation from recorded
 // outcomes (libs/conductor/src/replay).
 import type { DatasetItem, WorkerSpec } from '@fugu/core';
@@ -8,7 +9,9 @@ import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
 import { validateReplayConfig, type ReplayConfig, type ReplayParams } from '@fugu/conductor';
 import { checkPoolAgainstDataset, resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
-import { splitItems, trainSplitRanking, workerReplayParams, type UltraSplit } from '@fugu/ultra';
+import { resolveSplitScheme, type SplitScheme } from '@fugu/datasets';
+import type { Db } from '@fugu/db';
+import { policySplitScheme, routerSplitScheme, splitItems, trainSplitRanking, workerReplayParams, type UltraSplit } from '@fugu/ultra';
 
 export type AnalysisInputs = {
   dataset: string;
@@ -17,7 +20,8 @@ export type AnalysisInputs = {
   /** every item of the dataset, in dataset order */
   items: DatasetItem[];
   splitSeed: number;
-  /** the items of one split of the router's split by unique prompt */
+  splitBy: SplitScheme;
+  /** the items of one part of the router's split (by unique prompt, or the dataset's own) */
   split(s: UltraSplit): DatasetItem[];
   /** workers best first by train-split mean */
   ranking: string[];
@@ -26,7 +30,7 @@ export type AnalysisInputs = {
 };
 
 /** The dataset and replay pool of an analysis; InputError naming --pool when a worker is not a replay worker. */
-export async function analysisInputs(config: Pick<FuguConfig, 'llmrouterDir'>, o: { dataset: string; pool: string; splitSeed?: number }): Promise<AnalysisInputs> {
+export async function analysisInputs(config: Pick<FuguConfig, 'llmrouterDir'>, o: { dataset: string; pool: string; splitSeed?: number; splitBy?: SplitScheme }): Promise<AnalysisInputs> {
   const pool = await resolveWorkerPool(o.pool, config.llmrouterDir);
   const live = pool.workers.filter((w) => w.provider !== 'replay');
   if (live.length > 0) {
@@ -36,6 +40,8 @@ export async function analysisInputs(config: Pick<FuguConfig, 'llmrouterDir'>, o
   checkPoolAgainstDataset(pool, dataset, null);
   const names = pool.workers.map((w) => w.name);
   const splitSeed = o.splitSeed ?? 0;
+  const splitBy = o.splitBy ?? 'prompt';
+  const spec = { by: splitBy, seed: splitSeed };
   const byName = new Map(pool.workers.map((w) => [w.name, w]));
   return {
     dataset: dataset.name,
@@ -43,8 +49,9 @@ export async function analysisInputs(config: Pick<FuguConfig, 'llmrouterDir'>, o
     names,
     items: dataset.items,
     splitSeed,
-    split: (s) => splitItems(dataset.items, s, splitSeed).map((i) => dataset.items[i]!),
-    ranking: trainSplitRanking(names, dataset.items, splitSeed),
+    splitBy,
+    split: (s) => splitItems(dataset.items, s, spec).map((i) => dataset.items[i]!),
+    ranking: trainSplitRanking(names, dataset.items, spec),
     params: (cfg) => {
       const memo = new Map<string, ReplayParams>();
       return (w) => {
@@ -59,6 +66,24 @@ export async function analysisInputs(config: Pick<FuguConfig, 'llmrouterDir'>, o
       };
     },
   };
+}
+
+/**
+ * The split scheme of an analysis: the one given (`--split-by`), else the one the policy and router
+ * checkpoints it reads were made with; another, or two that differ, is an InputError
+ * (resolveSplitScheme). Unknown ids are left to the analysis to refuse.
+ */
+export async function analysisSplitScheme(db: Db, given: SplitScheme | undefined, o: { policies?: readonly string[]; routers?: readonly string[] }): Promise<SplitScheme> {
+  const made: Array<{ what: string; by: SplitScheme }> = [];
+  for (const id of o.policies ?? []) {
+    const by = await policySplitScheme(db, id);
+    if (by) made.push({ what: `policy checkpoint ${id}`, by });
+  }
+  for (const id of o.routers ?? []) {
+    const by = await routerSplitScheme(db, id);
+    if (by) made.push({ what: `router checkpoint ${id}`, by });
+  }
+  return resolveSplitScheme(given, made);
 }
 
 /** A named ReplayConfig (a file's name without .json, or a perturbation's), validated. */

@@ -6,6 +6,7 @@
 // router.
 import { InputError } from '@fugu/core';
 import { replayItemOf, type ReplayItem } from '@fugu/conductor';
+import type { SplitScheme } from '@fugu/datasets';
 import type { Db } from '@fugu/db';
 import type { UltraSplit } from '@fugu/ultra';
 import { backboneFeatures } from '../grpo/run.ts';
@@ -16,7 +17,7 @@ import { fitRegressions, planWorkflow, predictAll } from './planner.ts';
 type Ctx = { db: Db; home: string };
 
 export type ScoreRow = { spec: string; steps: number; accuracy: Record<string, number>; top: Array<{ workflow: string; count: number }> };
-export type ScoreResult = { dataset: string; split: UltraSplit; items: number; samples: number; workers: string[]; configs: string[]; rows: ScoreRow[]; best: { spec: string; config: string; accuracy: number } | null };
+export type ScoreResult = { dataset: string; split: UltraSplit; splitBy: SplitScheme; splitSeed: number; items: number; samples: number; workers: string[]; configs: string[]; rows: ScoreRow[]; best: { spec: string; config: string; accuracy: number } | null };
 
 /**
  * Each spec (a policy checkpoint id, `router:<checkpoint>`, `single:<worker>` or `best` = the best
@@ -52,7 +53,7 @@ export async function analyseScores(ctx: Ctx, inputs: AnalysisInputs, o: { specs
     const first = o.configs[0]!.name;
     const bestRow = policies.reduce<ScoreRow | null>((a, r) => (a === null || r.accuracy[first]! > a.accuracy[first]! ? r : a), null);
     return {
-      dataset: inputs.dataset, split: o.split, items: items.length, samples: o.samples ?? 0, workers: [...allowed], configs: o.configs.map((c) => c.name), rows,
+      dataset: inputs.dataset, split: o.split, splitBy: inputs.splitBy, splitSeed: inputs.splitSeed, items: items.length, samples: o.samples ?? 0, workers: [...allowed], configs: o.configs.map((c) => c.name), rows,
       best: bestRow ? { spec: bestRow.spec, config: first, accuracy: bestRow.accuracy[first]! } : null,
     };
   } finally {
@@ -69,7 +70,7 @@ export type PlannerSplit = {
    */
   cells: Array<{ planner: 'free' | 'router-anchored'; plan: string; score: string; accuracy: number; steps: number; twoStep: number }>;
 };
-export type PlannerResult = { dataset: string; router: string; l2: number; iterations: number; bestSingle: string; splits: PlannerSplit[] };
+export type PlannerResult = { dataset: string; splitBy: SplitScheme; splitSeed: number; router: string; l2: number; iterations: number; bestSingle: string; splits: PlannerSplit[] };
 
 /** The model-based planner (free, and anchored on the router's pick) planned under each of `plan`, scored under each of `score`. */
 export async function analysePlanner(
@@ -115,14 +116,14 @@ export async function analysePlanner(
         cells,
       });
     }
-    return { dataset: inputs.dataset, router: o.router, l2: o.l2, iterations: o.iterations, bestSingle: best, splits };
+    return { dataset: inputs.dataset, splitBy: inputs.splitBy, splitSeed: inputs.splitSeed, router: o.router, l2: o.l2, iterations: o.iterations, bestSingle: best, splits };
   } finally {
     await feats.release();
   }
 }
 
 export type LandscapeResult = {
-  dataset: string; split: UltraSplit; items: number; config: string; router: number; bestSingle: { worker: string; accuracy: number };
+  dataset: string; split: UltraSplit; splitBy: SplitScheme; splitSeed: number; items: number; config: string; router: number; bestSingle: { worker: string; accuracy: number };
   pairs: Array<{ first: string; then: string; accuracy: number }>; oracle: number; routerReading: Array<{ helper: string; accuracy: number }>;
 };
 
@@ -147,7 +148,7 @@ export async function analyseLandscape(ctx: Ctx, inputs: AnalysisInputs, o: { ro
   });
   const routerReading = inputs.names.map((a) => ({ helper: a, accuracy: mean((i) => (pick(i) === a ? real[i]!.recorded[a]! : pair(i, a, pick(i)))) })).sort((x, y) => y.accuracy - x.accuracy);
   return {
-    dataset: inputs.dataset, split: o.split, items: items.length, config: o.config.name, router: mean((i) => real[i]!.recorded[pick(i)]!),
+    dataset: inputs.dataset, split: o.split, splitBy: inputs.splitBy, splitSeed: inputs.splitSeed, items: items.length, config: o.config.name, router: mean((i) => real[i]!.recorded[pick(i)]!),
     bestSingle: { worker: best, accuracy: mean((i) => real[i]!.recorded[best]!) }, pairs: pairs.slice(0, 8), oracle, routerReading: routerReading.slice(0, 4),
   };
 }

@@ -3,6 +3,7 @@
 import { InputError } from '@fugu/core';
 import { resolveMaxSteps, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
 import type { ConductorRunProgress, ConductorRunRow } from '@fugu/db';
+import type { SplitScheme } from '@fugu/datasets';
 import { type WorkflowOptions, asFlag, ULTRA_SPLITS, type UltraSplit } from '@fugu/ultra';
 import type { LocalProcessOptions } from '../locals.ts';
 
@@ -14,6 +15,8 @@ export type UltraEvalOptions = LocalProcessOptions & {
   split: UltraSplit;
   /** seed of the split by unique prompt (the router's default: 0) */
   splitSeed: number;
+  /** the split scheme; default: the one the specs' checkpoints were made with (another is refused), else by prompt */
+  splitBy?: SplitScheme;
   sample: number | null;
   seed: number;
   repeats: number;
@@ -44,7 +47,8 @@ export type UltraEvalOutcome = { run: ConductorRunRow; interrupted: boolean; ela
 
 /** What a run stores in `conductor_runs.options` (and hands each workflow: `workflow`). */
 export type UltraRunOptions = {
-  dataset: string; pool: string; split: UltraSplit; splitSeed: number; sample: number | null; seed: number; repeats: number;
+  /** splitBy: absent in runs stored before it existed (by prompt) */
+  dataset: string; pool: string; split: UltraSplit; splitSeed: number; splitBy?: SplitScheme; sample: number | null; seed: number; repeats: number;
   items: number; workflow: WorkflowOptions;
 };
 

@@ -1,6 +1,7 @@
 // The Conductor's evaluation-batch driver (`fugu ultra eval`), mirroring `runEval`: resolve the
-// dataset and pool, check the conductor specs, pick the items (the router's split by unique
-// prompt, then a seeded sample), create (or resume) a `conductor_runs` row, submit one workflow
+// dataset and pool, check the conductor specs, pick the items (the router's split, by unique
+// prompt or the dataset's own: the scheme of the specs' checkpoints, another refused; then a
+// seeded sample), create (or resume) a `conductor_runs` row, submit one workflow
 // per (item, spec, repeat) in chunks, and follow the run to the end. An abort (Ctrl-C) pauses it;
 // `resume` goes on (workflow keys make re-submission harmless). The options and their checks are
 // in options.ts, the split and ranking in ../split.ts, the local processes in ../locals.ts.
@@ -13,7 +14,8 @@ import {
 } from '@fugu/db';
 import { checkPoolAgainstDataset, poolContentHash, resolveDataset, resolveWorkerPool, type Context } from '@fugu/evaluation';
 import { conductQueue } from '@fugu/queue';
-import { type WorkflowOptions, submitWorkflows, type NewWorkflow, asFlag, checkSpecCheckpoints, checkSpecs, trainSplitRanking } from '@fugu/ultra';
+import { resolveSplitScheme, splitLabel } from '@fugu/datasets';
+import { type WorkflowOptions, submitWorkflows, type NewWorkflow, asFlag, checkSpecCheckpoints, checkSpecs, specsSplitMade, trainSplitRanking } from '@fugu/ultra';
 import { runItems } from '../run-items.ts';
 import { startLocals } from '../locals.ts';
 import { checkUltraNumbers, type UltraEvalOptions, type UltraEvalOutcome, type UltraRunOptions } from './options.ts';
@@ -66,12 +68,14 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
     const dataset = await resolveDataset(opts.dataset, config.llmrouterDir);
     checkPoolAgainstDataset(pool, dataset, opts.keyCheck ? process.env : null);
     await checkSpecCheckpoints(db, specs, names);
+    // the split of the checkpoints the specs name: a router or policy scored on another scheme's test split would leak its training questions
+    const splitBy = resolveSplitScheme(opts.splitBy, await specsSplitMade(db, specs));
     const ds = await saveDataset(db, { name: dataset.name, source: dataset.source, contentHash: dataset.contentHash, items: dataset.items });
     const saved = await savePool(db, pool, poolContentHash(pool));
     workers = saved.workers;
     const stored = await getDatasetItems(db, ds.id);
-    const ranking = trainSplitRanking(names, stored, opts.splitSeed);
-    const base = { split: opts.split, splitSeed: opts.splitSeed, sample: opts.sample, seed: opts.seed };
+    const ranking = trainSplitRanking(names, stored, { by: splitBy, seed: opts.splitSeed });
+    const base = { split: opts.split, splitSeed: opts.splitSeed, splitBy, sample: opts.sample, seed: opts.seed };
     const items = runItems(stored, base);
     if (items.length === 0) throw new InputError(`the ${opts.split} split of dataset "${dataset.name}" has no items`, { field: '--split' });
     const workflow: WorkflowOptions = {
@@ -88,7 +92,7 @@ export async function runUltraEval(ctx: Context, opts: UltraEvalOptions): Promis
       id: opts.runId ?? newRunId(), datasetId: ds.id, poolId: saved.poolId, specs: specs.map((s) => s.spec), options, total: items.length * specs.length * opts.repeats,
     });
     await setConductorRunStatus(db, run.id, 'running', { from: ['pending'] });
-    log(`conductor run ${run.id}: ${dataset.name} ${opts.split} split (${items.length} items) x ${specs.length} conductor(s) x ${opts.repeats} repeat(s) = ${run.total} workflows`);
+    log(`conductor run ${run.id}: ${dataset.name} ${opts.split} split, ${splitLabel({ by: splitBy, seed: opts.splitSeed })} (${items.length} items) x ${specs.length} conductor(s) x ${opts.repeats} repeat(s) = ${run.total} workflows`);
   }
 
   const o = run.options as UltraRunOptions;

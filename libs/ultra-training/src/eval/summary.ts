@@ -6,6 +6,7 @@
 import { estimateTokens, tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
 import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
 import { DEFAULT_REWARD_CONFIG, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+import { splitLabel } from '@fugu/datasets';
 import { workerReplayParams } from '@fugu/ultra';
 import {
   conductorRunItems, exampleWorkflowIds, getConductorRun, getDataset, getPoolWorkers, stepWorkerCounts, workflowCounts, workflowDetails, workflowSpecStats,
@@ -63,7 +64,7 @@ export async function summarizeUltraRun(db: Db, runId: string, opts: { examplesP
   const replayCfg: ReplayConfig = o.workflow?.replay ?? {};
   return {
     run: {
-      id: run.id, dataset: dataset?.name ?? null, pool: `${o.pool ?? String(run.poolId)}${allowed ? ` (restricted to ${allowed.length} of ${workers.length}: ${allowed.join(', ')})` : ''}`, split: o.split ?? null, sample: o.sample ?? null,
+      id: run.id, dataset: dataset?.name ?? null, pool: `${o.pool ?? String(run.poolId)}${allowed ? ` (restricted to ${allowed.length} of ${workers.length}: ${allowed.join(', ')})` : ''}`, split: o.split ?? null, splitBy: o.splitBy ?? 'prompt', splitSeed: o.splitSeed ?? 0, sample: o.sample ?? null,
       seed: o.seed ?? 0, repeats: o.repeats ?? 1, maxSteps: o.workflow?.maxSteps ?? 5, status: run.status,
       createdAt: run.createdAt.toISOString(), finishedAt: run.finishedAt?.toISOString() ?? null, environment,
       ...(environment !== 'live' && {
@@ -199,7 +200,7 @@ export function combineSummaries(all: readonly ConductorReportData[]): Conductor
 export function formatUltraSummary(s: ConductorReportData): string {
   const r = s.run;
   const lines = [
-    `conductor run ${r.id}: ${r.status}; ${r.dataset ?? '(no dataset)'} ${r.split ?? ''} split, ${Object.values(s.taskCounts).reduce((a, b) => a + b, 0)} items, ` +
+    `conductor run ${r.id}: ${r.status}; ${r.dataset ?? '(no dataset)'} ${r.split ?? ''} split${r.split && r.split !== 'all' ? ` (${splitLabel({ by: r.splitBy ?? 'prompt', seed: r.splitSeed ?? 0 })})` : ''}, ${Object.values(s.taskCounts).reduce((a, b) => a + b, 0)} items, ` +
       `${r.repeats} repeat(s), max ${r.maxSteps} steps; environment ${r.environment}${r.environment === 'replay' ? ' (figures from the replay step model)' : ''}`,
   ];
   const rows = s.results.map((x) => {

@@ -7,6 +7,7 @@ import { sourceVersion } from '@fugu/training';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { asFlag } from '@fugu/ultra';
+import { splitScheme, type SplitScheme } from '@fugu/datasets';
 
 /** The most rollouts one iteration may fan out (Q x G, plus the validation items): one flow, one fan-in. */
 export const MAX_ROLLOUTS_PER_ITERATION = 4096;
@@ -18,8 +19,13 @@ export type GrpoConfig = {
   g: number;
   iterations: number;
   seed: number;
-  /** the router's split by unique prompt */
+  /** the seed of the router's split (by unique prompt; with `dataset`, of a val part carved from train) */
   splitSeed: number;
+  /**
+   * the split: by unique prompt (`prompt`) or the dataset's own (`dataset`, @fugu/datasets
+   * assignSplit). A run stored without it (created before it existed) was by prompt (storedGrpoConfig).
+   */
+  splitBy: SplitScheme;
   /** Adam's learning rate, gradient-norm clip, optimisation epochs over one batch and mini-batches per epoch */
   lr: number;
   maxGradNorm: number;
@@ -63,7 +69,7 @@ export type GrpoConfig = {
 };
 
 export const GRPO_DEFAULTS: Omit<GrpoConfig, 'heads'> = {
-  q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, lr: 0.003, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
+  q: 8, g: 16, iterations: 20, seed: 0, splitSeed: 0, splitBy: 'prompt', lr: 0.003, maxGradNorm: 1, epochs: 2, miniBatches: 1, clipLow: 0.2, clipHigh: 0.2,
   advantageScale: 'group', lossAgg: 'seq-mean-token-mean', klCoef: 0, stepTiebreak: 0.05, maxSteps: 5, reward: {}, valEvery: 5, valSize: 100, poolK: 0, poolHoldout: [], attempts: 3, deadlineMs: 300_000,
 };
 
@@ -78,7 +84,7 @@ const num = (flag: string, v: unknown, ok: (x: number) => boolean, what: string)
 
 /** The flag of each config field (errors and resume checks name it). */
 export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
-  q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
+  q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', splitBy: '--split-by', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
   miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl', stepTiebreak: '--step-tiebreak',
   maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', poolHoldout: '--pool-holdout', attempts: '--attempts',
   deadlineMs: '--deadline-ms',
@@ -98,6 +104,7 @@ export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems:
   int(f.iterations, c.iterations, 1, 100_000);
   int(f.seed, c.seed, 0);
   int(f.splitSeed, c.splitSeed, 0);
+  splitScheme(c.splitBy, f.splitBy);
   num(f.lr, c.lr, (x) => x > 0 && x <= 10, 'a number in (0, 10]');
   num(f.maxGradNorm, c.maxGradNorm, (x) => x > 0, 'a number > 0');
   int(f.epochs, c.epochs, 1, 100);
@@ -143,6 +150,14 @@ function binomial(n: number, k: number): number {
   let r = 1;
   for (let i = 1; i <= k; i++) r = (r * (n - k + i)) / i;
   return Math.round(r);
+}
+
+/**
+ * A stored run's config as this code reads it: fields added after the run was created get the
+ * value the run ran with (splitBy: by prompt; stepTiebreak is read as 0 where it is used).
+ */
+export function storedGrpoConfig(raw: Record<string, unknown>): GrpoConfig {
+  return { splitBy: 'prompt', ...raw } as unknown as GrpoConfig;
 }
 
 /** A resume's flags against the stored config: a changed one is an InputError naming it and both values. */

@@ -10,9 +10,10 @@ import { createRedis } from '@fugu/queue';
 import { loadRouterModel, useLiteHeadDims, type RouterModel } from '@fugu/router-model';
 import { cachedFeatures, runStagedLoop, type CrashPoint, type LoopTimings } from '@fugu/training';
 import { ConductorPolicy, policyCheckpoint } from '@fugu/conductor';
-import { routerChoices, loadPolicy, savePolicyCheckpoint, trainingRanking, splitItems } from '@fugu/ultra';
+import { resolveSplitScheme, type SplitSpec } from '@fugu/datasets';
+import { routerChoices, loadPolicy, policySplitScheme, routerSplitScheme, savePolicyCheckpoint, trainingRanking, splitItems } from '@fugu/ultra';
 import { warmStartPolicy } from './warm-start.ts';
-import { checkResumeConfig, grpoCodeVersion, resolveGrpoConfig, type GrpoConfig } from './config.ts';
+import { checkResumeConfig, grpoCodeVersion, resolveGrpoConfig, storedGrpoConfig, type GrpoConfig } from './config.ts';
 import { GrpoDriver, runGrpoInProcess } from './driver.ts';
 import { GrpoSession, type FeatureSource } from './session.ts';
 import type { GrpoUpdate } from './update.ts';
@@ -54,7 +55,7 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
     if (!run) throw new InputError(`no GRPO run "${o.resume}"`, { field: '--resume' });
     const code = grpoCodeVersion();
     if (run.codeVersion !== code) throw new InputError(`run ${run.id} was started by code version ${run.codeVersion}, this is ${code}: resume it with the code that started it`, { field: 'code_version' });
-    checkResumeConfig(run.id, run.config as unknown as GrpoConfig, given);
+    checkResumeConfig(run.id, storedGrpoConfig(run.config), given);
     if (run.status === 'failed' || run.status === 'paused') await setGrpoRunStatus(db, run.id, 'running');
     return run.id;
   }
@@ -65,11 +66,23 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
   const dataset = await resolveDataset(o.dataset, config.llmrouterDir);
   checkPoolAgainstDataset(pool, dataset, o.keyCheck ? process.env : null);
   const splitSeed = o.splitSeed ?? 0;
-  const trainItems = splitItems(dataset.items, 'train', splitSeed).length;
-  const valItems = splitItems(dataset.items, 'val', splitSeed).length;
+  // the split of what the run starts from (a stored policy, a router to warm-start from): the default, and another is refused
+  const startSpec = o.start ?? 'init';
+  const made: Array<{ what: string; by: SplitSpec['by'] }> = [];
+  if (o.from) {
+    const by = await policySplitScheme(db, o.from);
+    if (by) made.push({ what: `policy checkpoint ${o.from}`, by });
+  }
+  if (startSpec.startsWith('router:')) {
+    const by = await routerSplitScheme(db, startSpec.slice('router:'.length));
+    if (by) made.push({ what: `router checkpoint ${startSpec.slice('router:'.length)}`, by });
+  }
+  given.splitBy = resolveSplitScheme(o.splitBy, made);
+  const split: SplitSpec = { by: given.splitBy, seed: splitSeed };
+  const trainItems = splitItems(dataset.items, 'train', split).length;
+  const valItems = splitItems(dataset.items, 'val', split).length;
   const cfg = resolveGrpoConfig(given, { trainItems, valItems, replayPool: pool.workers.every((w) => w.provider === 'replay'), pool: pool.workers.map((w) => w.name) });
   let start: string;
-  const startSpec = o.start ?? 'init';
   if (startSpec !== 'init' && !/^router:[^\s,]+$/.test(startSpec)) throw new InputError(`must be init or router:<checkpoint>, got ${JSON.stringify(startSpec)}`, { field: '--start' });
   if (o.from && o.start) throw new InputError('give --from (a stored policy) or --start (a new one), not both', { field: '--start' });
   if (o.from) {
@@ -90,12 +103,12 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
   const saved = await savePool(db, pool, poolContentHash(pool));
   if (!o.from) {
     const stored = await getDatasetItems(db, ds.id);
-    const r = trainingRanking(stored, names, { splitSeed, datasetName: dataset.name });
+    const r = trainingRanking(stored, names, { splitSeed, splitBy: split.by, datasetName: dataset.name });
     const training: Record<string, unknown> = { start: startSpec };
     let policy = ConductorPolicy.init({ workers: names, featureDim: backbone.featureDim, seed: cfg.seed, maxSteps: cfg.maxSteps, ranking: r.ranking });
     if (startSpec.startsWith('router:')) {
       const router = startSpec.slice('router:'.length);
-      const all = splitItems(stored, 'train', splitSeed);
+      const all = splitItems(stored, 'train', split);
       const n = o.warmStartQuestions ?? 2000;
       if (!Number.isInteger(n) || n < 1) throw new InputError(`must be a whole number >= 1, got ${String(n)}`, { field: '--warm-start-questions' });
       const train = sampleIndices(all.length, n, cfg.seed).map((j) => stored[all[j]!]!.prompt);
@@ -113,7 +126,7 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
     }
     await savePolicyCheckpoint(db, policyCheckpoint(policy, {
       id: `${id}-start`, backboneId: backbone.backboneId, parentId: null,
-      training: { stage: startSpec === 'init' ? 'init' : 'warm-start', ...training, seed: cfg.seed, ranking: r.ranking, rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitSeed, means: r.means } },
+      training: { stage: startSpec === 'init' ? 'init' : 'warm-start', ...training, seed: cfg.seed, ranking: r.ranking, rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitBy: split.by, splitSeed, means: r.means } },
     }));
     start = `${id}-start`;
   }

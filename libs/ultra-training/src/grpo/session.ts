@@ -1,5 +1,5 @@
 // A GRPO run as the coordinator sees it: its committed state in Postgres (grpo_runs), its items
-// (the router's split by unique prompt), the pool, the base workflow options, the question
+// (the router's split: by unique prompt, or the dataset's own with --split-by dataset), the pool, the base workflow options, the question
 // features (the router backbone's, through the Postgres feature cache as the conductor processes
 // read them) and the one update and commit both rollout paths share.
 import { InputError } from '@fugu/core';
@@ -9,7 +9,7 @@ import {
   type Db, type GrpoRunRecord, type StoredItem, type StoredWorker,
 } from '@fugu/db';
 import { type WorkflowOptions, loadPolicy, policyRecord, splitItems, trainSplitRanking } from '@fugu/ultra';
-import type { GrpoConfig } from './config.ts';
+import { storedGrpoConfig, type GrpoConfig } from './config.ts';
 import { planIteration, type GrpoItems, type PlannedRollout } from './plan.ts';
 import { grpoFanIn, type GrpoIterationStats, type GrpoUpdate, type RolloutResult } from './update.ts';
 import type { GrpoReportData } from '@fugu/report';
@@ -46,7 +46,7 @@ export class GrpoSession {
     this.db = o.db;
     this.run = o.run;
     this.runId = o.run.id;
-    this.cfg = o.run.config as unknown as GrpoConfig;
+    this.cfg = storedGrpoConfig(o.run.config);
     this.workers = o.workers;
     this.items = o.items;
     this.base = o.base;
@@ -56,14 +56,15 @@ export class GrpoSession {
   static async open(db: Db, runId: string, features: FeatureSource): Promise<GrpoSession> {
     const run = await getGrpoRun(db, runId);
     if (!run) throw new InputError(`no GRPO run "${runId}"`, { field: '--resume' });
-    const cfg = run.config as unknown as GrpoConfig;
+    const cfg = storedGrpoConfig(run.config);
     const workers = await getPoolWorkers(db, run.poolId);
     const stored = await getDatasetItems(db, run.datasetId);
-    const train = splitItems(stored, 'train', cfg.splitSeed).map((i) => stored[i]!);
-    const val = splitItems(stored, 'val', cfg.splitSeed).map((i) => stored[i]!);
+    const split = { by: cfg.splitBy, seed: cfg.splitSeed };
+    const train = splitItems(stored, 'train', split).map((i) => stored[i]!);
+    const val = splitItems(stored, 'val', split).map((i) => stored[i]!);
     const names = workers.map((w) => w.name);
     const base: WorkflowOptions = {
-      maxSteps: cfg.maxSteps, ranking: trainSplitRanking(names, stored, cfg.splitSeed),
+      maxSteps: cfg.maxSteps, ranking: trainSplitRanking(names, stored, split),
       ...(Object.keys(cfg.reward).length > 0 && { reward: cfg.reward }),
       ...(cfg.replay && { replay: cfg.replay }),
     };

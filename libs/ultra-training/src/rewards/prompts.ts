@@ -8,6 +8,7 @@
 // `reward_model.ground_truth`, `extra_info`; to parquet) all read. Pure but for reading the
 // dataset and pool files.
 import { InputError, type ChatMessage, type DatasetItem, type WorkerSpec } from '@fugu/core';
+import type { SplitScheme } from '@fugu/datasets';
 import { renderConductorPrompt, resolveMaxSteps, type ConductorPool } from '@fugu/conductor';
 import { writerPool, ULTRA_SPLITS, type UltraSplit } from '@fugu/ultra';
 import { runItems } from '../run-items.ts';
@@ -46,6 +47,8 @@ export type RewardPromptOptions = {
   dataset: string;
   split: UltraSplit;
   splitSeed: number;
+  /** by unique prompt (default) or the dataset's own split */
+  splitBy?: SplitScheme;
   sample: number | null;
   seed: number;
   maxSteps: number;
@@ -54,7 +57,7 @@ export type RewardPromptOptions = {
   template?: string;
 };
 
-/** The prompts of a dataset's split (the router's split by unique prompt, then a seeded sample, as `fugu ultra eval` picks items). */
+/** The prompts of a dataset's split (the router's split, by unique prompt or the dataset's own, then a seeded sample, as `fugu ultra eval` picks items). */
 export async function rewardPrompts(o: RewardPromptOptions, llmrouterDir: string): Promise<RewardPromptLine[]> {
   const maxSteps = resolveMaxSteps(o.maxSteps);
   if (!(ULTRA_SPLITS as readonly string[]).includes(o.split)) throw new InputError(`must be ${ULTRA_SPLITS.join(', ')}, got "${o.split}"`, { field: '--split' });
