@@ -31,7 +31,7 @@ export async function fixedWorkflowCeilings(configs: ReadonlyArray<[string, Repl
     return a === 'none' ? [] : a === 'all' ? Array.from({ length: i }, (_, j) => j) : [...a];
   });
   return configs.map(([name, config]) => {
-    const r = searchFixedWorkflows({ items: test, workers: top5, params: (w) => resolveWorkerParams(config, w), maxSteps: 5, access });
+    const r = searchFixedWorkflows({ items: test, workers: top5, params: (w, k) => resolveWorkerParams(config, w, { sources: k }), maxSteps: 5, access });
     return {
       config: name,
       bestSingle: { worker: r.bestSingle.worker, accuracy: r.bestSingle.accuracy },

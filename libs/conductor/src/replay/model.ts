@@ -211,20 +211,27 @@ export type ReplayWorkflowResult = {
 };
 
 /** Every step of a workflow on one item, in order, each with its sources (`sourcesOf`) and key. */
-export function replayWorkflow(input: { params: (worker: string) => ReplayParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[]; seed: number | string }): ReplayWorkflowResult {
+/**
+ * A worker's parameters for a step reading `sources` distinct other workers (a config's `sources`
+ * overrides apply by that count: resolveWorkerParams(config, worker, { sources })).
+ */
+export type StepParams = (worker: string, sources: number) => ReplayParams;
+
+export function replayWorkflow(input: { params: StepParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[]; seed: number | string }): ReplayWorkflowResult {
   const { item, steps, seed } = input;
   if (steps.length === 0) throw new InputError('a workflow needs at least one step', { field: 'steps' });
   const sources = sourcesOf(steps);
-  const out = steps.map((st, i) => replayStep({ params: input.params(st.worker), item, worker: st.worker, sources: sources[i]!, seed }));
+  const out = steps.map((st, i) => replayStep({ params: input.params(st.worker, normalizeSources(st.worker, sources[i]!).length), item, worker: st.worker, sources: sources[i]!, seed }));
   return { steps: out, correct: out[out.length - 1]!.correct };
 }
 
 /** The last step's P(correct) in expectation over every draw (`expectedStepCorrect`): what a workflow scores on the item on average over seeds. */
-export function expectedWorkflowCorrect(input: { params: (worker: string) => ReplayParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[] }): number {
+export function expectedWorkflowCorrect(input: { params: StepParams; item: ReplayItem; steps: readonly ReplayWorkflowStep[] }): number {
   const { steps } = input;
   if (steps.length === 0) throw new InputError('a workflow needs at least one step', { field: 'steps' });
   const last = steps[steps.length - 1]!;
-  return expectedStepCorrect(input.params(last.worker), input.item, last.worker, sourcesOf(steps)[steps.length - 1]!);
+  const sources = sourcesOf(steps)[steps.length - 1]!;
+  return expectedStepCorrect(input.params(last.worker, normalizeSources(last.worker, sources).length), input.item, last.worker, sources);
 }
 
 // ---- the replay answer text ------------------------------------------------------------------

@@ -10,7 +10,9 @@ import {
   sizeClassOf,
   validateReplayConfig,
   validateReplayParams,
+  type ReplayConfig,
 } from './params.ts';
+import { expectedWorkflowCorrect, replayWorkflow } from './model.ts';
 
 function fieldOf(f: () => unknown): string | undefined {
   try {
@@ -97,5 +99,34 @@ describe('configuration', () => {
     expect(resolveWorkerParams(cfg, 'llama-3.1-nemotron-51b-instruct')).toEqual({ ...REPLAY_PRESETS.large, sizeClass: 'large' });
     expect(resolveWorkerParams(cfg, 'custom').sizeClass).toBe('small');
     expect(resolveWorkerParams({}, 'my-model', { description: 'a 7-billion parameter model' }).sizeClass).toBe('small');
+  });
+});
+
+describe('parameters by the number of sources a step reads (adopt rises with agreeing sources)', () => {
+  const config: ReplayConfig = { presets: { large: { adopt: 0.5, misled: 0.3 } }, sources: { '2': { adopt: 0.8 }, '3': { adopt: 0.95, misled: 0.5 } } };
+
+  it('the override with the largest count not above k applies; one source, or none, takes the worker\'s own', () => {
+    const at = (k?: number) => resolveWorkerParams(config, 'gpt-4o', k === undefined ? {} : { sources: k });
+    expect(at().adopt).toBe(0.5);
+    expect(at(1).adopt).toBe(0.5);
+    expect(at(2)).toMatchObject({ adopt: 0.8, misled: 0.3 });
+    expect(at(6)).toMatchObject({ adopt: 0.95, misled: 0.5 });
+  });
+
+  it('a step of a workflow reading two workers uses the two-source parameters, in exact expectation and sampled', () => {
+    const item = { id: 'q', recorded: { a: 1, b: 1, c: 0 } };
+    const params = (w: string, k: number) => resolveWorkerParams(config, w, { sources: k });
+    const steps = [{ worker: 'a', sees: [] }, { worker: 'b', sees: [] }, { worker: 'c', sees: [0, 1] }];
+    expect(expectedWorkflowCorrect({ params, item, steps })).toBeCloseTo(0.8, 12);
+    expect(expectedWorkflowCorrect({ params, item, steps: [{ worker: 'a', sees: [] }, { worker: 'c', sees: [0] }] })).toBeCloseTo(0.5, 12);
+    const right = Array.from({ length: 400 }, (_, s) => replayWorkflow({ params, item, steps, seed: s }).correct).filter(Boolean).length;
+    expect(right / 400).toBeGreaterThan(0.72);
+  });
+
+  it('bad keys and values name the field', () => {
+    expect(() => validateReplayConfig({ sources: { '1': { adopt: 0.9 } } })).toThrow(expect.objectContaining({ field: 'sources.1' }));
+    expect(() => validateReplayConfig({ sources: { two: { adopt: 0.9 } } })).toThrow(expect.objectContaining({ field: 'sources.two' }));
+    expect(() => validateReplayConfig({ sources: { '2': { adopt: 2 } } })).toThrow(expect.objectContaining({ field: 'sources.2.adopt' }));
+    expect(validateReplayConfig({ sources: { '2': { adopt: 0.9 } } })).toEqual({ sources: { '2': { adopt: 0.9 } } });
   });
 });

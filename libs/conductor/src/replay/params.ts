@@ -90,6 +90,12 @@ export type ReplayConfig = {
   /** where the values come from, in a sentence (a measured config names its table, corner and that the agents were not this pool's); reports show it next to the figures */
   source?: string;
   presets?: Partial<Record<SizeClass, Partial<ReplayParams>>>;
+  /**
+   * overrides for a step that reads k distinct other workers' answers, keyed by k ("2", "3", ...):
+   * the entry with the largest key not above k applies over the worker's parameters (a measured
+   * finding: adopt rises with the number of agreeing sources); none for k = 1
+   */
+  sources?: Record<string, Partial<ReplayParams>>;
   workers?: Record<string, { sizeClass?: SizeClass; size?: number | string; params?: Partial<ReplayParams> }>;
 };
 
@@ -125,6 +131,13 @@ export function validateReplayConfig(v: unknown): ReplayConfig {
     if (k === 'source') {
       if (typeof x !== 'string' || x.trim() === '' || x.length > 2000) throw new InputError('expected a sentence saying where the values come from (at most 2000 characters)', { field: 'source' });
       out.source = x;
+    } else if (k === 'sources') {
+      if (x === null || typeof x !== 'object' || Array.isArray(x)) throw new InputError('expected an object keyed by the number of sources a step reads ("2", "3", ...)', { field: 'sources' });
+      out.sources = {};
+      for (const [n, ps] of Object.entries(x)) {
+        if (!/^[1-9][0-9]*$/.test(n) || Number(n) < 2) throw new InputError(`a key of sources is a number of sources of 2 or more, got "${n}"`, { field: `sources.${n}` });
+        out.sources[n] = checkPartial(ps, `sources.${n}`);
+      }
     } else if (k === 'presets') {
       if (x === null || typeof x !== 'object' || Array.isArray(x)) throw new InputError('expected an object keyed by size class', { field: 'presets' });
       out.presets = {};
@@ -157,7 +170,7 @@ export function validateReplayConfig(v: unknown): ReplayConfig {
         out.workers[name] = entry;
       }
     } else {
-      throw new InputError(`unknown field "${k}" (expected source, presets or workers)`, { field: k });
+      throw new InputError(`unknown field "${k}" (expected source, presets, sources or workers)`, { field: k });
     }
   }
   return out;
@@ -168,13 +181,24 @@ export function validateReplayConfig(v: unknown): ReplayConfig {
  * preset overrides), then the config's per-worker overrides. `info` supplies a description or
  * size when the config gives none.
  */
-export function resolveWorkerParams(config: ReplayConfig, worker: string, info: Omit<WorkerSizeInfo, 'name'> = {}): ReplayParams & { sizeClass: SizeClass } {
+export function resolveWorkerParams(config: ReplayConfig, worker: string, info: Omit<WorkerSizeInfo, 'name'> & { sources?: number } = {}): ReplayParams & { sizeClass: SizeClass } {
+  const { sources, ...size } = info;
   const own = config.workers?.[worker];
-  const sizeInfo: WorkerSizeInfo = { ...info, name: worker };
+  const sizeInfo: WorkerSizeInfo = { ...size, name: worker };
   if (own?.size !== undefined) sizeInfo.size = own.size;
   if (own?.sizeClass !== undefined) sizeInfo.sizeClass = own.sizeClass;
   const sizeClass = sizeClassOf(sizeInfo);
-  return { ...REPLAY_PRESETS[sizeClass], ...config.presets?.[sizeClass], ...own?.params, sizeClass };
+  return { ...REPLAY_PRESETS[sizeClass], ...config.presets?.[sizeClass], ...own?.params, ...(sources !== undefined && sourcesOverride(config, sources)), sizeClass };
+}
+
+/** The `sources` entry of a config that applies to a step reading k sources: the largest key not above k (none below 2). */
+export function sourcesOverride(config: Pick<ReplayConfig, 'sources'>, k: number): Partial<ReplayParams> | undefined {
+  let best: number | undefined;
+  for (const key of Object.keys(config.sources ?? {})) {
+    const n = Number(key);
+    if (n <= k && (best === undefined || n > best)) best = n;
+  }
+  return best === undefined ? undefined : config.sources![String(best)];
 }
 
 /** The parameters outside the range the published measurements support (allowed, but worth a warning). */

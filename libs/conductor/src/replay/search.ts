@@ -5,8 +5,7 @@
 // exactly (`expectedStepCorrect`) over the items.
 
 import { InputError } from '@fugu/core';
-import { expectedStepCorrect, type ReplayItem, type ReplayWorkflowStep } from './model.ts';
-import type { ReplayParams } from './params.ts';
+import { expectedStepCorrect, normalizeSources, type ReplayItem, type ReplayWorkflowStep, type StepParams } from './model.ts';
 
 export type FixedWorkflowScore = {
   /** a shortest workflow with this score */
@@ -40,7 +39,7 @@ export type FixedWorkflowSearch = {
 export function searchFixedWorkflows(input: {
   items: readonly ReplayItem[];
   workers: readonly string[];
-  params: (worker: string) => ReplayParams;
+  params: StepParams;
   maxSteps: number;
   access: ReadonlyArray<(i: number) => readonly number[]>;
 }): FixedWorkflowSearch {
@@ -85,7 +84,7 @@ export function searchFixedWorkflows(input: {
   const ranked: FixedWorkflowScore[] = [...found.values()].map(({ w, mask, steps: st }) => {
     const worker = workers[w]!;
     const sources = workers.filter((_, k) => (mask >> k) & 1);
-    const p = input.params(worker);
+    const p = input.params(worker, normalizeSources(worker, sources).length);
     let sum = 0;
     for (const it of items) sum += expectedStepCorrect(p, it, worker, sources);
     return { steps: st, worker, sources, accuracy: sum / items.length };

@@ -24,7 +24,7 @@ import {
   formatUsd, parseUsd, toWireError,
   type ChatMessage, type ChatRequest, type ChatResult, type ToolChoice, type ToolDefinition, type WireError, type WorkerSpec,
 } from '@fugu/core';
-import { encodeReplayStepRequest, REPLAY_STEP_METADATA, renderWorkerPrompt, scheduleOf, type Schedule, type Workflow } from '@fugu/conductor';
+import { encodeReplayStepRequest, normalizeSources, REPLAY_STEP_METADATA, renderWorkerPrompt, scheduleOf, type Schedule, type Workflow } from '@fugu/conductor';
 import type { StoredWorker, WorkflowFinish, WorkflowFinishReason, WorkflowStepRow, WorkflowStepSpec } from '@fugu/db';
 import { workerReplayParams, type WorkflowOptions } from './options.ts';
 import type { WorkflowPlan } from './plan.ts';
@@ -354,6 +354,6 @@ export const failedOutcome = (e: unknown, ms?: number): StepOutcome => ({ ok: fa
 export function replayStepMetadata(o: {
   itemId: string; seed: number; options: Pick<WorkflowOptions, 'replay'>; worker: Pick<WorkerSpec, 'name' | 'model' | 'description' | 'size'>; sources: string[]; seenTokens: number;
 }): Record<string, string> {
-  const { sizeClass: _sizeClass, ...params } = workerReplayParams(o.options.replay, o.worker);
+  const { sizeClass: _sizeClass, ...params } = workerReplayParams(o.options.replay, o.worker, normalizeSources(o.worker.name, o.sources).length);
   return { itemId: o.itemId, [REPLAY_STEP_METADATA]: encodeReplayStepRequest({ seed: o.seed, sources: o.sources, seenTokens: o.seenTokens, params }) };
 }

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { answerReplayRequest, encodeReplayStepRequest, REPLAY_PRESETS } from '@fugu/conductor';
+import { answerReplayRequest, decodeReplayStepRequest, encodeReplayStepRequest, REPLAY_PRESETS, REPLAY_STEP_METADATA } from '@fugu/conductor';
 import { REPLAY_DEFAULT_OUTPUT_TOKENS, ReplayChatModel } from '@fugu/providers';
 import { validateWorkflowOptions } from './options.ts';
+import { replayStepMetadata } from './executor.ts';
 
 const fieldOf = (f: () => unknown): string | undefined => {
   try {
@@ -61,5 +62,16 @@ describe('replay steps and the replay provider', () => {
     expect(plain).not.toBe(REPLAY_DEFAULT_OUTPUT_TOKENS);
     expect(await outputTokens('x', [])).toBe(plain);
     expect(await outputTokens('x', ['v'])).toBe(plain);
+  });
+});
+
+describe('a replay step request carries the parameters for the number of sources it reads', () => {
+  it('one source: the worker\'s; two distinct others (itself not counted): the config\'s two-source override', () => {
+    const options = { replay: { presets: { large: { adopt: 0.5 } }, sources: { '2': { adopt: 0.9 } } } };
+    const worker = { name: 'gpt-4o', model: 'gpt-4o' };
+    const adoptOf = (sources: string[]) => decodeReplayStepRequest(replayStepMetadata({ itemId: 'q1', seed: 0, options, worker, sources, seenTokens: 0 })[REPLAY_STEP_METADATA]!).params.adopt;
+    expect(adoptOf(['a'])).toBe(0.5);
+    expect(adoptOf(['a', 'gpt-4o'])).toBe(0.5);
+    expect(adoptOf(['a', 'b'])).toBe(0.9);
   });
 });

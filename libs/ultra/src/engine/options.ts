@@ -139,11 +139,13 @@ export function validateWorkflowOptions(raw: unknown, field = 'options'): Workfl
  * A replay worker's step-model parameters under a workflow's replay config: its size class from
  * the pool's `size`, else a parameter count in its name, model id or description, then the
  * presets and per-worker overrides.
- * The executor and the run summary both read them here, so a report shows what the steps used.
+ * The executor and the run summary both read them here, so a report shows what the steps used;
+ * `sources` (the distinct other workers a step reads) applies the config's per-count overrides.
  */
-export function workerReplayParams(config: ReplayConfig | undefined, worker: Pick<WorkerSpec, 'name' | 'model' | 'description' | 'size'>): ReplayParams & { sizeClass: SizeClass } {
+export function workerReplayParams(config: ReplayConfig | undefined, worker: Pick<WorkerSpec, 'name' | 'model' | 'description' | 'size'>, sources?: number): ReplayParams & { sizeClass: SizeClass } {
   return resolveWorkerParams(config ?? {}, worker.name, {
     description: [worker.model, worker.description].filter((t) => t !== undefined && t !== '').join('; '),
     ...(worker.size !== undefined && { size: worker.size }),
+    ...(sources !== undefined && { sources }),
   });
 }
