@@ -3,7 +3,7 @@
 // every "A alone, then B reading A", each scored by expectedWorkflowCorrect over every draw of the
 // step model under a ReplayConfig. What `fugu ultra analyse` prints.
 import type { DatasetItem } from '@fugu/core';
-import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps, type ReplayParams, type ReplayWorkflowStep } from '@fugu/conductor';
+import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps, type ReplayWorkflowStep, type StepParams } from '@fugu/conductor';
 import type { Db } from '@fugu/db';
 import { loadPolicy, routerChoices } from '@fugu/ultra';
 import type { AnalysisInputs } from './inputs.ts';
@@ -46,7 +46,7 @@ export function singleWorkflows(worker: string, items: readonly DatasetItem[]): 
 export type ExactScore = { accuracy: number; steps: number; perItem: number[] };
 
 /** Expected accuracy of written workflows on the items (per item: the mean over its draws) and their mean steps. */
-export function exactScore(params: (w: string) => ReplayParams, items: readonly DatasetItem[], w: Written): ExactScore {
+export function exactScore(params: StepParams, items: readonly DatasetItem[], w: Written): ExactScore {
   const perItem = items.map((it, i) => {
     const item = replayItemOf(it);
     let sum = 0;

@@ -7,7 +7,7 @@
 import type { DatasetItem, WorkerSpec } from '@fugu/core';
 import { InputError } from '@fugu/core';
 import type { FuguConfig } from '@fugu/config';
-import { validateReplayConfig, type ReplayConfig, type ReplayParams } from '@fugu/conductor';
+import { validateReplayConfig, type ReplayConfig, type ReplayParams, type StepParams } from '@fugu/conductor';
 import { checkPoolAgainstDataset, resolveDataset, resolveWorkerPool } from '@fugu/evaluation';
 import { resolveSplitScheme, type SplitScheme } from '@fugu/datasets';
 import type { Db } from '@fugu/db';
@@ -26,7 +26,7 @@ export type AnalysisInputs = {
   /** workers best first by train-split mean */
   ranking: string[];
   /** each worker's step-model parameters under a ReplayConfig (undefined: the presets) */
-  params(config?: ReplayConfig): (worker: string) => ReplayParams;
+  params(config?: ReplayConfig): StepParams;
 };
 
 /** The dataset and replay pool of an analysis; InputError naming --pool when a worker is not a replay worker. */
@@ -54,13 +54,13 @@ export async function analysisInputs(config: Pick<FuguConfig, 'llmrouterDir'>, o
     ranking: trainSplitRanking(names, dataset.items, spec),
     params: (cfg) => {
       const memo = new Map<string, ReplayParams>();
-      return (w) => {
-        let p = memo.get(w);
+      return (w, sources) => {
+        let p = memo.get(`${w}/${sources}`);
         if (!p) {
           const spec = byName.get(w);
           if (!spec) throw new InputError(`worker ${JSON.stringify(w)} is not in the pool`, { field: 'worker' });
-          p = workerReplayParams(cfg, spec);
-          memo.set(w, p);
+          p = workerReplayParams(cfg, spec, sources);
+          memo.set(`${w}/${sources}`, p);
         }
         return p;
       };

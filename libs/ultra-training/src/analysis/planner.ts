@@ -5,7 +5,7 @@
 // when the item's outcomes are those predicted probabilities (a "virtual item"), under the step
 // model it plans with; the chosen workflows are then scored in exact expectation on the real items
 // under every step model given (the world it may really be).
-import { expectedWorkflowCorrect, type ReplayItem, type ReplayParams } from '@fugu/conductor';
+import { expectedWorkflowCorrect, type ReplayItem, type StepParams } from '@fugu/conductor';
 import type { Workflows } from './exact.ts';
 
 export type Regression = { w: Float64Array; b: number };
@@ -63,7 +63,7 @@ export function predictAll(models: readonly Regression[], x: Float32Array): numb
 }
 
 /** The candidate with the highest expected correctness on the virtual item (first on ties: candidates come singles first). */
-export function planWorkflow(params: (w: string) => ReplayParams, virtual: ReplayItem, candidates: Workflows): Workflows[number] {
+export function planWorkflow(params: StepParams, virtual: ReplayItem, candidates: Workflows): Workflows[number] {
   let chosen = candidates[0]!;
   let top = -1;
   for (const c of candidates) {
