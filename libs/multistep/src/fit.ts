@@ -1,3 +1,4 @@
+import { InputError } from '@fugu/core';
 // `fugu multistep fit`: the step model's parameters measured on each recorded run (per table,
 // and per MATH level where the table has levels), with bootstrap intervals over questions, and
 // the out-of-sample check: one parameter set for the whole table, one per level, and one set
@@ -124,6 +125,25 @@ export function replayConfigsOf(fit: TableFit): Record<ConfigCorner, ReplayConfi
     `${fit.source}, ${c}: ${what[c]}; measured by fugu multistep fit (95% intervals from ${all.bootstrap!.samples} resamples of questions) on recorded runs of same-model gpt-3.5 agents ` +
     `(data/multistep), not this pool's workers: ${measured}, herd ${f3(all.params.herd)}`;
   return Object.fromEntries(CONFIG_CORNERS.map((c) => [c, { source: source(c), presets: { large: configs[c], small: configs[c] } }])) as Record<ConfigCorner, ReplayConfig>;
+}
+
+/** DyLAN's MMLU teams by the number of other agents a round-2 agent reads (team size - 1). */
+export const DYLAN_MMLU_BY_SOURCES: ReadonlyArray<readonly [number, string]> = [[1, 'dylan-mmlu-optimal7-2'], [2, 'dylan-mmlu-optimal7-3'], [3, 'dylan-mmlu-optimal7-4'], [6, 'dylan-mmlu-optimal7-7']];
+
+/**
+ * One model from tables that differ in how many sources a step read (the same task and agents):
+ * per corner, the one-source table's parameters as the presets and each other table's as the
+ * `sources` override for its count, so a step reading k answers takes the table measured with k.
+ */
+export function bySourcesConfigsOf(name: string, family: ReadonlyArray<readonly [number, TableFit]>): Record<ConfigCorner, ReplayConfig> {
+  const per = [...family].sort((a, b) => a[0] - b[0]).map(([k, fit]) => [k, fit.source, replayConfigsOf(fit)] as const);
+  if (per[0]?.[0] !== 1) throw new InputError('the family needs its one-source table', { field: 'tables' });
+  return Object.fromEntries(CONFIG_CORNERS.map((c) => {
+    const base = per[0]![2][c].presets!.large!;
+    const sources = Object.fromEntries(per.slice(1).map(([k, , cfg]) => [String(k), cfg[c].presets!.large!]));
+    const source = `${name}, ${c}: a step reading k other answers takes the table measured with k (${per.map(([k, t]) => `${k}: ${t}`).join(', ')}), each at ${c === 'point' ? 'its point estimate' : `its ${c} bounds`}; measured by fugu multistep fit on recorded runs of same-model gpt-3.5 agents (data/multistep), not this pool's workers`;
+    return [c, { source, presets: { large: base, small: base }, sources }];
+  })) as Record<ConfigCorner, ReplayConfig>;
 }
 
 /** The report's data from the fits and their ceilings (libs/report renders it). */

@@ -2,7 +2,7 @@ export * from './types.ts';
 export { observationsOf, stepOf, type NotAStep, type ObservationCounts, type StepObservation } from './observations.ts';
 export { outOfSample, predictRound, splitHalves, STATISTICS, type OutOfSample, type Predicted, type RoundPrediction, type Statistic } from './out-of-sample.ts';
 export { DEFAULT_TABLES_DIR, parseQuestion, readTable, readTables, writeTable } from './tables.ts';
-export { CONFIG_CORNERS, FIT_ROUND, fitTable, formatFits, multistepReportData, replayConfigsOf, type ConfigCorner, type GroupFit, type TableFit } from './fit.ts';
+export { bySourcesConfigsOf, CONFIG_CORNERS, DYLAN_MMLU_BY_SOURCES, FIT_ROUND, fitTable, formatFits, multistepReportData, replayConfigsOf, type ConfigCorner, type GroupFit, type TableFit } from './fit.ts';
 export { extractMathAnswer, isEquiv, stripString } from './math/equiv.ts';
 export * from './dylan-math.ts';
 export * from './dylan-mmlu.ts';

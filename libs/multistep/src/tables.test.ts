@@ -3,8 +3,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError } from '@fugu/core';
-import { validateReplayConfig } from '@fugu/conductor';
-import { fitTable, formatFits, replayConfigsOf } from './fit.ts';
+import { resolveWorkerParams, validateReplayConfig } from '@fugu/conductor';
+import { bySourcesConfigsOf, fitTable, formatFits, replayConfigsOf } from './fit.ts';
 import { readTable, readTables, writeTable } from './tables.ts';
 import type { MultistepQuestion } from './types.ts';
 
@@ -64,3 +64,18 @@ describe('replayConfigsOf', () => {
     expect(c.pessimistic.source).toMatch(/^two, pessimistic: .*disfavours.*not this pool's workers: .*misled [0-9.]+ \([0-9.]+-[0-9.]+\)/);
   });
 });
+
+describe('bySourcesConfigsOf', () => {
+  it('one model from tables measured with different numbers of sources: a step reading k answers takes the table measured with k', () => {
+    const one = fitTable('one', Array.from({ length: 80 }, (_, i) => q(i, [i % 2 === 0, i % 3 === 0], [i % 2 === 0 || i % 7 === 0, i % 3 === 0])), { seed: 0, samples: 20 });
+    const two = fitTable('two', Array.from({ length: 80 }, (_, i) => q(i, [i % 2 === 0, i % 3 === 0, i % 5 === 0], [i % 2 === 0 || i % 3 === 0, i % 3 === 0, i % 2 === 0])), { seed: 0, samples: 20 });
+    const c = bySourcesConfigsOf('fam', [[2, two], [1, one]]);
+    expect(validateReplayConfig(c.point)).toEqual(c.point);
+    expect(c.point.presets!.large).toEqual(replayConfigsOf(one).point.presets!.large);
+    expect(c.pessimistic.sources!['2']).toEqual(replayConfigsOf(two).pessimistic.presets!.large);
+    expect(resolveWorkerParams(c.point, 'w', { sources: 2 }).adopt).toBe(replayConfigsOf(two).point.presets!.large!.adopt);
+    expect(resolveWorkerParams(c.point, 'w', { sources: 1 }).adopt).toBe(replayConfigsOf(one).point.presets!.large!.adopt);
+    expect(() => bySourcesConfigsOf('fam', [[2, two]])).toThrow(/one-source/);
+  });
+});
+

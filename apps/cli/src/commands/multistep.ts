@@ -7,7 +7,7 @@ import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { validateReplayConfig, type ReplayConfig } from '@fugu/conductor';
 import { renderMultistepReport } from '@fugu/report';
-import { CONFIG_CORNERS, convertAll, predictDebateGain, type AdasTable, DEFAULT_TABLES_DIR, fitTable, marginsOf, type MarginRow, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
+import { bySourcesConfigsOf, CONFIG_CORNERS, convertAll, DYLAN_MMLU_BY_SOURCES, predictDebateGain, type AdasTable, DEFAULT_TABLES_DIR, fitTable, marginsOf, type MarginRow, multistepReportData, fixedWorkflowCeilings, formatCeilings, formatFits, formatReview, readTables, replayConfigsOf, reviewsOf, type ReflexionTask, type TableFit } from '@fugu/multistep';
 import { action, intOption, jsonOption, listOption, printJson, type CommandGroup } from '../cli.ts';
 
 type FitFlags = { dir: string; tables?: string[]; seed: number; samples: number; writeConfigs?: string; report?: string; margins?: string[]; json?: boolean };
@@ -115,7 +115,15 @@ async function cmdFit(f: FitFlags): Promise<number> {
     for (const t of fits) {
       for (const [corner, config] of Object.entries(replayConfigsOf(t))) await writeFile(path.join(f.writeConfigs, `${t.source}.${corner}.json`), `${JSON.stringify(config, null, 2)}\n`);
     }
-    process.stderr.write(`wrote ${fits.length * 3} ReplayConfig files to ${f.writeConfigs}\n`);
+    // DyLAN's MMLU teams together: a step's parameters by the number of answers it reads
+    const family = DYLAN_MMLU_BY_SOURCES.map(([k, t]) => [k, fits.find((x) => x.source === t)] as const);
+    const whole = family.every(([, fit]) => fit !== undefined);
+    if (whole) {
+      for (const [corner, config] of Object.entries(bySourcesConfigsOf('dylan-mmlu-by-sources', family as Array<readonly [number, TableFit]>))) {
+        await writeFile(path.join(f.writeConfigs, `dylan-mmlu-by-sources.${corner}.json`), `${JSON.stringify(config, null, 2)}\n`);
+      }
+    }
+    process.stderr.write(`wrote ${(fits.length + (whole ? 1 : 0)) * 3} ReplayConfig files to ${f.writeConfigs}\n`);
   }
   if (f.margins && !f.report) throw new InputError('--margins goes with --report', { field: '--margins' });
   const margins = f.margins ? await readMargins(f.margins) : undefined;
