@@ -10,7 +10,7 @@ import { getConductorCheckpoint, getDatasetItems, getGrpoRun, getPoolWorkers, li
 import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { loadPolicy, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '@fugu/ultra';
-import { backboneFeatures, GrpoSession, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra-training';
+import { analyseScores, analysisInputs, backboneFeatures, criterionSettings, formatScores, GrpoSession, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra-training';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -278,6 +278,46 @@ describe('fugu train grpo', () => {
     expect(steps[0]).toBe(1);
     expect(Math.max(...steps), `argmax steps ${steps.join(', ')}`).toBeLessThanOrEqual(1.1);
     expect(steps.at(-1), `argmax steps ${steps.join(', ')}`).toBe(1);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  // issue 29 (GRPO as a user, item 2): one checkpoint criterion, the run's and `fugu ultra analyse score`'s
+  it("the checkpoint criterion: the run's best on validation is fugu ultra analyse score's best over the checkpoints it validated, value for value", async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const files = await writeFixtures(dir, syntheticItems(600), replayPool());
+    // mu 2000: a worker's call (about $0.00005 here) costs a tenth of a point of reward, so cost and accuracy pull apart
+    const iterations = 8;
+    const id = await startGrpoRun(env.ctx, { dataset: files.dataset, pool: files.pool, runId: 'grpo-criterion', q: 16, g: 8, iterations, lr: 0.03, seed: 3, valEvery: 1, valSize: 20, reward: { costPerUsd: 2000 } }, features);
+    expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
+    const { run, iterations: its } = await runRows(id);
+    const records = its.map((i) => i.record as { criterion: { value: number; accuracy: number; usd: number; items: number; exact: boolean; mu: number }; val: { meanReward: number; items: number } });
+    // exact, on the whole val split (not the 20 sampled validation items)
+    const session = await GrpoSession.open(env.ctx.db, id, features);
+    for (const r of records) expect(r.criterion).toMatchObject({ exact: true, items: session.items.val.length, mu: 2000 });
+    expect(records[0]!.val.items).toBe(20);
+    expect(its.map((i) => i.valReward)).toEqual(records.map((r) => r.criterion.value));
+    // the checkpoints it validated: the sampling policy of each iteration
+    const validated = [run.startCheckpointId, ...Array.from({ length: iterations - 1 }, (_, i) => `${id}-i${i + 1}`)];
+    const inputs = await analysisInputs(env.config, { dataset: files.dataset, pool: files.pool });
+    const criterion = await criterionSettings(env.ctx.db, validated, { configs: [{ name: 'presets', config: {} }] });
+    expect(criterion).toMatchObject({ reward: { costPerUsd: 2000 }, maxSteps: 5, runs: [id] });
+    const a = await analyseScores({ db: env.ctx.db, home: env.config.home }, inputs, { specs: validated, split: 'val', configs: [{ name: 'presets', config: {} }], criterion });
+    // the same number for every checkpoint, and so the same best
+    expect(a.rows.map((r) => r.criterion!.value)).toEqual(records.map((r) => r.criterion.value));
+    const best = (await getConductorCheckpoint(env.ctx.db, run.bestCheckpointId!))!;
+    expect(a.best!.spec).toBe(best.training.iteration === 0 ? run.startCheckpointId : `${id}-i${String(best.training.iteration)}`);
+    expect(best.metrics).toMatchObject({ valReward: a.best!.value, criterion: { value: a.best!.value } });
+    expect(formatScores(a)).toMatch(/best policy by the checkpoint criterion \(mu = 2000\): /);
+    // the two old criteria on this run: the sampled validation reward (with mu x $) and the exact accuracy (without)
+    const argmax = (xs: number[]) => xs.reduce((b, x, i) => (x > xs[b]! ? i : b), 0);
+    const oldRun = argmax(records.map((r) => r.val.meanReward));
+    const oldAnalyse = argmax(a.rows.map((r) => r.accuracy.presets!));
+    const now = argmax(records.map((r) => r.criterion.value));
+    console.log(`checkpoint criterion, synthetic run (mu 2000, ${iterations} validated checkpoints): old run criterion (sampled val reward) picks ${validated[oldRun]}, old analyse criterion (exact accuracy) picks ${validated[oldAnalyse]}, the one criterion picks ${validated[now]} (values ${records.map((r) => r.criterion.value.toFixed(4)).join(' ')})`);
+    // the old criteria disagree here (the run's would have kept i1, `fugu ultra analyse score`'s named the untrained start, the issue's picture); now both name i1
+    expect(validated[oldAnalyse]).toBe(run.startCheckpointId);
+    expect(validated[oldRun]).toBe(`${id}-i1`);
+    expect(a.best!.spec).toBe(`${id}-i1`);
     await rm(dir, { recursive: true, force: true });
   });
 

@@ -53,6 +53,15 @@ describe('fugu ultra analyse', () => {
     const row = out.rows.find((x: { spec: string }) => x.spec === 'single:gamma');
     for (const c of out.configs) expect(row.accuracy[c]).toBeCloseTo(gamma, 12);
     expect(out.rows[0].spec).toBe(`best single (${inputs.ranking[0]})`);
+    // the checkpoint criterion per row (issue 29, item 2): 0.5 + 0.5 x accuracy with mu = 0 (no policy, no run: mu 0, the first step model given), the --mu given otherwise
+    expect(out.criterion).toMatchObject({ mu: 0, runs: [], replay: { name: 'reads-fix' } });
+    expect(row.criterion.value).toBeCloseTo(0.5 + 0.5 * gamma, 12);
+    expect(row.criterion.usd).toBeGreaterThan(0);
+    const mu = await fugu(['ultra', 'analyse', 'score', 'single:gamma', '--dataset', files.dataset, '--pool', files.pool, '--split', 'test', '--mu', '1000']);
+    expect(mu.code, mu.stderr).toBe(0);
+    expect(mu.stdout).toMatch(/checkpoint criterion: the expected reward of the argmax workflows, 1 correct \/ 0.5 wrong minus mu = 1000 x \$ per item/);
+    expect(mu.stdout).toContain(`| single:gamma | 1.00 | ${gamma.toFixed(4)} | ${(0.5 + 0.5 * gamma - 1000 * row.criterion.usd).toFixed(4)} | ${row.criterion.usd.toFixed(6)} |`);
+    expect(mu.stdout).toMatch(/test split \(by unique prompt \(seed 0\)\)/);
   });
 
   it('bad input names the flag: a live worker in the pool, a step model that is not a ReplayConfig', { timeout: 120_000 }, async () => {

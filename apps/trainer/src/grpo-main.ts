@@ -53,7 +53,7 @@ async function main(): Promise<void> {
       iteration = index;
       iterGauge.set(index + 1);
       rewardGauge.set(update.record.meanReward);
-      log.info({ iteration: index, meanReward: update.record.meanReward, val: update.valReward, clip: update.record.clipFraction, kl: update.record.approxKl, wallMs }, 'iteration committed');
+      log.info({ iteration: index, meanReward: update.record.meanReward, val: update.record.val?.meanReward, criterion: update.valReward, clip: update.record.clipFraction, kl: update.record.approxKl, wallMs }, 'iteration committed');
     },
   });
   if (process.send) process.send({ type: 'ready', port: ops.port });

@@ -27,7 +27,18 @@ describe('renderGrpoReport', () => {
     expect(whole).not.toContain('run-<1>');
     // the simulation note and the best validation checkpoint
     expect(whole).toMatch(/Simulation/);
-    expect(whole).toContain('run-best-i2 (0.8123)');
+    expect(whole).toContain('run-best-i2 (validation reward 0.8123)');
+    expect(whole).toContain('by unique prompt (seed 0)');
+  });
+
+  it('a run with the checkpoint criterion (issue 29, item 2) names it for its best, plots it and lists it per iteration; the dataset\'s own split is named', () => {
+    const d = data({ splitBy: 'dataset', splitSeed: 2 });
+    const crit = { value: 0.8123, accuracy: 0.6246, usd: 0.0004, items: 611, mu: 0, exact: true };
+    const html = renderGrpoReport({ ...d, iterations: d.iterations.map((i) => (i.val ? { ...i, criterion: { ...crit, value: i.val.meanReward } } : i)) });
+    expect(html).toContain('run-best-i2 (checkpoint criterion 0.8123)');
+    expect(html).toContain('checkpoint criterion</text>');
+    expect(html).toContain('<th scope="col" class="num">criterion</th>');
+    expect(html).toContain('the dataset&#39;s own split (seed 2 for a val part carved from train)');
   });
 });
 

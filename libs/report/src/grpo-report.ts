@@ -37,6 +37,8 @@ export type GrpoReportIteration = {
   workers: Record<string, number>;
   topologies: Record<string, number>;
   val?: { meanReward: number; accuracy: number; meanSteps: number } | undefined;
+  /** the checkpoint criterion of the sampling policy (the run's best is chosen by it; records before it existed: absent) */
+  criterion?: { value: number; accuracy: number; usd: number; items: number; mu: number; exact: boolean } | undefined;
   wallMs?: number | undefined;
 };
 
@@ -49,13 +51,14 @@ export function grpoRewardChart(its: readonly GrpoReportIteration[]): string {
   const pts = (y: (i: GrpoReportIteration) => number | undefined) => its.flatMap((i) => { const v = y(i); return v === undefined ? [] : [{ x: i.iteration + 1, y: v }]; });
   return lineChart({
     title: 'Reward per iteration',
-    description: "Mean reward of each iteration's sampled rollouts (train questions), and of the sampling policy's argmax on the validation items.",
+    description: "Mean reward of each iteration's sampled rollouts (train questions), of the sampling policy's argmax on the validation items, and its checkpoint criterion (the expected validation reward the best is chosen by).",
     width: CHART_W,
     xLabel: 'iteration',
     yLabel: 'mean reward',
     series: [
       { name: 'train (sampled)', points: pts((i) => i.meanReward), color: paletteColor(0) },
       { name: 'validation (argmax)', points: pts((i) => i.val?.meanReward), color: paletteColor(3) },
+      ...(its.some((i) => i.criterion) ? [{ name: 'checkpoint criterion', points: pts((i) => i.criterion?.value), color: paletteColor(4) }] : []),
     ],
   });
 }
@@ -93,7 +96,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
       : 'the whole pool'),
     fact('start', run.startCheckpointId),
     fact('current policy', run.policyCheckpointId),
-    fact('best on validation', run.bestCheckpointId ? `${run.bestCheckpointId} (${f4(run.bestValReward ?? undefined)})` : '—'),
+    fact('best on validation', run.bestCheckpointId ? `${run.bestCheckpointId} (${iterations.some((i) => i.criterion) ? 'checkpoint criterion' : 'validation reward'} ${f4(run.bestValReward ?? undefined)})` : '—'),
     fact('last train reward', last ? f4(last.meanReward) : '—'),
     fact('code version', run.codeVersion),
     fact('started', fmtTime(run.createdAt.toISOString())),
@@ -128,7 +131,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     .map(
       (i) =>
         `<tr><td class="num">${i.iteration + 1}</td><td class="num">${f4(i.meanReward)}</td><td class="num">${f4(i.rewardSd)}</td><td class="num">${f4(i.accuracy)}</td>` +
-        `<td class="num">${f4(i.val?.meanReward)}</td><td class="num">${f4(i.val?.accuracy)}</td><td class="num">${i.meanSteps.toFixed(2)}</td>` +
+        `<td class="num">${f4(i.val?.meanReward)}</td><td class="num">${f4(i.val?.accuracy)}</td><td class="num">${f4(i.criterion?.value)}</td><td class="num">${i.meanSteps.toFixed(2)}</td>` +
         `<td class="num">${fmtInt(i.zeroAdvantageGroups)}/${fmtInt(i.groups)}</td><td class="num">${fmtInt(i.parseFailures)}</td>` +
         `<td class="num">${i.clipFraction.toFixed(3)}</td><td class="num">${i.approxKl.toExponential(2)}</td><td class="num">${i.meanCost.toPrecision(3)}</td>` +
         `<td class="num">${i.wallMs === undefined ? '—' : (i.wallMs / 1000).toFixed(1)}</td></tr>`,
@@ -136,7 +139,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     .join('');
   const body =
     pageHeader('fugu · GRPO run of the embedded Conductor', esc(run.id), facts, note) +
-    `<section id="curve"><h2>Reward curve</h2>${figure(grpoRewardChart(iterations), 'Train: the mean reward of the iteration\'s G samples of Q questions under the sampling policy. Validation: the same policy\'s argmax on the validation items (the same items and draws every time).')}</section>` +
+    `<section id="curve"><h2>Reward curve</h2>${figure(grpoRewardChart(iterations), 'Train: the mean reward of the iteration\'s G samples of Q questions under the sampling policy. Validation: the same policy\'s argmax on the validation items (the same items and draws every time). Checkpoint criterion: the expected reward of that argmax on the validation split, mu x $ included (exact on a replay pool, over the whole val split; from the validation rollouts on a live pool): the best on validation is the checkpoint with the highest.')}</section>` +
     `<section id="steps"><h2>Workflows</h2>${figure(stepsChart, 'Steps per workflow and parse failures.')}` +
     `${figure(mixChart('Worker mix', iterations, (i) => i.workers), 'Which workers run the steps of the sampled workflows, by iteration.')}` +
     `${figure(mixChart('Topology mix', iterations, (i) => i.topologies), 'The shapes of the sampled workflows, by iteration.')}</section>` +
@@ -144,7 +147,7 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     `<section id="iterations"><h2>Iterations</h2>` +
     table(
       'grpo',
-      '<tr><th scope="col" class="num">iteration</th><th scope="col" class="num">train reward</th><th scope="col" class="num">sd</th><th scope="col" class="num">train acc.</th><th scope="col" class="num">val reward</th><th scope="col" class="num">val acc.</th><th scope="col" class="num">steps</th><th scope="col" class="num">zero-adv. groups</th><th scope="col" class="num">parse failures</th><th scope="col" class="num">clip</th><th scope="col" class="num">KL</th><th scope="col" class="num">$ / rollout</th><th scope="col" class="num">wall s</th></tr>',
+      '<tr><th scope="col" class="num">iteration</th><th scope="col" class="num">train reward</th><th scope="col" class="num">sd</th><th scope="col" class="num">train acc.</th><th scope="col" class="num">val reward</th><th scope="col" class="num">val acc.</th><th scope="col" class="num">criterion</th><th scope="col" class="num">steps</th><th scope="col" class="num">zero-adv. groups</th><th scope="col" class="num">parse failures</th><th scope="col" class="num">clip</th><th scope="col" class="num">KL</th><th scope="col" class="num">$ / rollout</th><th scope="col" class="num">wall s</th></tr>',
       rows,
     ) +
     `</section>` +

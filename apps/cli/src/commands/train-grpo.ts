@@ -117,7 +117,8 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
       },
       onIteration: ({ index, update: u }) => {
         const rec = u.record;
-        const val = rec.val ? `  val ${rec.val.meanReward.toFixed(4)} (acc ${rec.val.accuracy.toFixed(3)}, ${rec.val.meanSteps.toFixed(2)} steps)` : '';
+        const crit = rec.criterion ? `; criterion ${rec.criterion.value.toFixed(4)} (${rec.criterion.exact ? 'exact' : 'sampled'}, ${rec.criterion.items} val items, acc ${rec.criterion.accuracy.toFixed(4)}, $ ${rec.criterion.usd.toExponential(2)})` : '';
+        const val = rec.val ? `  val ${rec.val.meanReward.toFixed(4)} (acc ${rec.val.accuracy.toFixed(3)}, ${rec.val.meanSteps.toFixed(2)} steps${crit})` : '';
         process.stdout.write(
           `${tty ? '\r\x1b[K' : ''}iteration ${index + 1}/${cfg.iterations}: reward ${rec.meanReward.toFixed(4)} ± ${rec.rewardSd.toFixed(3)}  acc ${rec.accuracy.toFixed(3)}  ` +
             `steps ${rec.meanSteps.toFixed(2)}  zero-adv groups ${rec.zeroAdvantageGroups}/${rec.groups}${rec.tiebreakGroups ? ` (tie-break ${rec.tiebreakGroups})` : ''}  parse failures ${rec.parseFailures}  clip ${rec.clipFraction.toFixed(3)}  ` +
@@ -135,7 +136,7 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
       return EXIT.incomplete;
     }
     const done = (await getGrpoRun(ctx.db, runId))!;
-    process.stdout.write(`run ${runId} completed: final policy ${done.policyCheckpointId}; best on validation ${done.bestCheckpointId ?? '(none)'}${done.bestValReward !== null ? ` (${done.bestValReward.toFixed(4)})` : ''}; report: fugu report ${runId}\n`);
+    process.stdout.write(`run ${runId} completed: final policy ${done.policyCheckpointId}; best on validation ${done.bestCheckpointId ?? '(none)'}${done.bestValReward !== null ? ` (checkpoint criterion ${done.bestValReward.toFixed(4)})` : ''}; report: fugu report ${runId}\n`);
     return EXIT.ok;
   } finally {
     for (const l of locals.reverse()) await l.stop();

@@ -11,7 +11,7 @@ import type { Db } from '@fugu/db';
 import { openContext } from '@fugu/evaluation';
 import { ULTRA_SPLITS, type UltraSplit } from '@fugu/ultra';
 import {
-  analyseLandscape, analysePlanner, analyseScores, analysisInputs, analysisSplitScheme, formatLandscape, formatPlanner, formatScores, namedReplayConfig, presetPerturbations, type NamedReplayConfig,
+  analyseLandscape, analysePlanner, analyseScores, analysisInputs, analysisSplitScheme, criterionSettings, formatLandscape, formatPlanner, formatScores, namedReplayConfig, presetPerturbations, type NamedReplayConfig,
 } from '@fugu/ultra-training';
 import { action, choiceOption, intOption, jsonOption, list, listOption, numOption, printJson, type Cli } from '../cli.ts';
 import { createProgress } from '../progress.ts';
@@ -37,12 +37,13 @@ export function registerUltraAnalyse(ultra: Command, cli: Cli): void {
   common(
     analyse
       .command('score')
-      .description('stored policies (argmax or sampled), router checkpoints and single workers on a split, under each step model given; names the best policy under the first (the checkpoint criterion)')
+      .description("stored policies (argmax or sampled), router checkpoints and single workers on a split, under each step model given; with argmax workflows each one's checkpoint criterion (the expected reward, mu x $ included: what a GRPO run's best on validation is chosen by) and the best policy by it")
       .argument('<specs>', 'comma separated: a policy checkpoint id, router:<checkpoint>, single:<worker>, best (the best single worker by train mean)')
       .addOption(choiceOption('--split <s>', 'the items', ULTRA_SPLITS, 'val'))
       .addOption(intOption('--samples <n>', 'score n seeded sampled workflows per item instead of the argmax', 0))
-      .addOption(listOption('--workers <a,b>', "only these of the pool's workers (a policy's choice masked to them, the router's pick among them)")),
-  ).action(action(async (specs: string, f: Common & { split: UltraSplit; samples: number; workers?: string[] }) => cmdScore(cli.config(), list(specs), f)));
+      .addOption(listOption('--workers <a,b>', "only these of the pool's workers (a policy's choice masked to them, the router's pick among them)"))
+      .addOption(numOption('--mu <x>', "the criterion's cost preference, reward units per dollar (default: the policies' GRPO run's --mu, else 0)")),
+  ).action(action(async (specs: string, f: Common & { split: UltraSplit; samples: number; workers?: string[]; mu?: number }) => cmdScore(cli.config(), list(specs), f)));
 
   common(
     analyse
@@ -89,14 +90,16 @@ async function inputsOf(config: FuguConfig, db: Db, f: Common, read: { policies?
   return analysisInputs(config, { dataset: f.dataset ?? 'llmrouter', pool: f.pool ?? 'llmrouter', splitSeed: f.splitSeed, splitBy });
 }
 
-async function cmdScore(config: FuguConfig, specs: string[], f: Common & { split: UltraSplit; samples: number; workers?: string[] }): Promise<void> {
+async function cmdScore(config: FuguConfig, specs: string[], f: Common & { split: UltraSplit; samples: number; workers?: string[]; mu?: number }): Promise<void> {
   const configs = await configsOf(f);
   const ctx = await openContext({ redis: false, config });
   try {
     const routers = specs.filter((s) => s.startsWith('router:')).map((s) => s.slice('router:'.length));
     const policies = specs.filter((s) => !s.startsWith('router:') && !s.startsWith('single:') && s !== 'best');
     const inputs = await inputsOf(config, ctx.db, f, { policies, routers });
-    const r = await analyseScores({ db: ctx.db, home: config.home }, inputs, { specs, split: f.split, samples: f.samples, configs, ...(f.workers && { allowed: f.workers }) });
+    // the criterion under the settings of the policies' GRPO run (its mu, its step model): what the run chose its best by
+    const criterion = await criterionSettings(ctx.db, policies, { ...(f.mu !== undefined && { mu: f.mu }), configs });
+    const r = await analyseScores({ db: ctx.db, home: config.home }, inputs, { specs, split: f.split, samples: f.samples, configs, criterion, ...(f.workers && { allowed: f.workers }) });
     if (f.json) return printJson(r);
     process.stdout.write(`${formatScores(r)}\n`);
   } finally {

@@ -11,17 +11,29 @@ export function formatScores(r: ScoreResult): string {
   const routerRow = r.rows.find((row) => row.spec.startsWith('router:'));
   const head = `${r.dataset}, ${splitOf(r)}: ${r.items} items${r.samples > 0 ? `, ${r.samples} sampled workflows each` : ', argmax workflows'}; expected accuracy in the replay model (a simulation from recorded outcomes)` +
     (routerRow ? `; (points against ${routerRow.spec})` : '');
-  const lines = [head, '', `| conductor | steps | ${r.configs.join(' | ')} |`, `|---|---|${r.configs.map(() => '---|').join('')}`];
+  const c = r.criterion;
+  const lines = [head];
+  if (c) {
+    lines.push(
+      `checkpoint criterion: the expected reward of the argmax workflows, ${c.correct} correct / ${c.incorrect} wrong minus mu = ${c.mu} x $ per item, exact, under ${c.replay.name}, at most ${c.maxSteps} steps` +
+        `${c.runs.length > 0 ? ` (the settings of GRPO run ${c.runs.join(', ')}: what its best on validation is chosen by)` : ''}`,
+    );
+  }
+  const critHead = c ? ' criterion | $ per item |' : '';
+  lines.push('', `| conductor | steps | ${r.configs.join(' | ')} |${critHead}`, `|---|---|${r.configs.map(() => '---|').join('')}${c ? '---|---|' : ''}`);
   for (const row of r.rows) {
-    const cells = r.configs.map((c) => `${f4(row.accuracy[c]!)}${routerRow && row !== routerRow ? ` (${pts(row.accuracy[c]! - routerRow.accuracy[c]!)})` : ''}`);
-    lines.push(`| ${row.spec} | ${row.steps.toFixed(2)} | ${cells.join(' | ')} |`);
+    const cells = r.configs.map((cfg) => `${f4(row.accuracy[cfg]!)}${routerRow && row !== routerRow ? ` (${pts(row.accuracy[cfg]! - routerRow.accuracy[cfg]!)})` : ''}`);
+    const crit = c && row.criterion ? ` ${f4(row.criterion.value)} | ${row.criterion.usd.toFixed(6)} |` : c ? ' — | — |' : '';
+    lines.push(`| ${row.spec} | ${row.steps.toFixed(2)} | ${cells.join(' | ')} |${crit}`);
   }
   const multi = r.rows.filter((row) => row.steps > 1);
   if (multi.length > 0) {
     lines.push('', 'most frequent workflows:');
     for (const row of multi) lines.push(`  ${row.spec}: ${row.top.map((t) => `${t.count}x ${t.workflow}`).join(' | ')}`);
   }
-  if (r.best && r.rows.length > 1) lines.push('', `best policy by expected accuracy under ${r.best.config}: ${r.best.spec} (${f4(r.best.accuracy)})`);
+  if (r.best && r.rows.length > 1) {
+    lines.push('', `best policy by the checkpoint criterion (mu = ${c!.mu}): ${r.best.spec} (${f4(r.best.value)}; expected accuracy ${f4(r.best.accuracy)}, $ ${r.best.usd.toFixed(6)} per item)`);
+  }
   return lines.join('\n');
 }
 

@@ -126,7 +126,7 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
     }
     await savePolicyCheckpoint(db, policyCheckpoint(policy, {
       id: `${id}-start`, backboneId: backbone.backboneId, parentId: null,
-      training: { stage: startSpec === 'init' ? 'init' : 'warm-start', ...training, seed: cfg.seed, ranking: r.ranking, rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitBy: split.by, splitSeed, means: r.means } },
+      training: { stage: startSpec === 'init' ? 'init' : 'warm-start', run: id, ...training, seed: cfg.seed, ranking: r.ranking, rankedBy: { by: 'training-split mean recorded score', dataset: dataset.name, splitBy: split.by, splitSeed, means: r.means } },
     }));
     start = `${id}-start`;
   }

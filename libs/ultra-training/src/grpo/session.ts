@@ -3,7 +3,7 @@
 // features (the router backbone's, through the Postgres feature cache as the conductor processes
 // read them) and the one update and commit both rollout paths share.
 import { InputError } from '@fugu/core';
-import { policyCheckpoint, type ConductorPolicy } from '@fugu/conductor';
+import { policyCheckpoint, policyConductor, type ConductorPolicy } from '@fugu/conductor';
 import {
   commitGrpoIteration, getDatasetItems, getGrpoRun, getPoolWorkers, listGrpoIterations, setGrpoRunStatus,
   type Db, type GrpoRunRecord, type StoredItem, type StoredWorker,
@@ -12,6 +12,7 @@ import { type WorkflowOptions, loadPolicy, policyRecord, splitItems, trainSplitR
 import { storedGrpoConfig, type GrpoConfig } from './config.ts';
 import { planIteration, type GrpoItems, type PlannedRollout } from './plan.ts';
 import { grpoFanIn, type GrpoIterationStats, type GrpoUpdate, type RolloutResult } from './update.ts';
+import { criterionBetter, replayCriterion, rolloutCriterion, type CheckpointCriterion } from './criterion.ts';
 import type { GrpoReportData } from '@fugu/report';
 
 /** Features of questions (the backbone the policy reads): the Postgres cache, computed where missing. */
@@ -82,9 +83,19 @@ export class GrpoSession {
     return { index: run.iteration, keys: rollouts.map((r) => r.key), rollouts, byKey: new Map(rollouts.map((r) => [r.key, r])), policy, policyCheckpointId: run.policyCheckpointId };
   }
 
+  /** Every worker of the pool is a replay worker: the checkpoint criterion is exact. */
+  get replayPool(): boolean {
+    return this.workers.length > 0 && this.workers.every((w) => w.provider === 'replay');
+  }
+
   /** The features of every question of these rollouts (kept for the session). */
   async prepareFeatures(rollouts: readonly PlannedRollout[]): Promise<void> {
-    const missing = [...new Set(rollouts.map((r) => r.item.prompt).filter((q) => !this.cache.has(q)))];
+    await this.prepareQuestions(rollouts.map((r) => r.item.prompt));
+  }
+
+  /** The features of these questions (kept for the session). */
+  async prepareQuestions(questions: readonly string[]): Promise<void> {
+    const missing = [...new Set(questions.filter((q) => !this.cache.has(q)))];
     if (missing.length === 0) return;
     const f = await this.feats.features(missing);
     missing.forEach((q, i) => this.cache.set(q, f[i]!));
@@ -96,13 +107,35 @@ export class GrpoSession {
     return f;
   }
 
+  /**
+   * The checkpoint criterion of a policy (criterion.ts) on a replay pool: exact, over the whole val
+   * split, its argmax workflows run once in this process under the run's workflow options.
+   */
+  async exactCriterion(policy: ConductorPolicy, spec: string): Promise<CheckpointCriterion> {
+    const val = this.items.val;
+    await this.prepareQuestions(val.map((v) => v.prompt));
+    const conductor = policyConductor(policy, spec, { argmax: true });
+    return replayCriterion({
+      items: val, workers: this.workers, options: { ...this.base, argmax: true },
+      write: (input, item) => conductor.write({ ...input, features: this.features(item.prompt) }),
+    });
+  }
+
   /** The update of an iteration from all its results (writes nothing). */
   async fanIn(it: GrpoIterationPlan, results: ReadonlyMap<string, RolloutResult>, info: { dispatches: number; wallMs: number }): Promise<GrpoUpdate> {
     await this.prepareFeatures(it.rollouts);
     if (this.cfg.klCoef > 0 && !this.reference) this.reference = (await loadPolicy(this.db, this.run.startCheckpointId, { workers: this.workers.map((w) => w.name) })).policy;
+    // a validation iteration: the sampling policy's checkpoint criterion, exact on a replay pool, else from its validation rollouts
+    const val = it.rollouts.filter((r) => r.split === 'val');
+    let criterion: CheckpointCriterion | undefined;
+    if (val.length > 0) {
+      criterion = this.replayPool
+        ? await this.exactCriterion(it.policy, `policy:${it.policyCheckpointId}`)
+        : rolloutCriterion(val.map((r) => results.get(r.key)!).filter((r) => r !== undefined), this.cfg.reward);
+    }
     const u = grpoFanIn({
       cfg: this.cfg, iteration: it.index, policy: it.policy, ...(this.reference && { reference: this.reference }), rollouts: it.rollouts, results,
-      features: (q) => this.features(q), adam: this.run.adam,
+      features: (q) => this.features(q), adam: this.run.adam, ...(criterion && { criterion }),
     });
     return { ...u, record: { ...u.record, dispatches: info.dispatches, wallMs: info.wallMs } };
   }
@@ -115,14 +148,17 @@ export class GrpoSession {
       id: grpoPolicyId(runId, it.index + 1), backboneId: this.feats.backboneId, parentId: it.policyCheckpointId, training,
       metrics: { meanReward: u.record.meanReward, iteration: it.index },
     });
-    const bestSoFar = this.run.bestValReward;
-    const best = u.valReward !== null && (bestSoFar === null || u.valReward > bestSoFar)
+    // the best on validation: by the checkpoint criterion (criterion.ts), strictly better than the best so far
+    const best = u.valReward !== null && criterionBetter(u.valReward, this.run.bestValReward)
       ? {
           valReward: u.valReward,
           checkpoint: policyRecord(policyCheckpoint(it.policy, {
             id: grpoBestId(runId, it.index), backboneId: this.feats.backboneId, parentId: this.run.startCheckpointId,
             training: { stage: 'grpo-best', run: runId, iteration: it.index, policy: it.policyCheckpointId },
-            metrics: { valReward: u.valReward, valAccuracy: u.record.val?.accuracy ?? null, iteration: it.index },
+            metrics: {
+              criterion: u.record.criterion ?? null, valReward: u.valReward, valAccuracy: u.record.criterion?.accuracy ?? null,
+              sampledValReward: u.record.val?.meanReward ?? null, iteration: it.index,
+            },
           })),
         }
       : undefined;

@@ -11,6 +11,7 @@ import { groupAdvantages, grpoUpdate, mean, type AdamState, type GrpoPolicy, typ
 import type { GrpoRolloutRow, WorkflowFinish } from '@fugu/db';
 import type { GrpoConfig } from './config.ts';
 import type { PlannedRollout } from './plan.ts';
+import type { CheckpointCriterion } from './criterion.ts';
 
 /** What a rollout came to, whichever path ran it (a workflows row, or the in-process engine). */
 export type RolloutResult = {
@@ -35,6 +36,7 @@ export type GrpoUpdate = {
   theta: Float32Array;
   adam: { step: number; m: Float64Array; v: Float64Array };
   record: GrpoIterationStats;
+  /** the checkpoint criterion's value for the sampling policy (criterion.ts; record.criterion), null when the iteration does not validate */
   valReward: number | null;
   rollouts: GrpoRolloutRow[];
 };
@@ -68,6 +70,12 @@ export type GrpoIterationStats = {
   topologies: Record<string, number>;
   kinds: Record<string, number>;
   val?: { items: number; meanReward: number; accuracy: number; meanSteps: number; meanCost: number; workers: Record<string, number>; topologies: Record<string, number> };
+  /**
+   * the checkpoint criterion of the sampling policy (criterion.ts): on a replay pool exact over the
+   * whole val split, on a live pool from the validation rollouts; what the run's best is chosen by.
+   * Records made before it existed: absent (their best was the rollouts' mean reward).
+   */
+  criterion?: CheckpointCriterion;
   /** dispatches of the iteration's rollouts (0: in process) and its wall time to the fan-in */
   dispatches?: number;
   wallMs?: number;
@@ -160,6 +168,8 @@ export function grpoFanIn(input: {
   results: ReadonlyMap<string, RolloutResult>;
   features: (question: string) => Float32Array;
   adam: { step: number; m: Float64Array | null; v: Float64Array | null };
+  /** the sampling policy's checkpoint criterion (criterion.ts), computed by the caller on a validation iteration */
+  criterion?: CheckpointCriterion;
 }): GrpoUpdate {
   const { cfg, policy, rollouts, results } = input;
   const result = (r: PlannedRollout): RolloutResult => {
@@ -307,6 +317,7 @@ export function grpoFanIn(input: {
   const trainSummary = summary(rewarded);
   const valResults = val.map(result);
   const valSummary = val.length > 0 ? { items: val.length, ...summary(valResults) } : undefined;
+  const criterion = val.length > 0 ? input.criterion : undefined;
   const record: GrpoIterationStats = {
     rollouts: train.length,
     meanReward: trainSummary.meanReward,
@@ -328,12 +339,13 @@ export function grpoFanIn(input: {
     topologies: trainSummary.topologies,
     kinds: count([...decisions.values()].flatMap((d) => d.steps.map((s) => s.kind)).filter((k) => (SUBTASK_KINDS as readonly string[]).includes(k))),
     ...(valSummary && { val: valSummary }),
+    ...(criterion && { criterion }),
   };
   return {
     theta: Float32Array.from(theta),
     adam: { step: state.step, m: Float64Array.from(state.m), v: Float64Array.from(state.v) },
     record,
-    valReward: valSummary ? valSummary.meanReward : null,
+    valReward: criterion ? criterion.value : null,
     rollouts: rows,
   };
 }
