@@ -65,6 +65,8 @@ export type ConductorReportData = {
     replay?: Record<string, { keep: number; misled: number; adopt: number; fix: number; herd: number; sizeClass: string }>;
     /** where the replay parameters come from, when the run's ReplayConfig says (e.g. measured on recorded runs of other agents) */
     replaySource?: string;
+    /** the config's overrides for a step reading k or more other answers, by k (every worker alike) */
+    replayBySources?: Record<string, Partial<Record<'keep' | 'misled' | 'adopt' | 'fix' | 'herd', number>>>;
   };
   results: ConductorResult[];
   /** conductor spec -> task -> worker -> fraction of that task's steps given to the worker */

@@ -156,6 +156,13 @@ describe('renderConductorReport', () => {
     const ms = renderConductorReport(measured);
     expect(ms).toMatch(/class="replay-note".*Step model: dylan-math-cot, point: .*not this pool&#39;s workers\./s);
     expect(ms).toContain('<b>Parameters from:</b> dylan-math-cot, point');
+    // parameters by the number of sources: shown beside the one-source table, only when the config has them
+    expect(html).not.toContain('class="replay-sources"');
+    measured.run.replayBySources = { '3': { adopt: 0.992, misled: 0.541 }, '2': { adopt: 0.782 } };
+    const bys = renderConductorReport(measured);
+    const rows = /<table class="replay-sources">.*?<\/table>/s.exec(bys)![0];
+    expect(rows.indexOf('2 or more')).toBeLessThan(rows.indexOf('3 or more'));
+    expect(rows).toMatch(/3 or more other answers<\/th><td class="num">as above<\/td><td class="num">0\.541<\/td><td class="num">0\.992<\/td>/);
 
     const mixed = fixture();
     mixed.run.environment = 'mixed';

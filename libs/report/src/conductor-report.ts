@@ -381,6 +381,19 @@ function examplesSection(d: ConductorReportData): string {
   );
 }
 
+/** The config's parameters for steps that read several other answers (replaying the table measured with that many), when it has them. */
+function bySourcesTable(d: ConductorReportData): string {
+  const by = d.run.replayBySources;
+  if (!by || Object.keys(by).length === 0) return '';
+  const names = ['keep', 'misled', 'adopt', 'fix', 'herd'] as const;
+  const head = `<tr><th scope="col">Step reads</th>${names.map((n) => `<th scope="col" class="num">${n}</th>`).join('')}</tr>`;
+  const body = Object.keys(by).sort((a, b) => Number(a) - Number(b)).map((k) => {
+    const p = by[k]!;
+    return `<tr><th scope="row">${esc(k)} or more other answers</th>${names.map((n) => `<td class="num">${p[n] === undefined ? 'as above' : esc(fmt3(p[n]))}</td>`).join('')}</tr>`;
+  }).join('');
+  return `<p class="hint">The table above holds for a step that reads one other worker's answer; a step that reads more takes these values instead (every worker alike):</p>${table('replay-sources', head, body)}`;
+}
+
 function replaySection(d: ConductorReportData): string {
   if (!replayed(d)) return '';
   const params = d.run.replay ?? {};
@@ -406,6 +419,7 @@ function replaySection(d: ConductorReportData): string {
     `(libs/conductor/src/replay/README.md documents the model, its defaults and their sources).</p>` +
     (d.run.replaySource ? `<p class="replay-source"><b>Parameters from:</b> ${esc(d.run.replaySource)}</p>` : '') +
     (workers.length > 0 ? table('replay', head, body) : `<p class="empty">The run did not record the replay parameters.</p>`) +
+    bySourcesTable(d) +
     `</section>`
   );
 }

@@ -69,6 +69,7 @@ export async function summarizeUltraRun(db: Db, runId: string, opts: { examplesP
       createdAt: run.createdAt.toISOString(), finishedAt: run.finishedAt?.toISOString() ?? null, environment,
       ...(environment !== 'live' && {
         ...(replayCfg.source !== undefined && { replaySource: replayCfg.source }),
+        ...(replayCfg.sources !== undefined && { replayBySources: replayCfg.sources }),
         replay: Object.fromEntries(workers.filter((w) => w.provider === 'replay').map((w) => {
           const p = workerReplayParams(replayCfg, w);
           return [w.name, { keep: p.keep, misled: p.misled, adopt: p.adopt, fix: p.fix, herd: p.herd, sizeClass: p.sizeClass }];
