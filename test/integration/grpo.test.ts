@@ -197,6 +197,21 @@ describe('fugu train grpo', () => {
     await expect(startGrpoRun(env.ctx, { ...small, runId: 'grpo-warm-bad', start: 'router:no-such-router', warmStartQuestions: 10 }, features)).rejects.toMatchObject({ field: '--start' });
   });
 
+  /** A run's test split and pool, and a checkpoint's argmax workflow for each of its items. */
+  const testSplitOf = async (run: { datasetId: number; poolId: number }) => {
+    const stored = await getDatasetItems(env.ctx.db, run.datasetId);
+    const test = splitItems(stored, 'test', 0).map((i) => stored[i]!);
+    const workers = await getPoolWorkers(env.ctx.db, run.poolId);
+    const names = workers.map((w) => w.name);
+    const x = await features.features(test.map((t) => t.prompt));
+    const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.model })));
+    const argmax = async (ckpt: string) => {
+      const { policy } = await loadPolicy(env.ctx.db, ckpt, { workers: names });
+      return test.map((it, i) => policy.write({ features: x[i]!, question: it.prompt, pool, argmax: true }).workflow);
+    };
+    return { test, workers, names, argmax };
+  };
+
   it('any dataset with recorded scores and its pool file: on a synthetic one where each task has its own best worker, GRPO learns to choose per question', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
     const files = await writeFixtures(dir, syntheticItems(600), replayPool());
@@ -204,20 +219,12 @@ describe('fugu train grpo', () => {
     expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
     // exact expected accuracy of the argmax workflows on the test split, before and after
     const run = (await getGrpoRun(env.ctx.db, id))!;
-    const stored = await getDatasetItems(env.ctx.db, run.datasetId);
-    const test = splitItems(stored, 'test', 0).map((i) => stored[i]!);
-    const workers = await getPoolWorkers(env.ctx.db, run.poolId);
-    const names = workers.map((w) => w.name);
-    const x = await features.features(test.map((t) => t.prompt));
-    const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.model })));
-    const acc = async (ckpt: string): Promise<number> => {
-      const { policy } = await loadPolicy(env.ctx.db, ckpt, { workers: names });
-      return test.reduce((a, it, i) => {
-        const wf = policy.write({ features: x[i]!, question: it.prompt, pool, argmax: true }).workflow;
+    const { test, workers, names, argmax } = await testSplitOf(run);
+    const acc = async (ckpt: string): Promise<number> =>
+      (await argmax(ckpt)).reduce((a, wf, i) => {
         const steps = wf.steps.map((st, j) => ({ worker: names[st.worker]!, sees: visibleSteps(wf, j) }));
-        return a + expectedWorkflowCorrect({ params: (w) => workerReplayParams(undefined, workers.find((k) => k.name === w)!), item: replayItemOf(it), steps });
+        return a + expectedWorkflowCorrect({ params: (w) => workerReplayParams(undefined, workers.find((k) => k.name === w)!), item: replayItemOf(test[i]!), steps });
       }, 0) / test.length;
-    };
     const before = await acc(run.startCheckpointId);
     const after = await acc(run.policyCheckpointId);
     console.log(`synthetic dataset, test split, exact expected accuracy of the argmax workflows: start ${before.toFixed(4)}, after 40 iterations ${after.toFixed(4)}`);
@@ -228,17 +235,9 @@ describe('fugu train grpo', () => {
   // issue 29 (GRPO as a user, item 4): a policy must not move without signal, and a step that adds
   // no information must not be a free direction to drift in
   const argmaxSteps = async (run: { datasetId: number; poolId: number }, ckpts: readonly string[]): Promise<number[]> => {
-    const stored = await getDatasetItems(env.ctx.db, run.datasetId);
-    const test = splitItems(stored, 'test', 0).map((i) => stored[i]!);
-    const workers = await getPoolWorkers(env.ctx.db, run.poolId);
-    const names = workers.map((w) => w.name);
-    const x = await features.features(test.map((t) => t.prompt));
-    const pool = conductorPool(workers.map((w) => ({ name: w.name, description: w.model })));
+    const { test, argmax } = await testSplitOf(run);
     const out: number[] = [];
-    for (const id of ckpts) {
-      const { policy } = await loadPolicy(env.ctx.db, id, { workers: names });
-      out.push(test.reduce((a, it, i) => a + policy.write({ features: x[i]!, question: it.prompt, pool, argmax: true }).workflow.steps.length, 0) / test.length);
-    }
+    for (const id of ckpts) out.push((await argmax(id)).reduce((a, wf) => a + wf.steps.length, 0) / test.length);
     return out;
   };
   const withScores = (score: number) => syntheticItems(600).map((it) => ({ ...it, recorded: Object.fromEntries(Object.keys(it.recorded!).map((w) => [w, { score }])) }));
