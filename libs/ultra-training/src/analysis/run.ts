@@ -6,7 +6,7 @@
 // router.
 import { InputError } from '@fugu/core';
 import {
-  DEFAULT_MAX_STEPS, fixedConductor, parseConductorSpec, policyConductor, replayItemOf, rewardConfig,
+  DEFAULT_MAX_STEPS, expectedWorkflowCorrect, fixedConductor, parseConductorSpec, policyConductor, replayItemOf, rewardConfig,
   type ConductorInput, type ConductorOutput, type FixedConductorSpec, type ReplayItem, type RewardConfig,
 } from '@fugu/conductor';
 import type { SplitScheme } from '@fugu/datasets';
@@ -228,7 +228,7 @@ export async function analyseLandscape(ctx: Ctx, inputs: AnalysisInputs, o: { ro
   const params = inputs.params(o.config.config);
   const router = await routerWorkflows(ctx.db, ctx.home, o.router, inputs.names, items);
   const real = items.map((it) => replayItemOf(it));
-  const pair = (i: number, a: string, b: string) => exactScore(params, [items[i]!], { id: '', draws: 1, workflows: [[{ worker: a, sees: [] }, { worker: b, sees: [0] }]] }).accuracy;
+  const pair = (i: number, a: string, b: string) => expectedWorkflowCorrect({ params, item: real[i]!, steps: [{ worker: a, sees: [] }, { worker: b, sees: [0] }] });
   const mean = (f: (i: number) => number) => items.reduce((s, _, i) => s + f(i), 0) / items.length;
   const pick = (i: number) => router.workflows[i]![0]!.worker;
   const best = inputs.ranking[0]!;
