@@ -363,7 +363,13 @@ describe('GRPO across hosts', () => {
       const takenAfterCut = new Set(takenBack.filter((x) => x.at >= cutAt).map((x) => x.workflowId));
       const moved = atCompletion.workflows.filter((w) => takenAfterCut.has(Number(w.id)) && (w.started_at as Date).getTime() < cutAt);
       expect(moved.length).toBeGreaterThan(0);
-      expect(moved.every((w) => Number(w.attempts) > 1 && (w.finished_at as Date).getTime() >= cutAt && String(w.key).startsWith(`grpo.gcut.${cut}.`))).toBe(true);
+      expect(moved.every((w) => Number(w.attempts) > 1), 'each moved rollout was claimed again').toBe(true);
+      expect(moved.every((w) => (w.finished_at as Date).getTime() >= cutAt), 'each moved rollout finished after the cut').toBe(true);
+      // all of one iteration: the one running at the cut (the run may have gone on past the one
+      // seen in both conductors' hands between that poll and the cut)
+      const movedIterations = new Set(moved.map((w) => Number(String(w.key).split('.')[2])));
+      expect(movedIterations.size, 'the moved rollouts are of one iteration').toBe(1);
+      expect([...movedIterations][0]!).toBeGreaterThanOrEqual(cut);
       const records = await listGrpoIterations(cluster.db, 'gcut');
       const wall = (i: number) => Number(records.find((x) => x.iteration === i)!.record.wallMs);
       const others = records.map((x) => x.iteration).filter((i) => i !== cut && i !== 0).map(wall).sort((a, b) => a - b);
