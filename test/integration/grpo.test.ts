@@ -5,16 +5,16 @@
 // rollout has its row with the sampling policy's per-decision log-probabilities.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
-import { InputError } from '@fugu/core';
+import { estimateTokens, InputError } from '@fugu/core';
 import { getConductorCheckpoint, getDatasetItems, getGrpoRun, getPoolWorkers, listGrpoIterations, listGrpoRollouts } from '@fugu/db';
 import { loadLlmRouter, loadLlmRouterPool } from '@fugu/datasets';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { loadPolicy, routerChoices, splitItems, trainSplitRanking, workerReplayParams } from '@fugu/ultra';
 import { analyseScores, analysisInputs, backboneFeatures, criterionSettings, formatScores, GrpoSession, runGrpo, startGrpoRun, type GrpoStartOptions } from '@fugu/ultra-training';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { conductorPool, expectedWorkflowCorrect, replayItemOf, visibleSteps } from '@fugu/conductor';
+import { conductorPool, expectedWorkflowCorrect, REPLAY_STEP_OUTPUT_TOKENS, replayItemOf, visibleSteps } from '@fugu/conductor';
 import { createEvalEnv, replayPool, startWorkerProcess, syntheticItems, writeFixtures, type EvalEnv, type WorkerProcess } from '../support/eval-env.ts';
 import { startConductorProcess, type ConductorProcess } from '../support/conductor.ts';
 
@@ -320,6 +320,48 @@ describe('fugu train grpo', () => {
     expect(validated[oldAnalyse]).toBe(run.startCheckpointId);
     expect(validated[oldRun]).toBe(`${id}-i1`);
     expect(a.best!.spec).toBe(`${id}-i1`);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  // issue 29 (GRPO as a user, item 3): a cost preference whose unit carries across pools
+  it('--cost-weight: mu is the weight over the best single worker\'s $ per train item; every price x 1000 leaves the run unchanged, where the same --mu does not', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const items = syntheticItems(600);
+    const cheap = replayPool();
+    // the same workers at 1000 times the prices (LLMRouter's against GPT-4's, and more)
+    const dear = { ...cheap, workers: cheap.workers.map((w) => ({ ...w, prices: { inputPerMTok: String(Number(w.prices.inputPerMTok) * 1000), outputPerMTok: String(Number(w.prices.outputPerMTok) * 1000) } })) };
+    const a = await writeFixtures(dir, items, cheap);
+    await mkdir(path.join(dir, 'dear'));
+    const b = await writeFixtures(path.join(dir, 'dear'), items, dear);
+    const o = { dataset: a.dataset, q: 16, g: 8, iterations: 4, lr: 0.03, seed: 3, valEvery: 0 };
+    const cw = await startGrpoRun(env.ctx, { ...o, pool: a.pool, runId: 'grpo-cw-cheap', costWeight: 0.5 }, features);
+    const cwDear = await startGrpoRun(env.ctx, { ...o, pool: b.pool, runId: 'grpo-cw-dear', costWeight: 0.5 }, features);
+    for (const id of [cw, cwDear]) expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
+    const [x, y] = [await runRows(cw), await runRows(cwDear)];
+    // the reference: the best worker by train mean, its recorded-token cost over the train items only
+    const ranking = trainSplitRanking(cheap.workers.map((w) => w.name), items, { by: 'prompt', seed: 0 });
+    const ref = (x.run.config as { costReference: { worker: string; usdPerItem: number; items: number } }).costReference;
+    const train = splitItems(items, 'train', 0).map((i) => items[i]!);
+    const w0 = cheap.workers.find((w) => w.name === ranking[0])!;
+    const usd = train.reduce((s, it) => s + (estimateTokens(it.prompt) * Number(w0.prices.inputPerMTok) + REPLAY_STEP_OUTPUT_TOKENS * Number(w0.prices.outputPerMTok)) / 1e6, 0) / train.length;
+    expect(ref).toMatchObject({ worker: ranking[0], items: train.length });
+    expect(ref.usdPerItem).toBeCloseTo(usd, 12);
+    expect((x.run.config as { reward: { costPerUsd: number } }).reward.costPerUsd).toBeCloseTo(0.5 / usd, 6);
+    // the dear pool: a reference 1000 times larger, so the same rewards, workflows and policy
+    expect((y.run.config as { costReference: { usdPerItem: number } }).costReference.usdPerItem / ref.usdPerItem).toBeCloseTo(1000, 9);
+    expect(y.rollouts.map((r) => r.decisions)).toEqual(x.rollouts.map((r) => r.decisions));
+    y.rollouts.forEach((r, i) => expect(r.reward!).toBeCloseTo(x.rollouts[i]!.reward!, 9));
+    // the cost term is in those rewards: below the no-cost 1 / 0.5 / 0
+    expect(x.rollouts.some((r) => r.reward !== null && ![0, 0.5, 1].includes(r.reward))).toBe(true);
+    // the same mu on both pools: the dear pool's rewards are other rewards (the issue's defect)
+    const mu = (x.run.config as { reward: { costPerUsd: number } }).reward.costPerUsd;
+    const m = await startGrpoRun(env.ctx, { ...o, pool: b.pool, runId: 'grpo-mu-dear', iterations: 1, reward: { costPerUsd: mu } }, features);
+    expect((await runGrpo(env.ctx, { runId: m, rollouts: 'local', features })).status).toBe('completed');
+    const z = await runRows(m);
+    expect(Math.max(...z.rollouts.map((r, i) => Math.abs(r.reward! - x.rollouts[i]!.reward!)))).toBeGreaterThan(0.1);
+    // not both; not negative
+    await expect(startGrpoRun(env.ctx, { ...o, pool: a.pool, runId: 'grpo-cw-both', costWeight: 0.1, reward: { costPerUsd: 10 } }, features)).rejects.toMatchObject({ field: '--cost-weight' });
+    await expect(startGrpoRun(env.ctx, { ...o, pool: a.pool, runId: 'grpo-cw-neg', costWeight: -1 }, features)).rejects.toMatchObject({ field: '--cost-weight' });
     await rm(dir, { recursive: true, force: true });
   });
 

@@ -86,11 +86,11 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     fact('status', run.status + (run.statusReason ? ` (${run.statusReason})` : '')),
     fact('iterations', `${iterations.length} of ${String(c.iterations)}`),
     fact('Q x G', `${String(c.q)} x ${String(c.g)}`),
-    fact('optimiser', `Adam lr ${String(c.lr)}, ${String(c.epochs)} epoch(s), clip ${String(c.clipLow)}/${String(c.clipHigh)}, advantages ${String(c.advantageScale)}, KL ${String(c.klCoef)}`),
+    fact('optimiser', `Adam lr ${String(c.lr)}, ${String(c.epochs)} epoch(s), clip ${String(c.clipLow)}/${String(c.clipHigh)}, advantages ${String(c.advantageScale)}, KL ${String(c.klCoef)}, step tie-break ${String(c.stepTiebreak ?? 0)}`),
     fact('trained heads', Array.isArray(c.heads) ? (c.heads as string[]).join(', ') : '—'),
     fact('seed', String(c.seed)),
     fact('split', c.splitBy === 'dataset' ? `the dataset's own split (seed ${String(c.splitSeed ?? 0)} for a val part carved from train)` : `by unique prompt (seed ${String(c.splitSeed ?? 0)})`),
-    fact('reward', `1 / 0.5 / 0${typeof (c.reward as { costPerUsd?: number } | undefined)?.costPerUsd === 'number' ? ` minus ${String((c.reward as { costPerUsd: number }).costPerUsd)} x $` : ''}`),
+    fact('reward', rewardFact(c)),
     fact('pools', typeof c.poolK === 'number' && c.poolK > 0
       ? `a random ${String(c.poolK)} of the workers per question${Array.isArray(c.poolHoldout) && c.poolHoldout.length > 0 ? `, ${String(c.poolHoldout.length)} pool(s) held out` : ''}`
       : 'the whole pool'),
@@ -153,4 +153,13 @@ export function renderGrpoReport(d: GrpoReportData, opts: { generatedAt?: string
     `</section>` +
     pageFooter(`GRPO run ${run.id}`, opts.generatedAt);
   return htmlDocument(`GRPO run ${run.id}`, body);
+}
+
+/** The reward line: its cost term per dollar (`--mu`), or in the pool's unit (`--cost-weight`) with the mu it became. */
+function rewardFact(c: Record<string, unknown>): string {
+  const mu = (c.reward as { costPerUsd?: number } | undefined)?.costPerUsd;
+  if (typeof mu !== 'number') return '1 / 0.5 / 0';
+  const ref = c.costReference as { worker: string; usdPerItem: number } | undefined;
+  if (typeof c.costWeight !== 'number' || !ref) return `1 / 0.5 / 0 minus ${String(mu)} x $`;
+  return `1 / 0.5 / 0 minus ${String(c.costWeight)} x $ / $${ref.usdPerItem.toPrecision(3)} (the best single worker ${ref.worker}'s $ per train item): mu ${mu.toPrecision(4)} per $`;
 }

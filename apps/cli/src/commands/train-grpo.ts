@@ -19,7 +19,7 @@ import { splitByOption } from '../split-by.ts';
 type GrpoFlags = {
   dataset?: string; pool?: string; from?: string; start?: string; warmStartQuestions?: number; resume?: string; runId?: string; q?: number; g?: number; iterations?: number; seed?: number; splitSeed?: number; splitBy?: SplitScheme;
   lr?: number; maxGradNorm?: number; epochs?: number; miniBatches?: number; clip?: number; clipHigh?: number; advantage?: GrpoConfig['advantageScale'];
-  lossAgg?: GrpoConfig['lossAgg']; kl?: number; stepTiebreak?: number; maxSteps?: number; heads?: string[]; mu?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number; poolHoldout?: string;
+  lossAgg?: GrpoConfig['lossAgg']; kl?: number; stepTiebreak?: number; maxSteps?: number; heads?: string[]; mu?: number; costWeight?: number; replay?: string; valEvery?: number; valSize?: number; poolK?: number; poolHoldout?: string;
   attempts?: number; deadlineMs?: number; rollouts: 'cluster' | 'local'; localConductors: number | 'auto'; localWorkers: number | 'auto'; wait: boolean;
 };
 
@@ -55,7 +55,8 @@ export function registerTrainGrpo(train: Command, cli: Cli): void {
     .addOption(numOption('--step-tiebreak <x>', `rollouts of a group whose rewards tie exactly: advantage -x per step above their mean, so an extra step that changed nothing is never free; never reorders unequal rewards; 0: off (default ${D.stepTiebreak})`))
     .addOption(intOption('--max-steps <n>', `steps per workflow (default ${D.maxSteps})`))
     .addOption(listOption('--heads <a,b>', `the policy heads trained (${POLICY_HEADS.join(', ')}; default all, without kind on a replay pool)`))
-    .addOption(numOption('--mu <x>', 'reward minus mu x dollars per workflow (default 0)'))
+    .addOption(numOption('--mu <x>', 'the cost preference per dollar: reward minus mu x dollars per workflow (default 0)'))
+    .addOption(numOption('--cost-weight <x>', "the cost preference in the pool's own unit: reward minus x times the workflow's dollars over the best single worker's (by train mean) dollars per train item, so it carries across pools and prices; e.g. 0.1: always paying the best worker is worth 0.1 reward (sets mu; not with --mu)"))
     .option('--replay <file>', 'replay step model parameters (a ReplayConfig JSON file)')
     .addOption(intOption('--val-every <n>', `evaluate the argmax policy on the validation items every n iterations, 0: never (default ${D.valEvery})`))
     .addOption(intOption('--val-size <n>', `validation items (default ${D.valSize})`))
@@ -77,9 +78,17 @@ async function startOptions(f: GrpoFlags): Promise<GrpoStartOptions> {
     dataset: f.dataset, pool: f.pool, from: f.from, start: f.start, warmStartQuestions: f.warmStartQuestions, resume: f.resume, runId: f.runId, q: f.q, g: f.g, iterations: f.iterations, seed: f.seed, splitSeed: f.splitSeed, splitBy: f.splitBy,
     lr: f.lr, maxGradNorm: f.maxGradNorm, epochs: f.epochs, miniBatches: f.miniBatches, clipLow: f.clip, clipHigh: f.clipHigh ?? (f.resume ? undefined : f.clip),
     advantageScale: f.advantage, lossAgg: f.lossAgg, klCoef: f.kl, stepTiebreak: f.stepTiebreak, maxSteps: f.maxSteps, heads: f.heads as PolicyHead[] | undefined,
-    reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, replay, valEvery: f.valEvery, valSize: f.valSize, poolK: f.poolK, poolHoldout: f.poolHoldout?.split(';').map((p) => p.split(',').map((w) => w.trim()).filter(Boolean)), attempts: f.attempts, deadlineMs: f.deadlineMs,
+    reward: f.mu !== undefined ? { costPerUsd: f.mu } : undefined, costWeight: f.costWeight, replay, valEvery: f.valEvery, valSize: f.valSize, poolK: f.poolK, poolHoldout: f.poolHoldout?.split(';').map((p) => p.split(',').map((w) => w.trim()).filter(Boolean)), attempts: f.attempts, deadlineMs: f.deadlineMs,
   };
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as GrpoStartOptions;
+}
+
+/** The run's cost preference as the user gave it: mu per dollar, or the cost weight with the mu it became. */
+function costLabel(c: GrpoConfig): string {
+  const mu = c.reward.costPerUsd ?? 0;
+  if (c.costWeight === undefined || !c.costReference) return `mu ${mu}`;
+  const r = c.costReference;
+  return `cost weight ${c.costWeight} (1 = ${r.worker}'s $${r.usdPerItem.toPrecision(3)} per train item) = mu ${mu.toPrecision(4)} per $`;
 }
 
 async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSignal): Promise<number> {
@@ -92,7 +101,7 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
     const runId = await startGrpoRun(ctx, await startOptions(f), features);
     const run = (await getGrpoRun(ctx.db, runId))!;
     const cfg = storedGrpoConfig(run.config);
-    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, step tie-break ${cfg.stepTiebreak ?? 0}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}; split ${splitLabel({ by: cfg.splitBy, seed: cfg.splitSeed })}\n`);
+    err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, step tie-break ${cfg.stepTiebreak ?? 0}, ${costLabel(cfg)}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}; split ${splitLabel({ by: cfg.splitBy, seed: cfg.splitSeed })}\n`);
     if (run.status === 'completed') {
       process.stdout.write(`run ${runId} is already completed; report: fugu report ${runId}\n`);
       return EXIT.ok;

@@ -57,6 +57,18 @@ export function decodeReplayStepRequest(text: string): ReplayStepRequest {
   return { seed: o.seed, sources, seenTokens: o.seenTokens, params: validateReplayParams(o.params, 'metadata.replayStep.params') };
 }
 
+/**
+ * A worker's recorded answer to an item in tokens, as the replay provider charges it: the
+ * recorded counts, else estimated from the question's text (in) and the recorded answer, or
+ * REPLAY_STEP_OUTPUT_TOKENS where there is none (out).
+ */
+export function recordedCallTokens(recorded: RecordedOutcome, prompt: string): { tokensIn: number; tokensOut: number } {
+  return {
+    tokensIn: recorded.tokensIn ?? estimateTokens(prompt),
+    tokensOut: recorded.tokensOut ?? (recorded.answer !== undefined ? estimateTokens(recorded.answer) : REPLAY_STEP_OUTPUT_TOKENS),
+  };
+}
+
 export type ReplayStepAnswer = {
   /** what the replay provider answers with (score, answer text, tokens) */
   outcome: RecordedOutcome;
@@ -75,9 +87,10 @@ export function answerReplayStep(worker: string, item: Pick<DatasetItem, 'id' | 
   const r = replayStep({ params: req.params, item: replayItemOf(item), worker, sources: req.sources, seed: req.seed });
   const replay = { rule: r.rule, p: r.p, correct: r.correct, s: r.s, ...(r.f !== undefined && { f: r.f }), key: r.key, sources: r.sources };
   // the worker's recorded tokens; output: as the replay provider counts it for the recorded outcome
-  const tokensOut = recorded.tokensOut ?? (recorded.answer !== undefined ? estimateTokens(recorded.answer) : REPLAY_STEP_OUTPUT_TOKENS);
+  const solo = recordedCallTokens(recorded, prompt);
+  const tokensOut = solo.tokensOut;
   // input: the solo input plus every answer the step reads
-  const tokensIn = req.seenTokens > 0 ? (recorded.tokensIn ?? estimateTokens(prompt)) + req.seenTokens : recorded.tokensIn;
+  const tokensIn = req.seenTokens > 0 ? solo.tokensIn + req.seenTokens : recorded.tokensIn;
   const tokens = { ...(tokensIn !== undefined && { tokensIn }), tokensOut };
   // no source: the worker's own outcome (the recorded score itself when it is 0 or 1)
   if (r.sources.length === 0) return { outcome: { ...recorded, ...tokens, score: r.correct ? 1 : 0, answer: recorded.answer ?? replayAnswerText(worker, r) }, replay };

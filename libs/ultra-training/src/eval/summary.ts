@@ -3,9 +3,8 @@
 // computed from the recorded scores on the same items ('best single (<w>)' by train mean, 'oracle');
 // the worker distribution per task; a few workflows step by step. `summarizeUltraRuns` is the
 // mean and sd over several runs (seeds) in the same shape.
-import { estimateTokens, tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
-import { REPLAY_DEFAULT_OUTPUT_TOKENS } from '@fugu/providers';
-import { DEFAULT_REWARD_CONFIG, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
+import { tokenCost, InputError, PICO_PER_USD } from '@fugu/core';
+import { DEFAULT_REWARD_CONFIG, recordedCallTokens, type ReplayConfig, type RewardConfig } from '@fugu/conductor';
 import { splitLabel } from '@fugu/datasets';
 import { workerReplayParams } from '@fugu/ultra';
 import {
@@ -88,7 +87,7 @@ type RunItem = Awaited<ReturnType<typeof conductorRunItems>>[number];
  * ranking (train mean), and 'oracle' (correct when any worker is: 1 - prod(1 - s); its cost the
  * cheapest worker with the item's best score). USD from recorded tokens x the pool's prices; where
  * the dataset recorded no token counts, estimated as the replay provider does (the question's
- * text, the recorded answer or REPLAY_DEFAULT_OUTPUT_TOKENS).
+ * text, the recorded answer or its default output: recordedCallTokens).
  * Items without a recorded outcome of every pool worker are left out; none: no rows.
  */
 export function referenceRows(items: readonly RunItem[], workers: readonly StoredWorker[], ranking: readonly string[], reward: RewardConfig): ConductorResult[] {
@@ -96,10 +95,8 @@ export function referenceRows(items: readonly RunItem[], workers: readonly Store
   if (full.length === 0 || workers.length === 0) return [];
   const byName = new Map(workers.map((w) => [w.name, w]));
   const cost = (it: RunItem, w: StoredWorker): { usd: number; tokens: number } => {
-    const r = it.recorded![w.name]!;
-    const ti = r.tokensIn ?? estimateTokens(it.prompt);
-    const to = r.tokensOut ?? (r.answer !== undefined ? estimateTokens(r.answer) : REPLAY_DEFAULT_OUTPUT_TOKENS);
-    return { usd: usd(tokenCost(ti, to, w.prices)), tokens: ti + to };
+    const t = recordedCallTokens(it.recorded![w.name]!, it.prompt);
+    return { usd: usd(tokenCost(t.tokensIn, t.tokensOut, w.prices)), tokens: t.tokensIn + t.tokensOut };
   };
   const expectedReward = (p: number): number => p * reward.correct + (1 - p) * reward.incorrect;
   const row = (name: string, ps: number[], spent: Array<{ usd: number; tokens: number }>): ConductorResult => {

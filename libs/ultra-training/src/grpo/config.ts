@@ -8,6 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { asFlag } from '@fugu/ultra';
 import { splitScheme, type SplitScheme } from '@fugu/datasets';
+import type { CostReference } from './cost-weight.ts';
 
 /** The most rollouts one iteration may fan out (Q x G, plus the validation items): one flow, one fan-in. */
 export const MAX_ROLLOUTS_PER_ITERATION = 4096;
@@ -52,6 +53,14 @@ export type GrpoConfig = {
   heads: PolicyHead[];
   /** the reward (correct / incorrect / unparsed, mu per dollar) */
   reward: Partial<RewardConfig>;
+  /**
+   * the cost preference in the pool's own unit (`--cost-weight`, cost-weight.ts): reward units per
+   * the best single worker's dollars per train item. Given, the run's mu (reward.costPerUsd) is
+   * this over `costReference.usdPerItem`; absent, mu is as given (`--mu`) or 0.
+   */
+  costWeight?: number;
+  /** what `costWeight` was converted with (set when the run is created) */
+  costReference?: CostReference;
   replay?: ReplayConfig;
   /** every valEvery iterations (and after the last) the sampling policy's argmax on valSize validation items */
   valEvery: number;
@@ -86,7 +95,7 @@ const num = (flag: string, v: unknown, ok: (x: number) => boolean, what: string)
 export const GRPO_FLAGS: Record<keyof GrpoConfig, string> = {
   q: '--q', g: '--g', iterations: '--iterations', seed: '--seed', splitSeed: '--split-seed', splitBy: '--split-by', lr: '--lr', maxGradNorm: '--max-grad-norm', epochs: '--epochs',
   miniBatches: '--mini-batches', clipLow: '--clip', clipHigh: '--clip-high', advantageScale: '--advantage', lossAgg: '--loss-agg', klCoef: '--kl', stepTiebreak: '--step-tiebreak',
-  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', poolHoldout: '--pool-holdout', attempts: '--attempts',
+  maxSteps: '--max-steps', heads: '--heads', reward: '--reward', costWeight: '--cost-weight', costReference: '--cost-weight', replay: '--replay', valEvery: '--val-every', valSize: '--val-size', poolK: '--pool-k', poolHoldout: '--pool-holdout', attempts: '--attempts',
   deadlineMs: '--deadline-ms',
 };
 
@@ -117,6 +126,10 @@ export function resolveGrpoConfig(input: Partial<GrpoConfig>, ctx: { trainItems:
   num(f.stepTiebreak, c.stepTiebreak, (x) => x >= 0 && x <= 1, 'a number in [0, 1]');
   asFlag(f.maxSteps, () => resolveMaxSteps(c.maxSteps));
   asFlag(f.reward, () => rewardConfig(c.reward));
+  if (c.costWeight !== undefined) {
+    num(f.costWeight, c.costWeight, (x) => x >= 0, 'a number >= 0');
+    if (c.reward.costPerUsd !== undefined) throw new InputError('give --cost-weight (per the pool\'s reference cost) or --mu (per dollar), not both', { field: f.costWeight });
+  }
   if (c.replay !== undefined) c.replay = asFlag(f.replay, () => validateReplayConfig(c.replay));
   int(f.valEvery, c.valEvery, 0);
   int(f.valSize, c.valSize, 0);

@@ -1,5 +1,6 @@
 // GRPO training of the embedded Conductor (`fugu train grpo`). See README.md in this folder.
 export * from './config.ts';
+export * from './cost-weight.ts';
 export * from './criterion.ts';
 export * from './plan.ts';
 export * from './update.ts';

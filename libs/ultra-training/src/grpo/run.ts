@@ -15,6 +15,7 @@ import { routerChoices, loadPolicy, policySplitScheme, routerSplitScheme, savePo
 import { warmStartPolicy } from './warm-start.ts';
 import { checkResumeConfig, grpoCodeVersion, resolveGrpoConfig, storedGrpoConfig, type GrpoConfig } from './config.ts';
 import { GrpoDriver, runGrpoInProcess } from './driver.ts';
+import { costReference, muOfCostWeight } from './cost-weight.ts';
 import { GrpoSession, type FeatureSource } from './session.ts';
 import type { GrpoUpdate } from './update.ts';
 
@@ -82,6 +83,11 @@ export async function startGrpoRun(ctx: Context, o: GrpoStartOptions, backbone: 
   const trainItems = splitItems(dataset.items, 'train', split).length;
   const valItems = splitItems(dataset.items, 'val', split).length;
   const cfg = resolveGrpoConfig(given, { trainItems, valItems, replayPool: pool.workers.every((w) => w.provider === 'replay'), pool: pool.workers.map((w) => w.name) });
+  if (cfg.costWeight !== undefined) {
+    // the cost weight in dollars: over the pool's reference cost on this train split
+    cfg.costReference = costReference(dataset.items, pool.workers, split, dataset.name);
+    cfg.reward = { ...cfg.reward, costPerUsd: muOfCostWeight(cfg.costWeight, cfg.costReference) };
+  }
   let start: string;
   if (startSpec !== 'init' && !/^router:[^\s,]+$/.test(startSpec)) throw new InputError(`must be init or router:<checkpoint>, got ${JSON.stringify(startSpec)}`, { field: '--start' });
   if (o.from && o.start) throw new InputError('give --from (a stored policy) or --start (a new one), not both', { field: '--start' });
