@@ -56,6 +56,8 @@ export type RequestRecord = {
   errorCode?: string;
   /** fugu-ultra: the workflow this request ran or continued */
   workflowId?: number;
+  /** the end user the request names (chat `user` / `safety_identifier`, Anthropic `metadata.user_id`): the row's end_user */
+  endUser?: string;
   /** only with gateway.logMessages (debug): the request's messages, for the access log */
   messages?: ChatMessage[];
   /** when the request came in (performance.now()) and its route (recorded routes get a row) */
@@ -233,10 +235,14 @@ export function createContext(opts: {
 
   async function findCaller(req: FastifyRequest): Promise<Caller> {
     if (g.auth === 'none') return { key: null, allowed: poolNames };
+    // the key as OpenAI's clients send it (Authorization: Bearer), or as Anthropic's do (x-api-key)
     const h = req.headers.authorization;
-    const m = typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
-    if (!m) throw new GatewayError(401, 'missing API key: send "Authorization: Bearer fugu-sk-..." (create one with `fugu keys create --name NAME`)', { code: 'missing_api_key' });
-    const key = await keys.find(m[1]!);
+    const x = req.headers['x-api-key'];
+    const secret = (typeof h === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(h)?.[1] : undefined) ?? (typeof x === 'string' && x.trim() !== '' ? x.trim() : undefined);
+    if (secret === undefined) {
+      throw new GatewayError(401, 'missing API key: send "Authorization: Bearer fugu-sk-..." or "x-api-key: fugu-sk-..." (create one with `fugu keys create --name NAME`)', { code: 'missing_api_key' });
+    }
+    const key = await keys.find(secret);
     if (!key) throw new GatewayError(401, 'invalid API key (check the key, or create one with `fugu keys create --name NAME`)', { code: 'invalid_api_key' });
     if (key.revokedAt) throw new GatewayError(401, `the API key "${key.name}" was revoked on ${key.revokedAt.toISOString()}`, { code: 'invalid_api_key' });
     const allowed = key.allowedWorkers ? poolNames.filter((w) => key.allowedWorkers!.includes(w)) : poolNames;
@@ -422,7 +428,7 @@ function routing(o: {
 }
 
 /** Routes whose authenticated requests get a `requests` row. */
-export const RECORDED_ROUTES = new Set(['/v1/chat/completions', '/v1/responses', '/v1/rewards']);
+export const RECORDED_ROUTES = new Set(['/v1/chat/completions', '/v1/responses', '/v1/messages', '/v1/rewards']);
 
 /** A request's `requests` row as its record stands. */
 /** The status of a request whose client went away before its answer (nginx's 499). */
@@ -448,6 +454,7 @@ export function requestRow(rec: RequestRecord, status: number, totalMs: number):
     status,
     errorCode: rec.errorCode ?? null,
     workflowId: rec.workflowId ?? null,
+    endUser: rec.endUser ?? null,
   };
 }
 

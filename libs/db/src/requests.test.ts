@@ -42,6 +42,13 @@ describe('requests', () => {
     expect(await getRequest(t.db, 'nope')).toBeUndefined();
   });
 
+  it('keeps the end user a request named (null when none)', async () => {
+    const named = await insertRequest(t.db, row({ requestId: 'end-user-1', route: '/v1/messages', endUser: '{"device_id":"d1","session_id":"s1"}' }));
+    const none = await insertRequest(t.db, row({ requestId: 'end-user-2' }));
+    expect((await getRequest(t.db, named))?.endUser).toBe('{"device_id":"d1","session_id":"s1"}');
+    expect((await getRequest(t.db, none))?.endUser).toBeNull();
+  });
+
   it('writes a batch in one statement', async () => {
     const ids = await insertRequests(t.db, [row({ requestId: 'batch-a', topProbs: null }), row({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null })]);
     expect(ids).toHaveLength(2);

@@ -179,6 +179,8 @@ export interface RequestsTable {
   status: number;
   error_code: string | null;
   workflow_id: ColumnType<string | null, number | null | undefined, number | null>;
+  /** the end user the request named (migration 0019_requests_end_user) */
+  end_user: ColumnType<string | null, string | null | undefined, string | null>;
   created_at: Timestamp;
 }
 

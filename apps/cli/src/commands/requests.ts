@@ -91,6 +91,7 @@ function detail(r: RequestRow): string {
     ['x-request-id', r.requestId],
     ['created', r.createdAt.toISOString()],
     ['api key', r.apiKeyId ?? '(none: auth off)'],
+    ['end user', r.endUser ?? '-'],
     ['route', r.route],
     ['model asked', r.model ?? '-'],
     ['worker', r.worker ?? '-'],

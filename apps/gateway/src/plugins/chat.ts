@@ -20,6 +20,7 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
     rec.stream = body.stream === true;
     const req = toChatRequest(body);
     req.timeoutMs = ctx.g.callTimeoutMs;
+    if (req.user !== undefined) rec.endUser = req.user;
     const handler = models.get(body.model);
     if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
     if (body.stream && req.logprobs) throw badField('logprobs', 'is not supported with stream: true (ask without streaming)');
