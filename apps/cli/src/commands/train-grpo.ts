@@ -56,7 +56,7 @@ export function registerTrainGrpo(train: Command, cli: Cli): void {
     .addOption(intOption('--max-steps <n>', `steps per workflow (default ${D.maxSteps})`))
     .addOption(listOption('--heads <a,b>', `the policy heads trained (${POLICY_HEADS.join(', ')}; default all, without kind on a replay pool)`))
     .addOption(numOption('--mu <x>', 'the cost preference per dollar: reward minus mu x dollars per workflow (default 0)'))
-    .addOption(numOption('--cost-weight <x>', "the cost preference in the pool's own unit: reward minus x times the workflow's dollars over the best single worker's (by train mean) dollars per train item, so it carries across pools and prices; e.g. 0.1: always paying the best worker is worth 0.1 reward (sets mu; not with --mu)"))
+    .addOption(numOption('--cost-weight <x>', "the cost preference in the pool's own unit: reward minus x times the workflow's dollars over the best single worker's (by train mean) dollars per train item, so it carries across pools and prices; e.g. 0.01: always paying the best worker is worth 0.01 reward, 2 points of accuracy at 1 / 0.5 / 0 (sets mu; not with --mu)"))
     .option('--replay <file>', 'replay step model parameters (a ReplayConfig JSON file)')
     .addOption(intOption('--val-every <n>', `evaluate the argmax policy on the validation items every n iterations, 0: never (default ${D.valEvery})`))
     .addOption(intOption('--val-size <n>', `validation items (default ${D.valSize})`))

@@ -7,8 +7,8 @@
 //
 //   reward = base - λ x (the workflow's dollars / the best single worker's dollars per item)
 //
-// and λ = 0.1 reads "always paying the best worker's cost is worth 0.1 reward" (5 points of
-// accuracy at 1 correct / 0.5 wrong) on any pool: scaling every price by k scales the reference by k
+// and λ = 0.01 reads "always paying the best worker's cost is worth 0.01 reward" (2 points of
+// accuracy at 1 correct / 0.5 wrong, where a point is 0.005 reward) on any pool: scaling every price by k scales the reference by k
 // and leaves every reward, and so the whole run, unchanged.
 import { InputError, tokenCost, type DatasetItem } from '@fugu/core';
 import { picoToUsd, recordedCallTokens } from '@fugu/conductor';
