@@ -58,6 +58,8 @@ export type RequestRecord = {
   workflowId?: number;
   /** the end user the request names (chat `user` / `safety_identifier`, Anthropic `metadata.user_id`): the row's end_user */
   endUser?: string;
+  /** the hints and metadata the request sent other than the end user (Responses `client_metadata`, `metadata`, ...; hintsOf): the row's hints */
+  hints?: Record<string, unknown>;
   /** only with gateway.logMessages (debug): the request's messages, for the access log */
   messages?: ChatMessage[];
   /** when the request came in (performance.now()) and its route (recorded routes get a row) */
@@ -455,6 +457,7 @@ export function requestRow(rec: RequestRecord, status: number, totalMs: number):
     errorCode: rec.errorCode ?? null,
     workflowId: rec.workflowId ?? null,
     endUser: rec.endUser ?? null,
+    hints: rec.hints ?? null,
   };
 }
 

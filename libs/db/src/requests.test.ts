@@ -49,6 +49,14 @@ describe('requests', () => {
     expect((await getRequest(t.db, none))?.endUser).toBeNull();
   });
 
+  it('keeps the hints and metadata a request sent, as sent (null when none)', async () => {
+    const hints = { client_metadata: { turn_id: 't1', session_id: 's1' }, prompt_cache_key: 'k1', metadata: { team: 'a' } };
+    const sent = await insertRequest(t.db, row({ requestId: 'hints-1', route: '/v1/responses', hints }));
+    const none = await insertRequest(t.db, row({ requestId: 'hints-2' }));
+    expect((await getRequest(t.db, sent))?.hints).toEqual(hints);
+    expect((await getRequest(t.db, none))?.hints).toBeNull();
+  });
+
   it('writes a batch in one statement', async () => {
     const ids = await insertRequests(t.db, [row({ requestId: 'batch-a', topProbs: null }), row({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null })]);
     expect(ids).toHaveLength(2);

@@ -36,10 +36,18 @@ export type RequestRow = {
   workflowId: number | null;
   /** the end user the request named (chat `user` / `safety_identifier`, Anthropic `metadata.user_id`; migration 0019) */
   endUser: string | null;
+  /** the hints and metadata the request sent, as sent (Responses `client_metadata`, `metadata`, `prompt_cache_key`, `service_tier`, ...; migration 0020), null: none */
+  hints: Record<string, unknown> | null;
   createdAt: Date;
 };
 
-export type NewRequestRow = Omit<RequestRow, 'id' | 'createdAt' | 'workflowId' | 'endUser'> & { id?: string; createdAt?: Date; workflowId?: number | null; endUser?: string | null };
+export type NewRequestRow = Omit<RequestRow, 'id' | 'createdAt' | 'workflowId' | 'endUser' | 'hints'> & {
+  id?: string;
+  createdAt?: Date;
+  workflowId?: number | null;
+  endUser?: string | null;
+  hints?: Record<string, unknown> | null;
+};
 
 /** A new row id: `r_` + a uuid without dashes. */
 export const newRequestRowId = (): string => `r_${randomUUID().replaceAll('-', '')}`;
@@ -61,11 +69,12 @@ function insertStatement(rows: readonly NewRequestRow[], ids: readonly string[])
     (r, i) => sql`(${ids[i]}, ${r.requestId}, ${r.apiKeyId}, ${r.route}, ${r.model}, ${r.worker}, ${r.stream},
       ${r.topProbs === null ? null : JSON.stringify(r.topProbs)}::jsonb, ${JSON.stringify(r.fallbacks)}::jsonb,
       ${r.tokensIn}::int, ${r.tokensOut}::int, ${formatUsd(r.cost)}::numeric, ${r.routingMs}::float8, ${r.providerMs}::float8, ${r.totalMs}::float8,
-      ${r.status}::int, ${r.errorCode}, ${r.workflowId ?? null}::bigint, ${r.endUser ?? null}, ${r.createdAt ?? new Date()}::timestamptz)`,
+      ${r.status}::int, ${r.errorCode}, ${r.workflowId ?? null}::bigint, ${r.endUser ?? null},
+      ${r.hints == null ? null : JSON.stringify(r.hints)}::jsonb, ${r.createdAt ?? new Date()}::timestamptz)`,
   );
   return sql`
     insert into requests (id, request_id, api_key_id, route, model, worker, stream, top_probs, fallbacks, tokens_in, tokens_out, cost,
-                          routing_ms, provider_ms, total_ms, status, error_code, workflow_id, end_user, created_at)
+                          routing_ms, provider_ms, total_ms, status, error_code, workflow_id, end_user, hints, created_at)
     values ${sql.join(values)}
   `;
 }
@@ -124,6 +133,7 @@ type Raw = {
   error_code: string | null;
   workflow_id: string | number | null;
   end_user: string | null;
+  hints: Record<string, unknown> | null;
   created_at: Date;
 };
 
@@ -148,12 +158,13 @@ function toRow(r: Raw): RequestRow {
     errorCode: r.error_code,
     workflowId: r.workflow_id === null ? null : Number(r.workflow_id),
     endUser: r.end_user,
+    hints: r.hints,
     createdAt: r.created_at,
   };
 }
 
 const COLUMNS = sql`r.id, r.request_id, r.api_key_id, r.route, r.model, r.worker, r.stream, r.top_probs, r.fallbacks, r.tokens_in, r.tokens_out,
-  r.cost::text as cost, r.routing_ms, r.provider_ms, r.total_ms, r.status, r.error_code, r.workflow_id, r.end_user, r.created_at`;
+  r.cost::text as cost, r.routing_ms, r.provider_ms, r.total_ms, r.status, r.error_code, r.workflow_id, r.end_user, r.hints, r.created_at`;
 
 export type ListRequestsOptions = {
   /** an API key's id or name */

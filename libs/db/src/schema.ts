@@ -181,6 +181,8 @@ export interface RequestsTable {
   workflow_id: ColumnType<string | null, number | null | undefined, number | null>;
   /** the end user the request named (migration 0019_requests_end_user) */
   end_user: ColumnType<string | null, string | null | undefined, string | null>;
+  /** the hints and metadata the request sent (migration 0020_requests_hints) */
+  hints: NullableJson<Record<string, unknown>>;
   created_at: Timestamp;
 }
 

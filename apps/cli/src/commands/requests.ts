@@ -92,6 +92,7 @@ function detail(r: RequestRow): string {
     ['created', r.createdAt.toISOString()],
     ['api key', r.apiKeyId ?? '(none: auth off)'],
     ['end user', r.endUser ?? '-'],
+    ['hints', r.hints ? JSON.stringify(r.hints) : '-'],
     ['route', r.route],
     ['model asked', r.model ?? '-'],
     ['worker', r.worker ?? '-'],

@@ -6,6 +6,7 @@ import type { StreamEvent } from '@fugu/providers';
 import { scrub } from '@fugu/telemetry';
 import type { GatewayContext, RequestRecord } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
+import { CHAT_HINTS, hintsOf } from '../hints.ts';
 import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import { ChunkWriter, chatCompletionOf, chatRequestSchema, checkChatFields, parseBody, toChatRequest } from '../wire.ts';
 import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
@@ -21,6 +22,7 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
     const req = toChatRequest(body);
     req.timeoutMs = ctx.g.callTimeoutMs;
     if (req.user !== undefined) rec.endUser = req.user;
+    rec.hints = hintsOf(body, CHAT_HINTS);
     const handler = models.get(body.model);
     if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
     if (body.stream && req.logprobs) throw badField('logprobs', 'is not supported with stream: true (ask without streaming)');

@@ -20,6 +20,7 @@ import * as m0016 from './0016_ultra_conversation_keys.ts';
 import * as m0017 from './0017_scripted_workers.ts';
 import * as m0018 from './0018_batch_worker_note.ts';
 import * as m0019 from './0019_requests_end_user.ts';
+import * as m0020 from './0020_requests_hints.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -41,4 +42,5 @@ export const migrations: Record<string, Migration> = {
   '0017_scripted_workers': m0017,
   '0018_batch_worker_note': m0018,
   '0019_requests_end_user': m0019,
+  '0020_requests_hints': m0020,
 };
