@@ -7,6 +7,7 @@
 //   auth     (plugins/auth.ts)     the caller's key, for the API routes below
 //   chat     (plugins/chat.ts)     POST /v1/chat/completions (JSON or SSE; usage.cost)
 //   responses (plugins/responses.ts) POST/GET/DELETE /v1/responses: the Responses API, stored responses (docs/responses-api.md)
+//   messages (plugins/messages.ts) POST /v1/messages, /v1/messages/count_tokens: the Anthropic Messages API (docs/anthropic-api.md), its errors in Anthropic's shape
 //   models   (plugins/api.ts)      GET /v1/models: the registry's models this caller may use
 //   route    (plugins/api.ts)      POST /v1/route: the decision and probabilities, nothing called
 //   rewards  (plugins/rewards.ts)  POST /v1/rewards: Conductor completions scored as workflows (docs/rewards.md)
@@ -16,7 +17,7 @@
 // retryable error (429, 5xx, timeout, connection) falls back to the next-best allowed worker by
 // the router's probabilities (streaming: only before the first byte went out); a provider's 400
 // is a 400 with its message. Errors use OpenAI's error format.
-import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { RedisClient } from '@fugu/queue';
 import type { Queue } from 'bullmq';
 import { BatchDriver, FILE_LIMITS, type BatchDriverOptions, type BatchWorkersOptions } from '@fugu/batch';
@@ -32,6 +33,8 @@ import { GatewayError, toGatewayError } from './errors.ts';
 import { defaultRegistry, type ModelHandler, type ModelRegistry } from './models.ts';
 import { chatPlugin } from './plugins/chat.ts';
 import { responsesPlugin } from './plugins/responses.ts';
+import { messagesPlugin } from './plugins/messages.ts';
+import { anthropicErrorBody } from './anthropic-wire.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
@@ -149,7 +152,8 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     else json(req, (body as Buffer).toString('utf8'), done);
   });
 
-  app.setErrorHandler(async (err: Error & { statusCode?: number; code?: string }, req, reply) => {
+  // the error handler, writing `format`'s body: OpenAI's (here), Anthropic's (the messages plugin's scope)
+  const errorHandler = (format: (e: GatewayError, req: FastifyRequest) => unknown) => async (err: Error & { statusCode?: number; code?: string }, req: FastifyRequest, reply: FastifyReply) => {
     const bodyLimit = req.routeOptions.bodyLimit ?? g.bodyLimitBytes;
     const e =
       err.code === 'FST_ERR_CTP_BODY_TOO_LARGE'
@@ -162,11 +166,15 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     if (e.status >= 500) log.error({ reqId: rec.requestId, route: req.url, status: e.status, err: scrub(err.message) }, 'request failed');
     // a body not read to its end (over the limit, refused before its handler read it): read and dropped first, so the client reads this answer rather than a reset
     if (!(await drainRequest(req.raw, DRAIN_LIMITS * bodyLimit, DRAIN_MS))) reply.header('connection', 'close');
-    return reply.code(e.status).headers(e.headers).send(e.body());
-  });
+    return reply.code(e.status).headers(e.headers).send(format(e, req));
+  };
+  app.setErrorHandler(errorHandler((e) => e.body()));
   app.setNotFoundHandler((req, reply) => {
-    ctx.record(req).errorCode = 'unknown_url';
-    void reply.code(404).send(new GatewayError(404, `no such endpoint: ${req.method} ${req.url.split('?')[0]}`, { code: 'unknown_url' }).body());
+    const rec = ctx.record(req);
+    rec.errorCode = 'unknown_url';
+    const e = new GatewayError(404, `no such endpoint: ${req.method} ${req.url.split('?')[0]}`, { code: 'unknown_url' });
+    // under the Anthropic API's path, in its shape
+    void reply.code(404).send(req.url.startsWith('/v1/messages') ? anthropicErrorBody(e, rec.requestId) : e.body());
   });
 
   app.addHook('onClose', async () => {
@@ -205,6 +213,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     await api.register(authPlugin, { ctx });
     await api.register(chatPlugin, { ctx, models });
     await api.register(responsesPlugin, { ctx, models });
+    await api.register(messagesPlugin, { ctx, models, onError: errorHandler });
     await api.register(modelsPlugin, { ctx, models });
     await api.register(routePlugin, { ctx });
     if (opts.rewards) await api.register(rewardsPlugin, { ctx, ...opts.rewards });
