@@ -655,7 +655,8 @@ export function anthropicErrorType(status: number): string {
   }
 }
 
-/** A gateway error in Anthropic's shape (the message names the field, as the gateway's badField does). */
+/** A gateway error in Anthropic's shape: its message names the field first (`messages.2.content.0.tool_use_id: ...`), as badField's do. */
 export function anthropicErrorBody(e: GatewayError, requestId?: string): AnthropicErrorBody {
-  return { type: 'error', error: { type: anthropicErrorType(e.status), message: e.message }, ...(requestId !== undefined && { request_id: requestId }) };
+  const message = e.param !== null && !e.message.startsWith(`${e.param}: `) ? `${e.param}: ${e.message}` : e.message;
+  return { type: 'error', error: { type: anthropicErrorType(e.status), message }, ...(requestId !== undefined && { request_id: requestId }) };
 }
