@@ -462,6 +462,127 @@ describe('stored responses: scope, store false, delete, input items', () => {
   });
 });
 
+// What Codex CLI 0.169 sends (`codex exec` with a model_providers entry, wire_api = "responses"),
+// read from its requests to a gateway: hints and metadata (client_metadata with its turn, session
+// and thread ids, prompt_cache_key), reasoning summary "auto", include of encrypted reasoning,
+// store false, stream, function tools, a namespace of functions (its sub-agent tools), and, when a
+// model catalog gives it apply_patch_tool_type "freeform", apply_patch as a custom tool.
+describe("Codex CLI's requests", () => {
+  const PATCH_GRAMMAR = 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF\nend_patch: "*** End Patch" LF?\n%import common.LF\n';
+  const PATCH = '*** Begin Patch\n*** Update File: greeting.txt\n@@\n-Hello, world\n+Hello, fugu\n*** End Patch\n';
+  const codexTools = [
+    { type: 'function', name: 'exec_command', description: 'Runs a command in a PTY.', strict: false, parameters: { type: 'object', properties: { cmd: { type: 'string' } }, required: ['cmd'], additionalProperties: false } },
+    { type: 'custom', name: 'apply_patch', description: 'Use the `apply_patch` tool to edit files.', format: { type: 'grammar', syntax: 'lark', definition: PATCH_GRAMMAR } },
+    {
+      type: 'namespace', name: 'multi_agent_v1', description: 'Tools for spawning and managing sub-agents.',
+      tools: [{ type: 'function', name: 'spawn_agent', description: 'Spawn a sub-agent.', strict: false, parameters: { type: 'object', properties: { message: { type: 'string' } }, additionalProperties: false } }],
+    },
+  ] as unknown as OpenAI.Responses.Tool[];
+  const clientMetadata = { turn_id: '019a-turn', session_id: '019a-session', thread_id: '019a-thread', 'x-codex-window-id': '019a-session:0' };
+  const codexTurn = (input: OpenAI.Responses.ResponseInput, more: Record<string, unknown> = {}) =>
+    ({
+      model: 'beta',
+      input,
+      tools: codexTools,
+      tool_choice: 'auto',
+      parallel_tool_calls: true,
+      reasoning: { summary: 'auto' },
+      store: false,
+      stream: true,
+      include: ['reasoning.encrypted_content'],
+      prompt_cache_key: '019a-session',
+      client_metadata: clientMetadata,
+      metadata: { harness: 'codex' },
+      safety_identifier: 'codex-user-1',
+      ...more,
+    }) as unknown as OpenAI.Responses.ResponseCreateParamsStreaming;
+  const EDIT = "In greeting.txt, change the line 'Hello, world' to 'Hello, fugu'.";
+  const turn1: OpenAI.Responses.ResponseInput = [
+    { type: 'message', role: 'developer', content: [{ type: 'input_text', text: 'You are a coding agent running in the Codex CLI.' }] },
+    { type: 'message', role: 'user', content: [{ type: 'input_text', text: EDIT }] },
+  ];
+
+  it("accepts a turn as Codex sends it, offers its custom tool as a function of one string input and its namespace's as <namespace>__<name>, and streams the worker's call back as a custom_tool_call", async () => {
+    stubs.beta!.enqueue({ type: 'tool-calls', calls: [{ id: 'call_patch', name: 'apply_patch', arguments: JSON.stringify({ input: PATCH }) }] });
+    const { data: stream, response } = await client().responses.create(codexTurn(turn1)).withResponse();
+    const events: Json[] = [];
+    for await (const e of stream) events.push(e);
+    expect(events.map((e) => e.type)).toEqual([
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.custom_tool_call_input.delta',
+      'response.custom_tool_call_input.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    const call = { id: expect.stringMatching(/^ctc_/), type: 'custom_tool_call', status: 'completed', call_id: 'call_patch', name: 'apply_patch', input: PATCH };
+    expect(events[5].item).toEqual(call);
+    const done = events.at(-1).response;
+    expect(done.output).toEqual([call]);
+    expect([done.store, done.reasoning, done.prompt_cache_key, done.safety_identifier, done.metadata]).toEqual([false, { effort: null, summary: 'auto' }, '019a-session', 'codex-user-1', { harness: 'codex' }]);
+    expect(done.tools.map((t: Json) => t.type)).toEqual(['function', 'custom', 'namespace']);
+    // what the worker was asked: three functions; the hints only where its provider takes them (the prompt cache key, the end user)
+    const sent = stubs.beta!.requests.at(-1)!.body;
+    expect(sent.tools.map((t: Json) => t.function.name)).toEqual(['exec_command', 'apply_patch', 'multi_agent_v1__spawn_agent']);
+    expect(sent.tools[1].function.parameters).toEqual({
+      type: 'object', required: ['input'], additionalProperties: false, properties: { input: { type: 'string', description: expect.stringContaining(PATCH_GRAMMAR) } },
+    });
+    expect([sent.prompt_cache_key, sent.user, sent.client_metadata, sent.metadata, sent.reasoning_effort]).toEqual(['019a-session', 'codex-user-1', undefined, undefined, undefined]);
+    // the request's row keeps the end user and the hints as sent
+    const requestId = response.headers.get('x-request-id')!;
+    await expect.poll(async () => (await listRequests(database.db, { key: 'full', limit: 200 })).find((r) => r.requestId === requestId)).toMatchObject({
+      route: '/v1/responses', worker: 'beta', status: 200, endUser: 'codex-user-1',
+      hints: { client_metadata: clientMetadata, prompt_cache_key: '019a-session', metadata: { harness: 'codex' } },
+    });
+  });
+
+  it("takes the next turn's whole input back (store false): the custom call and its output, a namespaced function call and its output, bound to their calls", async () => {
+    const input = [
+      ...turn1,
+      { type: 'custom_tool_call', call_id: 'call_patch', name: 'apply_patch', input: PATCH, status: 'completed' },
+      { type: 'custom_tool_call_output', call_id: 'call_patch', output: 'Success. Updated the following files:\nM greeting.txt\n' },
+      { type: 'function_call', call_id: 'call_agent', name: 'spawn_agent', namespace: 'multi_agent_v1', arguments: '{"message":"review it"}' },
+      { type: 'function_call_output', call_id: 'call_agent', output: 'agent 7 started' },
+    ] as unknown as OpenAI.Responses.ResponseInput;
+    const stream = await client().responses.create(codexTurn(input));
+    let final: Json;
+    for await (const e of stream) if (e.type === 'response.completed') final = e.response;
+    expect(final.output_text ?? final.output[0].content[0].text).toBe('answer from beta');
+    expect(lastMessages(stubs.beta!)).toEqual([
+      { role: 'system', content: 'You are a coding agent running in the Codex CLI.' },
+      { role: 'user', content: EDIT },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_patch', type: 'function', function: { name: 'apply_patch', arguments: JSON.stringify({ input: PATCH }) } }] },
+      { role: 'tool', tool_call_id: 'call_patch', content: 'Success. Updated the following files:\nM greeting.txt\n' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_agent', type: 'function', function: { name: 'multi_agent_v1__spawn_agent', arguments: '{"message":"review it"}' } }] },
+      { role: 'tool', tool_call_id: 'call_agent', content: 'agent 7 started' },
+    ]);
+  });
+
+  it('a JSON (not streamed) answer names a namespaced call by its namespace and name; model fugu routes it like any other', async () => {
+    stubs.beta!.enqueue({ type: 'tool-calls', calls: [{ id: 'call_agent', name: 'multi_agent_v1__spawn_agent', arguments: '{"message":"go"}' }] });
+    const r = await client().responses.create({ ...codexTurn([{ role: 'user', content: WEATHER }]), model: 'fugu', stream: false } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    expect(r.model).toBe('beta');
+    expect(r.output).toEqual([{ id: expect.stringMatching(/^fc_/), type: 'function_call', status: 'completed', call_id: 'call_agent', name: 'spawn_agent', namespace: 'multi_agent_v1', arguments: '{"message":"go"}' }]);
+  });
+
+  it("refuses, naming the field, what the gateway's workers cannot do: Codex's web search, a reasoning summary it cannot give, other includes", async () => {
+    const before = stubs.beta!.requests.length;
+    const refusal = async (more: Record<string, unknown>) => {
+      const e = await client().responses.create(codexTurn(turn1, more)).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(OpenAI.BadRequestError);
+      return { param: (e as APIError).param, message: (e as APIError).message };
+    };
+    const web = await refusal({ tools: [...codexTools, { type: 'web_search', external_web_access: false }] });
+    expect(web.param).toBe('tools[3].type');
+    expect(web.message).toMatch(/web_search = "disabled"/);
+    expect((await refusal({ reasoning: { summary: 'detailed' } })).param).toBe('reasoning.summary');
+    expect((await refusal({ include: ['reasoning.encrypted_content', 'file_search_call.results'] })).param).toBe('include[1]');
+    expect((await refusal({ tools: [{ type: 'local_shell' }] })).param).toBe('tools[0].type');
+    expect(stubs.beta!.requests.length).toBe(before);
+  });
+});
+
 describe('bad requests: 400 naming the field', () => {
   const errorOf = async (body: unknown): Promise<{ status: number; error: Json }> => {
     const res = await post(body);
@@ -486,7 +607,7 @@ describe('bad requests: 400 naming the field', () => {
       [{ model: 'gamma', input: [{ type: 'function_call', call_id: 'c1', arguments: '{}' }] }, 'input[0].name'],
       [{ model: 'gamma', input: [{ role: 'user', content: [{ type: 'input_text' }] }] }, 'input[0].content[0].text'],
       [{ model: 'gamma', input: [{ role: 'assistant', content: [{ type: 'input_text', text: 'x' }] }] }, 'input[0].content[0].type'],
-      [{ model: 'gamma', input: 'hi', include: ['reasoning.encrypted_content'] }, 'include'],
+      [{ model: 'gamma', input: 'hi', include: ['message.output_text.logprobs'] }, 'include[0]'],
     ];
     for (const [body, param] of cases) {
       const { status, error } = await errorOf(body);

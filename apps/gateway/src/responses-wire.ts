@@ -4,8 +4,11 @@
 // (earlier turns' items, then this request's) converted to a ChatRequest of typed message parts,
 // and answers written back as a `response` object or as the SSE events of a streamed response.
 //
-// Only function tools and text/function-call items are served; built-in tools, images, files and
-// the other item kinds are refused with a 400 naming the field, never silently dropped.
+// Served: function tools, custom (freeform) tools and namespaces of them (each offered to the
+// worker as a function: ResponsesTools), and text, function-call and custom-tool-call items;
+// built-in tools, images, files and the other item kinds are refused with a 400 naming the field,
+// never silently dropped. Hints and metadata (client_metadata, metadata, prompt_cache_key,
+// safety_identifier, user, service_tier) are accepted and kept with the request's row (hintsOf).
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import type { AssistantMessage, ChatMessage, FinishReason, TextPart, ToolCall, ToolCallPart, ToolChoice, ToolDefinition, Usage } from '@fugu/core';
@@ -38,6 +41,7 @@ const functionCallItem = z
     call_id: z.string().min(1),
     name: z.string().min(1),
     arguments: z.string(),
+    namespace: z.string().min(1).nullable().optional(),
     id: z.string().min(1).nullable().optional(),
     status: itemStatus,
   })
@@ -53,7 +57,35 @@ const functionCallOutputItem = z
   })
   .loose();
 
-const inputItem = z.discriminatedUnion('type', [messageItem, functionCallItem, functionCallOutputItem]);
+const customToolCallItem = z
+  .object({
+    type: z.literal('custom_tool_call'),
+    call_id: z.string().min(1),
+    name: z.string().min(1),
+    input: z.string(),
+    namespace: z.string().min(1).nullable().optional(),
+    id: z.string().min(1).nullable().optional(),
+    status: itemStatus,
+  })
+  .loose();
+
+const customToolCallOutputItem = z
+  .object({
+    type: z.literal('custom_tool_call_output'),
+    call_id: z.string().min(1),
+    output: z.union([z.string(), z.array(inputText)]),
+    id: z.string().min(1).nullable().optional(),
+    status: itemStatus,
+  })
+  .loose();
+
+const inputItem = z.discriminatedUnion('type', [messageItem, functionCallItem, functionCallOutputItem, customToolCallItem, customToolCallOutputItem]);
+
+/** A tool's options that change nothing when left at their defaults (checked by checkTool). */
+const toolOptions = {
+  defer_loading: z.literal(false, { error: 'deferred tools (discovered by tool search) are not supported by the gateway: offer the tool itself' }).nullable().optional(),
+  async: z.literal(false, { error: 'asynchronous tool results are not supported by the gateway' }).nullable().optional(),
+};
 
 const functionTool = z
   .object({
@@ -62,8 +94,40 @@ const functionTool = z
     description: z.string().nullable().optional(),
     parameters: toolParametersSchema.nullable().optional(),
     strict: z.boolean().nullable().optional(),
+    ...toolOptions,
   })
   .loose();
+
+/** A custom (freeform) tool's input format: unconstrained text, or text in a grammar (Lark or a regex). */
+const customFormat = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text') }).strict(),
+  z.object({ type: z.literal('grammar'), syntax: z.enum(['lark', 'regex']), definition: z.string().min(1) }).strict(),
+]);
+
+const customTool = z
+  .object({
+    type: z.literal('custom'),
+    name: z.string().min(1),
+    description: z.string().nullable().optional(),
+    format: customFormat.nullable().optional(),
+    ...toolOptions,
+  })
+  .loose();
+
+const namespaceTool = z
+  .object({
+    type: z.literal('namespace'),
+    name: z.string().min(1),
+    description: z.string().nullable().optional(),
+    tools: z.array(z.discriminatedUnion('type', [functionTool, customTool])).min(1),
+  })
+  .loose();
+
+export const toolSchema = z.discriminatedUnion('type', [functionTool, customTool, namespaceTool]);
+export type WireTool = z.infer<typeof toolSchema>;
+
+/** `client_metadata`: the client's own tags for the request (Codex: its turn, session and thread ids), recorded with the request's row, not sent to the worker. */
+export const CLIENT_METADATA_LIMITS = { keys: 32, keyChars: 64, valueChars: 8192 } as const;
 
 const textFormat = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text') }).strict(),
@@ -85,9 +149,12 @@ export const responsesRequestSchema = z
     // a string input is made one user message before parsing (parseResponsesRequest)
     input: z.array(inputItem, { error: 'must be a string or a list of input items' }).min(1),
     instructions: z.string().nullable().optional(),
-    tools: z.array(functionTool).nullable().optional(),
+    tools: z.array(toolSchema).nullable().optional(),
     tool_choice: z
-      .union([z.enum(['auto', 'none', 'required']), z.object({ type: z.literal('function'), name: z.string().min(1) }).strict()])
+      .union([
+        z.enum(['auto', 'none', 'required']),
+        z.object({ type: z.enum(['function', 'custom']), name: z.string().min(1), namespace: z.string().min(1).nullable().optional() }).strict(),
+      ])
       .nullable()
       .optional(),
     parallel_tool_calls: z.boolean().nullable().optional(),
@@ -102,8 +169,9 @@ export const responsesRequestSchema = z
     reasoning: z
       .object({
         effort: z.enum(['minimal', 'low', 'medium', 'high']).nullable().optional(),
-        summary: z.null({ error: 'reasoning summaries are not supported by the gateway' }).optional(),
-        generate_summary: z.null({ error: 'reasoning summaries are not supported by the gateway' }).optional(),
+        // "auto": a summary when the model gives one; the workers behind the gateway give none (no reasoning items)
+        summary: z.literal('auto', { error: 'only "auto" is supported: the workers behind the gateway return no reasoning summaries' }).nullable().optional(),
+        generate_summary: z.literal('auto', { error: 'only "auto" is supported: the workers behind the gateway return no reasoning summaries' }).nullable().optional(),
       })
       .strict()
       .nullable()
@@ -111,6 +179,11 @@ export const responsesRequestSchema = z
     metadata: z
       .record(z.string().max(64), z.string().max(512))
       .refine((m) => Object.keys(m).length <= 16, 'at most 16 keys')
+      .nullable()
+      .optional(),
+    client_metadata: z
+      .record(z.string().max(CLIENT_METADATA_LIMITS.keyChars), z.string().max(CLIENT_METADATA_LIMITS.valueChars))
+      .refine((m) => Object.keys(m).length <= CLIENT_METADATA_LIMITS.keys, `at most ${CLIENT_METADATA_LIMITS.keys} keys`)
       .nullable()
       .optional(),
     user: z.string().nullable().optional(),
@@ -122,7 +195,8 @@ export const responsesRequestSchema = z
     service_tier: z.string().min(1).nullable().optional(),
     prompt_cache_key: z.string().nullable().optional(),
     truncation: z.literal('disabled', { error: 'only "disabled" is supported (the gateway never truncates a conversation)' }).nullable().optional(),
-    include: z.array(z.string()).max(0, { error: 'no extra output data is available from the gateway (send [] or leave it out)' }).nullable().optional(),
+    // what a response may include (INCLUDABLE); checkResponsesFields refuses the rest, naming include[i]
+    include: z.array(z.string()).nullable().optional(),
     background: z.literal(false, { error: 'background responses are not supported by the gateway' }).nullable().optional(),
     /** fugu's extension, as on chat completions: the cost preference and a subset of the key's workers */
     fugu: chatRequestSchema.shape.fugu,
@@ -166,13 +240,64 @@ const BUILT_IN_TOOLS = new Set([
   'programmatic_tool_calling',
 ]);
 
-const ITEM_TYPES = 'message, function_call or function_call_output';
+/**
+ * OpenAI's shell and patch tools run on the client but are typed by OpenAI's models only (a
+ * `local_shell_call` item with an argv action, an `apply_patch_call` with a diff operation): a
+ * chat worker has no such tool. The same tools as function or custom tools are served; Codex
+ * declares them so for any model that is not one of OpenAI's (`exec_command` / `shell_command`
+ * functions, `apply_patch` as a custom tool).
+ */
+const HOSTED_SHELL_NOTE: Readonly<Record<string, string>> = {
+  local_shell: ' (local_shell is the codex-mini models\' own shell tool; offer a shell as a function tool, as Codex does for other models)',
+  shell: ' (offer a shell as a function tool, as Codex does for models that are not OpenAI\'s)',
+  apply_patch: ' (offer apply_patch as a custom tool, as Codex does with apply_patch_tool_type "freeform")',
+};
+
+const ITEM_TYPES = 'message, function_call, function_call_output, custom_tool_call or custom_tool_call_output';
+const SERVED_ITEMS = new Set(['message', 'function_call', 'function_call_output', 'custom_tool_call', 'custom_tool_call_output']);
+
+/**
+ * What `include` may name: `reasoning.encrypted_content` asks for the encrypted reasoning of the
+ * reasoning items, for a client that sends them back with store: false (Codex). The workers behind
+ * the gateway give no reasoning items, so there is nothing to include and nothing to send back;
+ * the request is served as asked. Every other value asks for data the gateway does not have.
+ */
+export const INCLUDABLE: Readonly<Record<string, string>> = {
+  'reasoning.encrypted_content': 'accepted: the answers have no reasoning items, so there is no encrypted reasoning to include',
+};
+
+const NOT_INCLUDABLE: Readonly<Record<string, string>> = {
+  'message.output_text.logprobs': 'log probabilities are not supported on /v1/responses (ask /v1/chat/completions with logprobs)',
+  'message.input_image.image_url': 'images are not supported on /v1/responses by the gateway',
+  'computer_call_output.output.image_url': 'built-in tools are not supported by the gateway',
+  'file_search_call.results': 'built-in tools are not supported by the gateway',
+  'web_search_call.results': 'built-in tools are not supported by the gateway',
+  'web_search_call.action.sources': 'built-in tools are not supported by the gateway',
+  'code_interpreter_call.outputs': 'built-in tools are not supported by the gateway',
+};
+
+/** A tool of `tools` (or of a namespace's `tools`) whose type the gateway does not serve: the 400 naming it. */
+function checkToolType(t: unknown, at: string, inNamespace: boolean): void {
+  const type = isObject(t) ? t.type : undefined;
+  if (type === 'function' || type === 'custom') return;
+  if (type === 'namespace' && !inNamespace) {
+    const inner = isObject(t) ? t.tools : undefined;
+    if (Array.isArray(inner)) inner.forEach((x, j) => checkToolType(x, `${at.slice(0, -'.type'.length)}.tools[${j}].type`, true));
+    return;
+  }
+  const served = inNamespace ? 'function or custom tools' : 'function tools, custom tools and namespaces of them';
+  if (type === 'web_search' || type === 'web_search_preview') {
+    throw badField(at, `the built-in tool "${type}" is not supported by the gateway: only ${served} are served (Codex: set web_search = "disabled" in its config.toml)`);
+  }
+  if (typeof type === 'string' && BUILT_IN_TOOLS.has(type)) throw badField(at, `the built-in tool "${type}" is not supported by the gateway: only ${served} are served${HOSTED_SHELL_NOTE[type] ?? ''}`);
+  throw badField(at, type === undefined ? 'is required ("function", "custom" or "namespace")' : `"${String(type)}" is not supported: only ${served} are served`);
+}
 
 /**
  * What the schema cannot say well: unknown and refused top-level fields, built-in tools, item and
- * content-part kinds the gateway does not serve, the tool choice and text format kinds. Each is a
- * 400 naming the field. Runs before the schema, so the schema's discriminated unions only see
- * kinds they know.
+ * content-part kinds the gateway does not serve, the tool choice and text format kinds, the values
+ * of `include`. Each is a 400 naming the field. Runs before the schema, so the schema's
+ * discriminated unions only see kinds they know.
  */
 export function checkResponsesFields(body: Record<string, unknown>): void {
   const known = responsesRequestSchema.shape;
@@ -185,19 +310,21 @@ export function checkResponsesFields(body: Record<string, unknown>): void {
   if (isObject(body.fugu) && body.fugu.conversation !== undefined && body.fugu.conversation !== null) {
     throw badField('fugu.conversation', 'on /v1/responses a conversation is its chain of responses: continue one with previous_response_id');
   }
-  if (Array.isArray(body.tools)) {
-    body.tools.forEach((t: unknown, i) => {
-      const type = isObject(t) ? t.type : undefined;
-      if (type === 'function') return;
-      if (typeof type === 'string' && BUILT_IN_TOOLS.has(type)) throw badField(`tools[${i}].type`, `the built-in tool "${type}" is not supported by the gateway: only function tools (type "function") are served`);
-      throw badField(`tools[${i}].type`, type === undefined ? 'is required ("function")' : `"${String(type)}" is not supported: only function tools (type "function") are served`);
-    });
-  }
+  if (Array.isArray(body.tools)) body.tools.forEach((t: unknown, i) => checkToolType(t, `tools[${i}].type`, false));
   const tc = body.tool_choice;
-  if (isObject(tc) && tc.type !== 'function') throw badField('tool_choice.type', `${JSON.stringify(tc.type ?? null)} is not supported: send "auto", "none", "required" or {"type": "function", "name": ...}`);
+  if (isObject(tc) && tc.type !== 'function' && tc.type !== 'custom') {
+    throw badField('tool_choice.type', `${JSON.stringify(tc.type ?? null)} is not supported: send "auto", "none", "required", {"type": "function", "name": ...} or {"type": "custom", "name": ...}`);
+  }
   const format = isObject(body.text) ? body.text.format : undefined;
   if (isObject(format) && !['text', 'json_object', 'json_schema'].includes(format.type as string)) {
     throw badField('text.format.type', 'must be one of text, json_object or json_schema');
+  }
+  if (Array.isArray(body.include)) {
+    body.include.forEach((v: unknown, i) => {
+      if (typeof v === 'string' && v in INCLUDABLE) return;
+      const why = typeof v === 'string' ? NOT_INCLUDABLE[v] : undefined;
+      throw badField(`include[${i}]`, why ?? `${JSON.stringify(v)} is not available from the gateway (it can include: ${Object.keys(INCLUDABLE).join(', ')})`);
+    });
   }
   if (Array.isArray(body.input)) body.input.forEach((item: unknown, i) => checkItem(item, i));
 }
@@ -207,7 +334,7 @@ function checkItem(item: unknown, i: number): void {
   const type = item.type ?? (item.role !== undefined ? 'message' : undefined);
   if (type === undefined) throw badField(`input[${i}].type`, `is required (${ITEM_TYPES})`);
   if (type === 'item_reference') throw badField(`input[${i}].type`, 'item references are not supported: send the item itself, or continue with previous_response_id');
-  if (type !== 'message' && type !== 'function_call' && type !== 'function_call_output') {
+  if (typeof type !== 'string' || !SERVED_ITEMS.has(type)) {
     throw badField(`input[${i}].type`, `${JSON.stringify(type)} items are not supported by the gateway (only ${ITEM_TYPES})`);
   }
   if (type !== 'message' || !Array.isArray(item.content)) return;
@@ -259,15 +386,19 @@ export type RefusalPart = { type: 'refusal'; refusal: string };
 export type ItemStatus = 'in_progress' | 'completed' | 'incomplete';
 export type InputMessageItem = { id: string; type: 'message'; status: 'completed'; role: 'user' | 'system' | 'developer'; content: InputTextPart[] };
 export type OutputMessageItem = { id: string; type: 'message'; status: ItemStatus; role: 'assistant'; content: Array<OutputTextPart | RefusalPart> };
-export type FunctionCallItem = { id: string; type: 'function_call'; status: ItemStatus; arguments: string; call_id: string; name: string };
+export type FunctionCallItem = { id: string; type: 'function_call'; status: ItemStatus; arguments: string; call_id: string; name: string; namespace?: string };
 export type FunctionCallOutputItem = { id: string; type: 'function_call_output'; status: 'completed'; call_id: string; output: string };
+export type CustomToolCallItem = { id: string; type: 'custom_tool_call'; status: ItemStatus; input: string; call_id: string; name: string; namespace?: string };
+export type CustomToolCallOutputItem = { id: string; type: 'custom_tool_call_output'; status: 'completed'; call_id: string; output: string };
 
 /** An item of a conversation as stored: OpenAI's item shapes, each with an id. */
-export type ConversationItem = InputMessageItem | OutputMessageItem | FunctionCallItem | FunctionCallOutputItem;
+export type ConversationItem = InputMessageItem | OutputMessageItem | FunctionCallItem | FunctionCallOutputItem | CustomToolCallItem | CustomToolCallOutputItem;
 
 const hex = (bytes: number): string => randomBytes(bytes).toString('hex');
 export const newResponseId = (): string => `resp_${hex(24)}`;
-export const newItemId = (prefix: 'msg' | 'fc' | 'fco'): string => `${prefix}_${hex(24)}`;
+export const newItemId = (prefix: 'msg' | 'fc' | 'fco' | 'ctc' | 'ctco'): string => `${prefix}_${hex(24)}`;
+
+const joinedText = (o: string | ReadonlyArray<{ text: string }>): string => (typeof o === 'string' ? o : o.map((p) => p.text).join(''));
 
 /** This request's input as conversation items, each with an id (the client's, else a new one). */
 export function normaliseInput(input: WireResponsesRequest['input']): ConversationItem[] {
@@ -285,11 +416,108 @@ export function normaliseInput(input: WireResponsesRequest['input']): Conversati
         return { id, type: 'message', status: 'completed', role: it.role, content };
       }
       case 'function_call':
-        return { id: it.id || newItemId('fc'), type: 'function_call', status: 'completed', arguments: it.arguments, call_id: it.call_id, name: it.name };
+        return { id: it.id || newItemId('fc'), type: 'function_call', status: 'completed', arguments: it.arguments, call_id: it.call_id, name: it.name, ...(it.namespace != null && { namespace: it.namespace }) };
       case 'function_call_output':
-        return { id: it.id || newItemId('fco'), type: 'function_call_output', status: 'completed', call_id: it.call_id, output: typeof it.output === 'string' ? it.output : it.output.map((p) => p.text).join('') };
+        return { id: it.id || newItemId('fco'), type: 'function_call_output', status: 'completed', call_id: it.call_id, output: joinedText(it.output) };
+      case 'custom_tool_call':
+        return { id: it.id || newItemId('ctc'), type: 'custom_tool_call', status: 'completed', input: it.input, call_id: it.call_id, name: it.name, ...(it.namespace != null && { namespace: it.namespace }) };
+      case 'custom_tool_call_output':
+        return { id: it.id || newItemId('ctco'), type: 'custom_tool_call_output', status: 'completed', call_id: it.call_id, output: joinedText(it.output) };
     }
   });
+}
+
+// ---- tools ------------------------------------------------------------------------------------
+
+/** Between a namespace and a member's name in the name the worker sees (function names are `[A-Za-z0-9_-]`: no dot). */
+export const NAMESPACE_SEPARATOR = '__';
+
+/** A tool's name as the worker sees it: a namespace's member is `<namespace>__<name>`. */
+export const workerToolName = (name: string, namespace?: string | null): string => (namespace ? `${namespace}${NAMESPACE_SEPARATOR}${name}` : name);
+
+type ToolEntry = { kind: 'function' | 'custom'; name: string; namespace?: string };
+
+/** The note a custom tool's one `input` parameter carries: what the client's tool reads (its grammar, when it has one). */
+function customInputNote(t: Extract<WireTool, { type: 'custom' }>): string {
+  const f = t.format;
+  if (!f || f.type === 'text') return 'The whole input of the tool, as free text.';
+  return `The whole input of the tool, as text in this ${f.syntax === 'lark' ? 'Lark grammar' : 'regular expression'} (the tool refuses other text):\n${f.definition}`;
+}
+
+/**
+ * The request's tools as the worker sees them, and the way back. A function tool is itself. A
+ * custom (freeform) tool, whose input is text rather than JSON, is offered as a function with one
+ * string parameter `input` (its grammar, when it has one, in that parameter's description: a
+ * chat worker is not constrained by it, the client's tool checks it, as Codex's apply_patch
+ * does); the worker's call comes back as a `custom_tool_call` item whose `input` is that string.
+ * A namespace's members are offered as `<namespace>__<name>` and come back with their
+ * `namespace` and own `name`. Two tools that the worker would see under one name are a 400.
+ */
+export class ResponsesTools {
+  readonly definitions: ToolDefinition[] = [];
+  readonly #entries = new Map<string, ToolEntry>();
+
+  constructor(tools: readonly WireTool[] | null | undefined) {
+    (tools ?? []).forEach((t, i) => {
+      if (t.type === 'namespace') t.tools.forEach((m, j) => this.#add(m, `tools[${i}].tools[${j}].name`, t.name, t.description ?? undefined));
+      else this.#add(t, `tools[${i}].name`);
+    });
+  }
+
+  #add(t: Extract<WireTool, { type: 'function' | 'custom' }>, at: string, namespace?: string, namespaceDescription?: string): void {
+    const name = workerToolName(t.name, namespace);
+    if (this.#entries.has(name)) throw badField(at, `a tool named "${name}" is given twice (a namespace's tools are offered to the worker as <namespace>${NAMESPACE_SEPARATOR}<name>)`);
+    this.#entries.set(name, { kind: t.type, name: t.name, ...(namespace !== undefined && { namespace }) });
+    const about = [namespace !== undefined ? `[${namespace}${namespaceDescription ? `: ${namespaceDescription}` : ''}]` : '', t.description ?? ''].filter(Boolean).join(' ');
+    const parameters =
+      t.type === 'function'
+        ? (t.parameters ?? { type: 'object', properties: {} })
+        : { type: 'object', properties: { input: { type: 'string', description: customInputNote(t) } }, required: ['input'], additionalProperties: false };
+    this.definitions.push({ name, ...(about && { description: about }), parameters });
+  }
+
+  /** tool_choice naming one of the tools, as the worker sees it (a 400 naming tool_choice.name when it is not one of them, or of another kind). */
+  choice(tc: { type: 'function' | 'custom'; name: string; namespace?: string | null }): ToolChoice {
+    const name = workerToolName(tc.name, tc.namespace);
+    const e = this.#entries.get(name);
+    if (!e) throw badField('tool_choice.name', `"${name}" is not one of the tools`);
+    if (e.kind !== tc.type) throw badField('tool_choice.type', `"${name}" is a ${e.kind} tool, not a ${tc.type} tool`);
+    return { name };
+  }
+
+  /** A worker's tool call as its output item: a function_call, or a custom_tool_call for a custom tool (with the namespace of a namespace's tool). */
+  item(c: ToolCall, status: ItemStatus, id?: string): FunctionCallItem | CustomToolCallItem {
+    const e = this.#entries.get(c.name);
+    const ns = e?.namespace !== undefined ? { namespace: e.namespace } : {};
+    if (e?.kind === 'custom') return { id: id ?? newItemId('ctc'), type: 'custom_tool_call', status, input: customInputOf(c.arguments), call_id: callIdOf(c), name: e.name, ...ns };
+    return { id: id ?? newItemId('fc'), type: 'function_call', status, arguments: c.arguments, call_id: callIdOf(c), name: e?.name ?? c.name, ...ns };
+  }
+}
+
+/** A custom tool's input from the worker's arguments: their `input` string (or their one string value); arguments that are no JSON object are the input as they are. */
+export function customInputOf(args: string): string {
+  let v: unknown;
+  try {
+    v = JSON.parse(args);
+  } catch {
+    return args;
+  }
+  if (!isObject(v)) return typeof v === 'string' ? v : args;
+  if (typeof v.input === 'string') return v.input;
+  const strings = Object.values(v).filter((x): x is string => typeof x === 'string');
+  return strings.length === 1 ? strings[0]! : args;
+}
+
+/** The tools as a response echoes them (OpenAI's shapes, null where the request left a field out). */
+function echoTool(t: WireTool): Record<string, unknown> {
+  switch (t.type) {
+    case 'function':
+      return { type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? null };
+    case 'custom':
+      return { type: 'custom', name: t.name, description: t.description ?? null, format: t.format ?? { type: 'text' } };
+    case 'namespace':
+      return { type: 'namespace', name: t.name, description: t.description ?? '', tools: t.tools.map(echoTool) };
+  }
 }
 
 const messageText = (m: InputMessageItem | OutputMessageItem): string => m.content.map((p) => (p.type === 'refusal' ? p.refusal : p.text)).join('');
@@ -348,15 +576,20 @@ export function conversationMessages(history: readonly ConversationItem[], own: 
         }
         break;
       case 'function_call':
-        into(at).push({ type: 'tool-call', id: item.call_id, name: item.name, arguments: item.arguments });
-        callNames.set(item.call_id, item.name);
+      case 'custom_tool_call': {
+        const name = workerToolName(item.name, item.namespace);
+        const args = item.type === 'function_call' ? item.arguments : JSON.stringify({ input: item.input });
+        into(at).push({ type: 'tool-call', id: item.call_id, name, arguments: args });
+        callNames.set(item.call_id, name);
         break;
-      case 'function_call_output': {
+      }
+      case 'function_call_output':
+      case 'custom_tool_call_output': {
         flush();
         const name = callNames.get(item.call_id);
         if (name === undefined) {
           const where = at >= 0 ? `input[${at}].call_id` : 'previous_response_id';
-          throw badField(where, `"${item.call_id}" answers no function_call earlier in this conversation`);
+          throw badField(where, `"${item.call_id}" answers no function_call or custom_tool_call earlier in this conversation`);
         }
         push({ role: 'tool', content: [{ type: 'tool-result', toolCallId: item.call_id, name, content: item.output }] }, origin);
         break;
@@ -415,20 +648,11 @@ export async function inResponsesTerms<T>(call: () => Promise<T>, origins: reado
 /** The request's parameters on a ChatRequest of these messages (`store` and `metadata` are the gateway's, not the worker's). */
 export function toResponsesChatRequest(body: WireResponsesRequest, messages: ChatMessage[]): ChatRequest {
   const req: ChatRequest = { messages };
-  if (body.tools && body.tools.length > 0) {
-    req.tools = body.tools.map(
-      (t): ToolDefinition => ({
-        name: t.name,
-        ...(t.description != null && { description: t.description }),
-        parameters: t.parameters ?? { type: 'object', properties: {} },
-      }),
-    );
-  }
+  const tools = new ResponsesTools(body.tools);
+  if (tools.definitions.length > 0) req.tools = tools.definitions;
   if (body.tool_choice != null) {
     const tc = body.tool_choice;
-    const choice: ToolChoice = typeof tc === 'string' ? tc : { name: tc.name };
-    if (typeof choice === 'object' && !req.tools?.some((t) => t.name === choice.name)) throw badField('tool_choice.name', `"${choice.name}" is not one of the tools`);
-    req.toolChoice = choice;
+    req.toolChoice = typeof tc === 'string' ? tc : tools.choice(tc);
   }
   if (body.temperature != null) req.temperature = body.temperature;
   if (body.top_p != null) req.topP = body.top_p;
@@ -502,14 +726,12 @@ export const outputMessage = (text: string, status: ItemStatus, id = newItemId('
   content: [{ type: 'output_text', text, annotations: [] }],
 });
 
-export const functionCall = (c: ToolCall, status: ItemStatus, id = newItemId('fc')): FunctionCallItem => ({ id, type: 'function_call', status, arguments: c.arguments, call_id: callIdOf(c), name: c.name });
-
-/** A whole answer's output items: the message when there is text, then one function_call per tool call. */
-export function outputItems(r: ChatResult): ConversationItem[] {
+/** A whole answer's output items: the message when there is text, then one function_call (custom_tool_call for a custom tool) per tool call. */
+export function outputItems(r: ChatResult, tools: ResponsesTools): ConversationItem[] {
   const { status } = statusOf(r.finishReason);
   const items: ConversationItem[] = [];
   if (r.text) items.push(outputMessage(r.text, status === 'incomplete' ? 'incomplete' : 'completed'));
-  for (const c of r.toolCalls) items.push(functionCall(c, 'completed'));
+  for (const c of r.toolCalls) items.push(tools.item(c, 'completed'));
   return items;
 }
 
@@ -521,12 +743,15 @@ export function outputItems(r: ChatResult): ConversationItem[] {
 export class ResponseObject {
   readonly id: string;
   readonly createdAt: number;
+  /** the request's tools and the way from a worker's tool call back to its output item */
+  readonly tools: ResponsesTools;
   readonly #body: WireResponsesRequest;
   readonly #store: boolean;
 
   constructor(body: WireResponsesRequest, store: boolean, id = newResponseId(), createdAt = Math.floor(Date.now() / 1000)) {
     this.id = id;
     this.createdAt = createdAt;
+    this.tools = new ResponsesTools(body.tools);
     this.#body = body;
     this.#store = store;
   }
@@ -559,14 +784,14 @@ export class ResponseObject {
       parallel_tool_calls: b.parallel_tool_calls ?? true,
       previous_response_id: b.previous_response_id ?? null,
       prompt_cache_key: b.prompt_cache_key ?? null,
-      reasoning: { effort: b.reasoning?.effort ?? null, summary: null },
+      reasoning: { effort: b.reasoning?.effort ?? null, summary: b.reasoning?.summary ?? null },
       safety_identifier: b.safety_identifier ?? null,
       service_tier: b.service_tier ?? null,
       store: this.#store,
       temperature: b.temperature ?? null,
       text: { format: b.text?.format ?? { type: 'text' }, verbosity: b.text?.verbosity ?? null },
       tool_choice: b.tool_choice ?? 'auto',
-      tools: (b.tools ?? []).map((t) => ({ type: 'function', name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? null })),
+      tools: (b.tools ?? []).map(echoTool),
       top_logprobs: 0,
       top_p: b.top_p ?? null,
       truncation: 'disabled',
@@ -581,7 +806,7 @@ export class ResponseObject {
 
 /** What POST /v1/responses answers for a whole answer (`shell`: the request's response object), and its output items. */
 export function completedResponse(shell: ResponseObject, c: Completion): { response: Record<string, unknown>; output: ConversationItem[] } {
-  const output = outputItems(c.result);
+  const output = outputItems(c.result, shell.tools);
   const { status, incomplete } = statusOf(c.result.finishReason);
   const response = shell.build({ status, model: c.model ?? c.worker, output, usage: responsesUsage(c.result.usage, c.cost, c.usageExtra), incomplete, ...(c.extension && { extension: c.extension }) });
   return { response, output };
@@ -600,6 +825,12 @@ export class ResponseEventWriter {
   #seq = 0;
   readonly output: ConversationItem[] = [];
   #message: { item: OutputMessageItem; index: number; text: string } | undefined;
+  readonly #tools: ResponsesTools;
+
+  /** `tools`: the request's (a custom tool's call is a custom_tool_call item) */
+  constructor(tools: ResponsesTools = new ResponsesTools([])) {
+    this.#tools = tools;
+  }
 
   event(type: string, fields: Record<string, unknown>): string {
     return `event: ${type}\ndata: ${JSON.stringify({ type, ...fields, sequence_number: this.#seq++ })}\n\n`;
@@ -610,7 +841,9 @@ export class ResponseEventWriter {
     return this.event('response.created', { response }) + this.event('response.in_progress', { response });
   }
 
+  /** A text delta (an empty one writes nothing: no message item is opened for it). */
   text(delta: string): string {
+    if (delta === '') return '';
     let out = '';
     if (!this.#message) {
       const item = outputMessage('', 'in_progress');
@@ -651,15 +884,25 @@ export class ResponseEventWriter {
     m.item.status = 'incomplete';
   }
 
-  /** A whole tool call (adapters assemble streamed fragments): one function_call item. */
+  /**
+   * A whole tool call (adapters assemble streamed fragments): one function_call item (added,
+   * arguments delta, arguments done, done), or for a custom tool one custom_tool_call item (added,
+   * input delta, input done, done).
+   */
   toolCall(c: ToolCall): string {
     let out = this.closeMessage();
-    const done = functionCall(c, 'completed');
+    const done = this.#tools.item(c, 'completed');
     const index = this.output.length;
     this.output.push(done);
-    out += this.event('response.output_item.added', { output_index: index, item: { ...done, status: 'in_progress', arguments: '' } });
-    if (done.arguments) out += this.event('response.function_call_arguments.delta', { item_id: done.id, output_index: index, delta: done.arguments });
-    out += this.event('response.function_call_arguments.done', { item_id: done.id, output_index: index, arguments: done.arguments });
+    if (done.type === 'custom_tool_call') {
+      out += this.event('response.output_item.added', { output_index: index, item: { ...done, status: 'in_progress', input: '' } });
+      if (done.input) out += this.event('response.custom_tool_call_input.delta', { item_id: done.id, output_index: index, delta: done.input });
+      out += this.event('response.custom_tool_call_input.done', { item_id: done.id, output_index: index, input: done.input });
+    } else {
+      out += this.event('response.output_item.added', { output_index: index, item: { ...done, status: 'in_progress', arguments: '' } });
+      if (done.arguments) out += this.event('response.function_call_arguments.delta', { item_id: done.id, output_index: index, delta: done.arguments });
+      out += this.event('response.function_call_arguments.done', { item_id: done.id, output_index: index, arguments: done.arguments });
+    }
     return out + this.event('response.output_item.done', { output_index: index, item: structuredClone(done) });
   }
 

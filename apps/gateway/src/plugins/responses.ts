@@ -19,6 +19,7 @@ import { deleteStoredResponse, getResponseChain, getStoredResponse, insertStored
 import { scrub } from '@fugu/telemetry';
 import type { Caller, GatewayContext } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
+import { RESPONSES_HINTS, hintsOf } from '../hints.ts';
 import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import {
   ResponseEventWriter,
@@ -68,6 +69,10 @@ export async function responsesPlugin(app: FastifyInstance, { ctx, models }: { c
     const body = parseResponsesRequest(request.body);
     rec.model = body.model;
     rec.stream = body.stream === true;
+    // the end user (safety_identifier replaces user in OpenAI's API) and the hints, kept with the request's row
+    const endUser = body.safety_identifier ?? body.user;
+    if (endUser != null) rec.endUser = endUser;
+    rec.hints = hintsOf(body, RESPONSES_HINTS);
     const handler = models.get(body.model);
     if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
     const keyId = caller.key?.id ?? null;
@@ -191,7 +196,7 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
   const { signal } = input;
   rec.worker = a.worker;
   const raw = openEventStream(reply, a.headers);
-  const w = new ResponseEventWriter();
+  const w = new ResponseEventWriter(shell.tools);
   const model = a.model ?? a.worker;
   // the row goes into the record journal before the answer's final events
   const seal = async () => {
