@@ -27,7 +27,23 @@ export type ScriptSpec = {
   failures: { rateLimit: number; serverError: number; timeout: number };
   /** when tools are offered: `auto` (the best-matching tool), `none`, or a tool's name */
   tools: string;
+  /**
+   * the tool calls a script makes by rule, before `tools` decides (the pool file's `tool_rules`):
+   * in order, the first whose tool is offered, whose `when` matches the last user message and
+   * whose `after` is the tools already called since it; for driving a client's own tools (a coding
+   * harness's Read, Edit, apply_patch) with the arguments their schemas ask for
+   */
+  toolRules?: ScriptToolRule[];
 };
+
+/**
+ * A scripted worker's rule for one tool call. `when`: a regular expression (JavaScript syntax,
+ * case-insensitive) searched in the last user message; `arguments`: the call's arguments, whose
+ * strings are templates: `$0`..`$9` the match and its groups, `{{cwd}}` the client's working
+ * directory as its prompt states it, `$$` a dollar sign; `after`: the tools this agent has called
+ * since that message, in order (default none: the first call).
+ */
+export type ScriptToolRule = { when: string; tool: string; arguments: Record<string, unknown>; after?: string[] };
 
 export type WorkerSpec = {
   /** unique name in the pool; what routers choose and reports show */

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InputError, type WorkerPool } from '@fugu/core';
+import { REPO_ROOT } from './llmrouter.ts';
 import { loadWorkerPool, parseWorkerPool, resolvePool, writeWorkerPool } from './pool.ts';
 
 let dir: string;
@@ -182,5 +183,31 @@ describe('pool files on disk', () => {
     expect(() => parseWorkerPool(one('{ failures: { rate_limit: 0.7, server_error: 0.5 } }'), 'p.yaml')).toThrow(/workers\[0\]\.script\.failures: .*add up to more than 1/);
     expect(() => parseWorkerPool(one('{ style: poetic }'), 'p.yaml')).toThrow(/workers\[0\]\.script\.style: script\.style must be one of concise, detailed, echo/);
     expect(() => parseWorkerPool(one('{ latency: 5 }'), 'p.yaml')).toThrow(/unknown field "latency"/);
+  });
+
+  it("a scripted worker's tool rules: read in order, written and loaded back (the harness pool too); a bad rule names its field", async () => {
+    const one = (rules: string) => `name: s\nworkers:\n  - name: w\n    provider: scripted\n    model: m\n    price: { input: "0", output: "0" }\n    script:\n      tools: none\n      tool_rules:\n${rules}`;
+    const pool = parseWorkerPool(
+      one(`        - { when: "code word in (\\\\S+)", tool: Read, arguments: { file_path: "{{cwd}}/$1" } }\n        - { when: "change", tool: Edit, after: [Read], arguments: { old_string: "$1", n: 2 } }\n        - { when: "x", tool: Bash }\n`),
+      'p.yaml',
+    );
+    expect(pool.workers[0]!.script).toEqual({
+      tools: 'none',
+      toolRules: [
+        { when: 'code word in (\\S+)', tool: 'Read', arguments: { file_path: '{{cwd}}/$1' } },
+        { when: 'change', tool: 'Edit', after: ['Read'], arguments: { old_string: '$1', n: 2 } },
+        { when: 'x', tool: 'Bash', arguments: {} },
+      ],
+    });
+    const p = join(dir, 'rules.yaml');
+    await writeWorkerPool(p, pool);
+    expect(await loadWorkerPool(p)).toEqual(pool);
+    const harness = await loadWorkerPool(join(REPO_ROOT, 'data', 'pools', 'harness.yaml'));
+    expect(harness.workers.every((w) => (w.script?.toolRules?.length ?? 0) > 0)).toBe(true);
+    expect(() => parseWorkerPool(one('        - { when: "(unclosed", tool: Read }\n'), 'p.yaml')).toThrow(/p\.yaml:10, field workers\[0\]\.script\.tool_rules\[0\]\.when: when is not a valid regular expression/);
+    expect(() => parseWorkerPool(one('        - { when: "x" }\n'), 'p.yaml')).toThrow(/field workers\[0\]\.script\.tool_rules\[0\]\.tool: missing tool/);
+    expect(() => parseWorkerPool(one('        - { when: "x", tool: Read, arguments: [1] }\n'), 'p.yaml')).toThrow(/field workers\[0\]\.script\.tool_rules\[0\]\.arguments: arguments must be a mapping/);
+    expect(() => parseWorkerPool(one('        - { when: "x", tool: Read, after: Read }\n'), 'p.yaml')).toThrow(/field workers\[0\]\.script\.tool_rules\[0\]\.after: after must be a list of tool names/);
+    expect(() => parseWorkerPool(one('        - { when: "x", tool: Read, then: Edit }\n'), 'p.yaml')).toThrow(/field workers\[0\]\.script\.tool_rules\[0\]\.then: unknown field "then"/);
   });
 });

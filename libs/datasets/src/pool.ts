@@ -16,6 +16,12 @@
 //       price: { input: "0.10", output: "0.40" }
 //       script: { seed: 1, latency_ms: 300, output_tokens: 60, style: concise, tools: auto,
 //                 failures: { rate_limit: 0.02, server_error: 0.01, timeout: 0 } }
+//       # optional: tool calls by rule, tried in order before `tools` (data/pools/harness.yaml):
+//       #   tool_rules:
+//       #     - when: "code word in (\\S+)"         # a regex (case-insensitive) on the last user message
+//       #       tool: Read                         # the first rule whose tool is offered and whose regex matches
+//       #       arguments: { file_path: "{{cwd}}/$1" }   # $0..$9: the match; {{cwd}}: the prompt's working directory
+//       #       after: []                          # the tools called since that message (default none)
 //
 // Errors name the file, the line where YAML knows it, and the field path (`workers[2].price.input`).
 // Secret values are never echoed in an error.
@@ -30,6 +36,7 @@ import { formatPath } from './normalize.ts';
 
 const REASONING_EFFORTS = ['minimal', 'low', 'medium', 'high'] as const;
 const SCRIPT_STYLES = ['concise', 'detailed', 'echo'] as const;
+
 const share = (what: string) => z.number({ error: `${what} must be a number in [0, 1]` }).min(0, `${what} must be in [0, 1]`).max(1, `${what} must be in [0, 1]`).optional();
 
 // Keys that would hold a literal credential. `api_key_env` (a variable NAME) is the allowed way.
@@ -61,6 +68,26 @@ const price = z
     return s;
   });
 
+/** A scripted worker's tool rule (ScriptToolRule): `when` must compile, the arguments are a mapping. */
+const toolRuleSchema = z.strictObject(
+  {
+    when: z
+      .string({ error: (iss) => (iss.input === undefined ? 'missing when: a regular expression on the last user message' : 'when must be a string (a regular expression)') })
+      .min(1, 'when must not be empty')
+      .superRefine((w, ctx) => {
+        try {
+          new RegExp(w, 'i');
+        } catch (e) {
+          ctx.addIssue({ code: 'custom', message: `when is not a valid regular expression: ${(e as Error).message}` });
+        }
+      }),
+    tool: nonEmpty('tool'),
+    arguments: z.record(z.string(), z.unknown(), { error: 'arguments must be a mapping of argument names to values (strings are templates: $1, {{cwd}})' }).optional(),
+    after: z.array(nonEmpty('after[]'), { error: 'after must be a list of tool names' }).optional(),
+  },
+  { error: 'each tool rule must be a mapping (when, tool, arguments, after)' },
+);
+
 const workerSchema = z.strictObject({
   name: nonEmpty('name'),
   provider: z.enum(PROVIDERS, { error: `provider must be one of ${PROVIDERS.join(', ')}` }),
@@ -83,10 +110,11 @@ const workerSchema = z.strictObject({
     output_tokens: z.number({ error: 'script.output_tokens must be a number' }).int('script.output_tokens must be an integer').positive('script.output_tokens must be > 0').max(32_768, 'script.output_tokens must be at most 32768').optional(),
     style: z.enum(SCRIPT_STYLES, { error: `script.style must be one of ${SCRIPT_STYLES.join(', ')}` }).optional(),
     tools: nonEmpty('script.tools').optional(),
+    tool_rules: z.array(toolRuleSchema, { error: 'script.tool_rules must be a list of rules (when, tool, arguments, after)' }).optional(),
     failures: z.strictObject({ rate_limit: share('script.failures.rate_limit'), server_error: share('script.failures.server_error'), timeout: share('script.failures.timeout') }, { error: 'script.failures must be { rate_limit, server_error, timeout }' })
       .refine((f) => (f.rate_limit ?? 0) + (f.server_error ?? 0) + (f.timeout ?? 0) <= 1, 'script.failures: the shares add up to more than 1')
       .optional(),
-  }, { error: 'script must be a mapping (seed, latency_ms, output_tokens, style, tools, failures)' }).optional(),
+  }, { error: 'script must be a mapping (seed, latency_ms, output_tokens, style, tools, tool_rules, failures)' }).optional(),
 });
 
 const poolSchema = z
@@ -153,6 +181,9 @@ function toSpec(w: PoolOut['workers'][number]): WorkerSpec {
     spec.script = {
       ...(x.seed !== undefined && { seed: x.seed }), ...(x.latency_ms !== undefined && { latencyMs: x.latency_ms }), ...(x.output_tokens !== undefined && { outputTokens: x.output_tokens }),
       ...(x.style !== undefined && { style: x.style }), ...(x.tools !== undefined && { tools: x.tools }), ...(failures && { failures }),
+      ...(x.tool_rules !== undefined && {
+        toolRules: x.tool_rules.map((r) => ({ when: r.when, tool: r.tool, arguments: r.arguments ?? {}, ...(r.after !== undefined && { after: r.after }) })),
+      }),
     };
   }
   return spec;
@@ -238,6 +269,7 @@ export function poolToFile(pool: WorkerPool): WorkerPoolFile {
         opt.script = {
           ...(x.seed !== undefined && { seed: x.seed }), ...(x.latencyMs !== undefined && { latency_ms: x.latencyMs }), ...(x.outputTokens !== undefined && { output_tokens: x.outputTokens }),
           ...(x.style !== undefined && { style: x.style }), ...(x.tools !== undefined && { tools: x.tools }),
+          ...(x.toolRules !== undefined && { tool_rules: x.toolRules.map((r) => ({ when: r.when, tool: r.tool, arguments: r.arguments, ...(r.after !== undefined && { after: r.after }) })) }),
           ...(x.failures && { failures: { rate_limit: x.failures.rateLimit, server_error: x.failures.serverError, timeout: x.failures.timeout } }),
         };
       }

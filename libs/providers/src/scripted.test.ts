@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ChatRequest, ToolDefinition } from '@fugu/core';
 import { AbortedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
-import { argumentsFor, ScriptedChatModel } from './scripted.ts';
+import { argumentsFor, fillTemplate, ScriptedChatModel, workingDirectoryOf } from './scripted.ts';
 import { createChatModel } from './factory.ts';
 
 const weather: ToolDefinition = {
@@ -108,6 +108,76 @@ describe('scripted worker', () => {
     await expect(slow).rejects.toBeInstanceOf(AbortedError);
   });
 
+  describe('tool rules (a pool file\'s script.tool_rules: driving a coding harness\'s own tools)', () => {
+    // Claude Code's read and edit tools as it declares them, and a tool it also offers
+    const read: ToolDefinition = { name: 'Read', description: 'Reads a file', parameters: { type: 'object', properties: { file_path: { type: 'string' } }, required: ['file_path'] } };
+    const edit: ToolDefinition = {
+      name: 'Edit', description: 'Edits a file', parameters: { type: 'object', properties: { file_path: { type: 'string' }, old_string: { type: 'string' }, new_string: { type: 'string' } }, required: ['file_path', 'old_string', 'new_string'] },
+    };
+    const bash: ToolDefinition = { name: 'Bash', description: 'Runs a command: read a file, list, search', parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] } };
+    const EDIT = "In greeting.txt, change the line 'Hello, world' to 'Hello, fugu'.";
+    const rules = [
+      { when: 'code word in (\\S+\\.txt)', tool: 'read', arguments: { filePath: '{{cwd}}/$1' } },
+      { when: 'code word in (\\S+\\.txt)', tool: 'Read', arguments: { file_path: '{{cwd}}/$1' } },
+      { when: "In (\\S+\\.txt), change the line '([^']*)' to '([^']*)'", tool: 'Read', arguments: { file_path: '{{cwd}}/$1' } },
+      { when: "In (\\S+\\.txt), change the line '([^']*)' to '([^']*)'", tool: 'Edit', after: ['Read'], arguments: { file_path: '{{cwd}}/$1', old_string: '$2', new_string: '$3', replace_all: false } },
+    ];
+    const system = { role: 'system' as const, content: 'You are Claude Code.\nPrimary working directory: /tmp/work-1\nIs a git repo: yes' };
+    const m = new ScriptedChatModel('h', { seed: 1, tools: 'none', toolRules: rules });
+
+    it('calls the first rule whose tool is offered and whose regex matches, its arguments filled from the match and the working directory', async () => {
+      const r = await m.generate({ messages: [system, { role: 'user', content: 'What is the code word in notes.txt? Answer with the word.' }], tools: [bash, read, edit] });
+      // `read` (OpenCode's) is not offered here: the next rule, Claude Code's Read
+      expect(r.toolCalls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['Read', { file_path: '/tmp/work-1/notes.txt' }]]);
+      expect(r.finishReason).toBe('tool-calls');
+      // no rule matches, and the script calls no other tool: an answer
+      expect((await m.generate({ messages: [system, { role: 'user', content: 'Hello there' }], tools: [bash, read, edit] })).toolCalls).toEqual([]);
+      // a rule that needs a working directory the prompt does not state does not apply
+      expect((await m.generate({ messages: [{ role: 'user', content: 'What is the code word in notes.txt?' }], tools: [read] })).toolCalls).toEqual([]);
+      // tool_choice none: no call; a named tool: only its rules
+      expect((await m.generate({ messages: [system, { role: 'user', content: EDIT }], tools: [read, edit], toolChoice: 'none' })).toolCalls).toEqual([]);
+    });
+
+    it('steps through a task by `after` (Read, then Edit with the captures), then answers quoting the results', async () => {
+      const user = { role: 'user' as const, content: EDIT };
+      const first = await m.generate({ messages: [system, user], tools: [read, edit] });
+      expect(first.toolCalls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([['Read', { file_path: '/tmp/work-1/greeting.txt' }]]);
+      const c1 = first.toolCalls[0]!;
+      const afterRead = [system, user, { role: 'assistant' as const, content: [{ type: 'tool-call' as const, ...c1 }] }, { role: 'tool' as const, content: [{ type: 'tool-result' as const, toolCallId: c1.id, name: 'Read', content: '     1\tHello, world\n' }] }];
+      const second = await m.generate({ messages: afterRead, tools: [read, edit] });
+      expect(second.toolCalls.map((c) => [c.name, JSON.parse(c.arguments)])).toEqual([
+        ['Edit', { file_path: '/tmp/work-1/greeting.txt', old_string: 'Hello, world', new_string: 'Hello, fugu', replace_all: false }],
+      ]);
+      const c2 = second.toolCalls[0]!;
+      const third = await m.generate({
+        messages: [...afterRead, { role: 'assistant', content: [{ type: 'tool-call', ...c2 }] }, { role: 'tool', content: [{ type: 'tool-result', toolCallId: c2.id, name: 'Edit', content: 'The file greeting.txt has been updated.' }] }],
+        tools: [read, edit],
+      });
+      expect(third.toolCalls).toEqual([]);
+      expect(third.text).toContain('Read gave "1 Hello, world"');
+      expect(third.text).toContain('Edit gave "The file greeting.txt has been updated."');
+      // a new user message starts over: the first rule again
+      expect((await m.generate({ messages: [...afterRead, { role: 'user', content: EDIT }], tools: [read, edit] })).toolCalls[0]?.name).toBe('Read');
+    });
+
+    it("an agent whose prompt quotes another agent's results of a rule's tool does not call it again, and passes the quoted results on", async () => {
+      const task = 'You aggregate the team.\n\nThe overall task:\nWhat is the code word in notes.txt?\n\nAn agent answered: From the tool results (Read gave "1 The code word is PERIWINKLE."): done.';
+      const r = await m.generate({ messages: [system, { role: 'user', content: task }], tools: [read, edit] });
+      expect(r.toolCalls).toEqual([]);
+      expect(r.text).toContain('Read gave "1 The code word is PERIWINKLE."');
+    });
+
+    it('finds the working directory as Codex, Claude Code and OpenCode state it; fills templates', () => {
+      expect(workingDirectoryOf('<environment_context>\n  <cwd>/tmp/codex-1</cwd>\n</environment_context>')).toBe('/tmp/codex-1');
+      expect(workingDirectoryOf('Primary working directory: /tmp/claude-1\n')).toBe('/tmp/claude-1');
+      expect(workingDirectoryOf('<env>\n  Working directory: /tmp/oc-1\n</env>')).toBe('/tmp/oc-1');
+      expect(workingDirectoryOf('no directory here')).toBeUndefined();
+      const match = /change (\w+) to (\w+)(x)?/i.exec('Change old to new')!;
+      expect(fillTemplate({ a: '$1 -> $2 ($3) $$5 {{cwd}}', n: [1, '$2'], keep: true }, match, '/w')).toEqual({ a: 'old -> new () $5 /w', n: [1, 'new'], keep: true });
+      expect(fillTemplate({ p: '{{cwd}}/x' }, match, undefined)).toBeUndefined();
+    });
+  });
+
   it('streams the same answer, and the tool call as one event', async () => {
     const m = new ScriptedChatModel('s', { seed: 5, outputTokens: 60 });
     const whole = await m.generate(ask('Describe the water cycle'));
@@ -122,5 +192,9 @@ describe('scripted worker', () => {
     const tools: string[] = [];
     for await (const e of m.stream(ask('Weather in Oslo?', { tools: [weather] }))) if (e.type === 'tool-call') tools.push(e.toolCall.name);
     expect(tools).toEqual(['get_weather']);
+    // a tool call has no text: no empty text delta
+    const kinds: string[] = [];
+    for await (const e of m.stream(ask('Weather in Oslo?', { tools: [weather] }))) kinds.push(e.type);
+    expect(kinds).toEqual(['tool-call', 'finish']);
   });
 });

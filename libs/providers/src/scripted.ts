@@ -12,9 +12,16 @@
 // arguments are drawn from the prompt by the tool's JSON Schema (a city or place: the prompt's
 // capitalised words; a query or text: the message; numbers: the first number). Given tool
 // results, it answers from them.
+//
+// A script's `toolRules` come first (the pool file's `tool_rules`): the first rule whose tool is
+// offered, whose `when` matches the last user message and whose `after` lists the tools this agent
+// has called since that message calls its tool with its templated arguments (`$1`, `{{cwd}}`), so
+// a pool file can drive a client's own tools step by step (a coding harness: Read, then Edit).
+// After the results of the tools it called it answers, quoting them (a file's content); an agent
+// whose prompt quotes another agent's results (a fugu-ultra aggregator) quotes those.
 
 import { setTimeout as delay } from 'node:timers/promises';
-import { estimateTokens, messageText, rng, type ScriptSpec, type ToolDefinition } from '@fugu/core';
+import { estimateTokens, InputError, messageText, rng, type ScriptSpec, type ScriptToolRule, type ToolDefinition } from '@fugu/core';
 import type { ChatModel, ChatRequest, ChatResult, StreamEvent, ToolCall } from '@fugu/core';
 import { AbortedError, RateLimitError, ServerError, TimeoutError } from './errors.ts';
 import { cut } from './replay.ts';
@@ -65,11 +72,13 @@ export class ScriptedChatModel implements ChatModel {
   readonly script: ScriptSpec;
   /** calls made so far: the failure draws are the nth call's of the seed, so a retry may succeed */
   #calls = 0;
+  readonly #rules: ReadonlyArray<ScriptToolRule & { re: RegExp }>;
 
   constructor(workerName: string, script: Partial<ScriptSpec> = {}, opts: { model?: string } = {}) {
     this.workerName = workerName;
     this.modelId = opts.model ?? workerName;
     this.script = { ...SCRIPT_DEFAULTS, ...script, failures: { ...SCRIPT_DEFAULTS.failures, ...script.failures } };
+    this.#rules = (this.script.toolRules ?? []).map((rule, i) => ({ ...rule, re: ruleRegExp(rule.when, `script.tool_rules[${i}].when`) }));
   }
 
   async generate(req: ChatRequest): Promise<ChatResult> {
@@ -98,11 +107,12 @@ export class ScriptedChatModel implements ChatModel {
     const message = lastUserText(req);
     const question = questionOf(message);
     const results = toolResultsSinceUser(req);
-    const tool = results.length === 0 ? this.#toolToCall(req, question, message) : undefined;
+    const ruled = this.#ruleCall(req, message);
+    const tool = ruled?.tool ?? (results.length === 0 ? this.#toolToCall(req, question, message) : undefined);
     const meta = { scripted: { simulation: true, seed: s.seed, requestSeed: seed, style: s.style, latencyMs: latency } };
     const inputTokens = estimateTokens(promptText(req.messages));
     if (tool) {
-      const args = argumentsFor(tool, question);
+      const args = ruled?.arguments ?? argumentsFor(tool, question);
       const id = `call_s${(r.int(2 ** 31) >>> 0).toString(36)}`;
       const toolCall: ToolCall = { id, name: tool.name, arguments: JSON.stringify(args) };
       return buildResult({
@@ -115,13 +125,41 @@ export class ScriptedChatModel implements ChatModel {
     return buildResult({ text, toolCalls: [], finishReason, model: this.modelId, usage: { inputTokens, outputTokens }, providerMetadata: meta });
   }
 
-  /** The same answer as `generate`, its text in a few deltas. */
+  /** The same answer as `generate`, its text in a few deltas (none when it has no text: a tool call). */
   async *stream(req: ChatRequest): AsyncGenerator<StreamEvent> {
     const r = await this.generate(req);
-    const words = r.text.split(/(?<= )/);
+    const words = r.text === '' ? [] : r.text.split(/(?<= )/);
     for (let i = 0; i < words.length; i += 8) yield { type: 'text-delta', text: words.slice(i, i + 8).join('') };
     for (const toolCall of r.toolCalls) yield { type: 'tool-call', toolCall };
     yield { type: 'finish', finishReason: r.finishReason, usage: r.usage, model: r.model };
+  }
+
+  /**
+   * The call of the first rule that applies (toolRules): its tool offered (and the one tool_choice
+   * names, if it names one), its `after` the tools called since the last user message, its `when`
+   * matching that message, which does not already quote that tool's results (another agent's
+   * answer), and a working directory in the prompt if its arguments need one.
+   */
+  #ruleCall(req: ChatRequest, message: string): { tool: ToolDefinition; arguments: Record<string, unknown> } | undefined {
+    const tools = req.tools ?? [];
+    const choice = req.toolChoice;
+    if (this.#rules.length === 0 || tools.length === 0 || choice === 'none') return undefined;
+    const called = toolCallsSinceUser(req);
+    let cwd: string | null | undefined;
+    for (const rule of this.#rules) {
+      if (typeof choice === 'object' && choice.name !== rule.tool) continue;
+      const tool = tools.find((t) => t.name === rule.tool);
+      if (!tool) continue;
+      const after = rule.after ?? [];
+      if (after.length !== called.length || after.some((name, i) => name !== called[i])) continue;
+      if (message.includes(`${rule.tool} gave `)) continue;
+      const m = rule.re.exec(message);
+      if (!m) continue;
+      cwd ??= workingDirectoryOf(promptText(req.messages)) ?? null;
+      const args = fillTemplate(rule.arguments, m, cwd ?? undefined);
+      if (args !== undefined) return { tool, arguments: args as Record<string, unknown> };
+    }
+    return undefined;
   }
 
   /** `question`: what the tools are matched with; `message`: the whole user message (another agent's quoted results) */
@@ -160,7 +198,9 @@ export class ScriptedChatModel implements ChatModel {
       const echo = results.length > 0 ? `${question} -> ${found}` : question;
       return json ? JSON.stringify({ answer: echo }) : echo;
     }
-    const lead = results.length > 0 ? `From the tool results (${found}): ` : '';
+    // an agent that reads others' answers (a fugu-ultra aggregator) passes on the tool results they quote
+    const quoted = results.length === 0 ? quotedResults(lastUserText(req)) : [];
+    const lead = results.length > 0 ? `From the tool results (${found}): ` : quoted.length > 0 ? `From the tool results the other agents quote (${quoted.join('; ')}): ` : '';
     const want = Math.max(4, Math.round(s.outputTokens * (0.7 + 0.6 * r.next()) * (s.style === 'detailed' ? 3 : 1)));
     const body: string[] = [];
     while (estimateTokens(body.join(' ')) < want) body.push(FILLER[r.int(FILLER.length)]!);
@@ -181,6 +221,73 @@ function questionOf(message: string): string {
 function lastUserText(req: ChatRequest): string {
   const m = [...req.messages].reverse().find((x) => x.role === 'user');
   return m ? messageText(m).trim() : '';
+}
+
+/** The names of the tools called after the last user message, in order (what this agent has done since it was asked). */
+function toolCallsSinceUser(req: ChatRequest): string[] {
+  const out: string[] = [];
+  for (let i = req.messages.length - 1; i >= 0; i--) {
+    const m = req.messages[i]!;
+    if (m.role === 'user') break;
+    if (m.role === 'assistant' && typeof m.content !== 'string') out.unshift(...m.content.flatMap((p) => (p.type === 'tool-call' ? [p.name] : [])));
+  }
+  return out;
+}
+
+/** `<tool> gave "<result>"` quotes in a message (other agents' answers), each once, in order. */
+function quotedResults(message: string): string[] {
+  const seen = new Set<string>();
+  for (const m of message.matchAll(/([\w.:-]+) gave ("(?:[^"\\\n]|\\.)*")/g)) seen.add(`${m[1]} gave ${m[2]}`);
+  return [...seen];
+}
+
+/**
+ * The client's working directory as its prompt states it: Codex's environment context
+ * (`<cwd>/path</cwd>`), Claude Code's system prompt (`Primary working directory: /path`),
+ * OpenCode's (`Working directory: /path`); undefined when the prompt names none.
+ */
+export function workingDirectoryOf(text: string): string | undefined {
+  for (const re of [/<cwd>([^<\n]+)<\/cwd>/, /Primary working directory:\s*(\S+)/, /Working directory:\s*(\S+)/]) {
+    const m = re.exec(text);
+    if (m) return m[1]!.trim();
+  }
+  return undefined;
+}
+
+/** A rule's `when`, compiled (case-insensitive); a bad pattern is an InputError naming its field. */
+export function ruleRegExp(when: string, field: string): RegExp {
+  try {
+    return new RegExp(when, 'i');
+  } catch (e) {
+    throw new InputError(`not a valid regular expression: ${(e as Error).message}`, { field });
+  }
+}
+
+/**
+ * A rule's arguments with their string templates filled: `$0`..`$9` the match and its groups (an
+ * unmatched group: empty), `{{cwd}}` the working directory, `$$` a dollar sign; objects and lists
+ * filled inside, other values as they are. Undefined when a template needs a working directory
+ * and the prompt states none (the rule does not apply).
+ */
+export function fillTemplate(value: unknown, m: RegExpExecArray, cwd: string | undefined): unknown {
+  if (typeof value === 'string') {
+    if (value.includes('{{cwd}}') && cwd === undefined) return undefined;
+    return value.replace(/\$(\$|\d)|\{\{cwd\}\}/g, (all, g: string | undefined) => (g === undefined ? cwd! : g === '$' ? '$' : (m[Number(g)] ?? '')));
+  }
+  if (Array.isArray(value)) {
+    const out = value.map((v) => fillTemplate(v, m, cwd));
+    return out.includes(undefined) ? undefined : out;
+  }
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      const f = fillTemplate(v, m, cwd);
+      if (f === undefined) return undefined;
+      out[k] = f;
+    }
+    return out;
+  }
+  return value;
 }
 
 /** The tool results after the last user message (what the agent was given to answer from). */
