@@ -161,5 +161,5 @@ function rewardFact(c: Record<string, unknown>): string {
   if (typeof mu !== 'number') return '1 / 0.5 / 0';
   const ref = c.costReference as { worker: string; usdPerItem: number } | undefined;
   if (typeof c.costWeight !== 'number' || !ref) return `1 / 0.5 / 0 minus ${String(mu)} x $`;
-  return `1 / 0.5 / 0 minus ${String(c.costWeight)} x $ / $${ref.usdPerItem.toPrecision(3)} (the best single worker ${ref.worker}'s $ per train item): mu ${mu.toPrecision(4)} per $`;
+  return `1 / 0.5 / 0 minus ${String(c.costWeight)} x $ / $${ref.usdPerItem.toPrecision(3)} (the best single worker ${ref.worker}'s $ per train item): mu ${mu === 0 ? '0' : mu.toPrecision(4)} per $`;
 }

@@ -88,7 +88,7 @@ function costLabel(c: GrpoConfig): string {
   const mu = c.reward.costPerUsd ?? 0;
   if (c.costWeight === undefined || !c.costReference) return `mu ${mu}`;
   const r = c.costReference;
-  return `cost weight ${c.costWeight} (1 = ${r.worker}'s $${r.usdPerItem.toPrecision(3)} per train item) = mu ${mu.toPrecision(4)} per $`;
+  return `cost weight ${c.costWeight} (1 = ${r.worker}'s $${r.usdPerItem.toPrecision(3)} per train item) = mu ${mu === 0 ? '0' : mu.toPrecision(4)} per $`;
 }
 
 async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSignal): Promise<number> {
