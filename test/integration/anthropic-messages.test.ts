@@ -242,6 +242,20 @@ describe('tool loops to their final answers', () => {
     expect(done!.headers.get('x-fugu-workflow')).toBe(first!.headers.get('x-fugu-workflow'));
   });
 
+  it('fugu-ultra, Claude Code\'s shape: a system turn after the tool results (a mid-conversation system turn) still continues the workflow', async () => {
+    const system = { role: 'system', content: 'The following deferred tools are now available: WebFetch' };
+    const messages: Json[] = [{ role: 'user', content: [{ type: 'text', text: QUESTION }] }, { role: 'system', content: [{ type: 'text', text: '# Environment' }] }];
+    const first = await post('/v1/messages', { model: 'fugu-ultra', max_tokens: 2000, tools: [WEATHER], messages });
+    const m1 = (await first.json()) as Json;
+    expect(m1.stop_reason).toBe('tool_use');
+    messages.push({ role: 'assistant', content: m1.content });
+    messages.push({ role: 'user', content: m1.content.filter((b: Json) => b.type === 'tool_use').map((b: Json) => ({ type: 'tool_result', tool_use_id: b.id, content: 'rain, 12 C' })) }, system);
+    const done = await post('/v1/messages', { model: 'fugu-ultra', max_tokens: 2000, tools: [WEATHER], messages });
+    const m2 = (await done.json()) as Json;
+    expect(m2).toMatchObject({ stop_reason: 'end_turn', fugu: { status: 'done' } });
+    expect(done.headers.get('x-fugu-workflow')).toBe(first.headers.get('x-fugu-workflow'));
+  });
+
   it('fugu-ultra: a tool_result for an id it never issued is a 400 naming the block', async () => {
     const e = await refused(client().messages.create({
       model: 'fugu-ultra', max_tokens: 100, tools: [WEATHER],

@@ -303,11 +303,16 @@ function remember(state: SessionState, print: string, t: TurnResult): void {
   state.resume = null;
 }
 
-/** The tool results the messages end with (after the last assistant message), with their message index. */
+/**
+ * The tool results the messages end with (after the last assistant message), with their message
+ * index. System messages among or after them do not end them: a client may put a system turn
+ * after the results (Claude Code's mid-conversation system turns), which is no new user turn.
+ */
 function trailingToolResults(messages: readonly ChatMessage[]): Array<ToolResultPart & { at: number }> {
   const out: Array<ToolResultPart & { at: number }> = [];
   for (let i = messages.length - 1; i >= 0; i--) {
     const m = messages[i]!;
+    if (m.role === 'system') continue;
     if (m.role !== 'tool') break;
     for (const p of m.content) out.unshift({ ...p, at: i });
   }
