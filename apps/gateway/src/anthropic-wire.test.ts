@@ -102,6 +102,20 @@ describe('Anthropic request -> ChatRequest', () => {
     expect(req.reasoningEffort).toBeUndefined();
   });
 
+  it('a tool search\'s result (tool_reference blocks) loads the deferred tools it names: they are offered, the result says so', () => {
+    const { req } = parse({
+      model: 'fugu', max_tokens: 100,
+      tools: [{ ...WEATHER, name: 'ToolSearch' }, { ...WEATHER, name: 'ExitWorktree', defer_loading: true }, { ...WEATHER, name: 'Monitor', defer_loading: true }],
+      messages: [
+        { role: 'user', content: 'Leave the worktree.' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'call_s', name: 'ToolSearch', input: { query: 'worktree' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_s', content: [{ type: 'tool_reference', tool_name: 'ExitWorktree' }], cache_control: { type: 'ephemeral' } }] },
+      ],
+    });
+    expect(req.tools!.map((t) => t.name)).toEqual(['ToolSearch', 'ExitWorktree']);
+    expect(req.messages.at(-1)).toEqual({ role: 'tool', content: [{ type: 'tool-result', toolCallId: 'call_s', name: 'ToolSearch', content: 'Tool loaded: ExitWorktree (its definition is now among the tools)' }] });
+  });
+
   it('a bad field is a 400 naming it in Anthropic\'s way', () => {
     const ok = { model: 'fugu', max_tokens: 10, messages: [{ role: 'user', content: 'hi' }] };
     const cases: Array<[unknown, string, RegExp]> = [

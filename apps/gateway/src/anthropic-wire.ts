@@ -34,12 +34,14 @@ const imageBlock = z
 const toolUseBlock = z
   .object({ type: z.literal('tool_use'), id: z.string().min(1), name: z.string().min(1), input: z.record(z.string(), z.unknown()), cache_control: cacheControl })
   .loose();
+// a tool search's result (Claude Code's ToolSearch): the deferred tool it names is loaded
+const toolReferenceBlock = z.object({ type: z.literal('tool_reference'), tool_name: z.string().min(1), cache_control: cacheControl }).loose();
 const toolResultBlock = z
   .object({
     type: z.literal('tool_result'),
     tool_use_id: z.string().min(1),
-    // a text-only content (images and documents inside a result are refused before the schema)
-    content: z.union([z.string(), z.array(textBlock)]).optional(),
+    // text and tool references (images and documents inside a result are refused before the schema)
+    content: z.union([z.string(), z.array(z.discriminatedUnion('type', [textBlock, toolReferenceBlock]))]).optional(),
     is_error: z.boolean().nullable().optional(),
     cache_control: cacheControl,
   })
@@ -206,13 +208,11 @@ function checkMessage(m: unknown, i: number): void {
     if (type === 'tool_result' && Array.isArray(b.content)) {
       b.content.forEach((p: unknown, k) => {
         const pt = isObject(p) ? p.type : undefined;
-        if (pt === 'text') return;
+        if (pt === 'text' || pt === 'tool_reference') return;
         const why =
           pt === 'image'
             ? 'images inside a tool_result are not supported by the gateway (a worker\'s tool result is text): describe the image in text, or send it in a user message'
-            : pt === 'tool_reference'
-              ? 'tool references are not supported: the gateway has no tool search (deferred tools are not offered to the workers)'
-              : `a tool_result's content is text blocks (or a string)${typeof pt === 'string' && pt in REFUSED_BLOCKS ? `: ${REFUSED_BLOCKS[pt]}` : ''}`;
+            : `a tool_result's content is text and tool_reference blocks (or a string)${typeof pt === 'string' && pt in REFUSED_BLOCKS ? `: ${REFUSED_BLOCKS[pt]}` : ''}`;
         throw badField(`${at}.content.${k}.type`, why);
       });
     }
@@ -324,6 +324,8 @@ export function toMessagesChatRequest(body: WireMessagesRequest): { req: ChatReq
   const system = typeof body.system === 'string' ? body.system : body.system ? joinText(body.system, '\n\n') : '';
   if (system) push({ role: 'system', content: system }, { system: true });
   const toolNames = new Map<string, string>();
+  // deferred tools a tool search loaded (tool_reference blocks in the results): offered from then on
+  const loaded = new Set<string>();
   const last = body.messages.length - 1;
   body.messages.forEach((m: WireMessage, i) => {
     if (m.role === 'system') {
@@ -363,7 +365,7 @@ export function toMessagesChatRequest(body: WireMessagesRequest): { req: ChatReq
       if (b.type === 'tool_result') {
         const name = toolNames.get(b.tool_use_id);
         if (name === undefined) throw badField(`messages.${i}.content.${j}.tool_use_id`, `"${b.tool_use_id}" answers no tool_use block of an earlier assistant message`);
-        const content = b.content === undefined ? '' : typeof b.content === 'string' ? b.content : joinText(b.content, '\n');
+        const content = b.content === undefined ? '' : typeof b.content === 'string' ? b.content : toolResultText(b.content, loaded);
         const part = { type: 'tool-result' as const, toolCallId: b.tool_use_id, name, content, ...(b.is_error === true && { isError: true }) };
         push({ role: 'tool', content: [part] }, { message: i, block: j });
         lastResult = part;
@@ -387,8 +389,8 @@ export function toMessagesChatRequest(body: WireMessagesRequest): { req: ChatReq
   if (body.temperature != null) req.temperature = body.temperature;
   if (body.top_p != null) req.topP = body.top_p;
   if (body.metadata?.user_id != null) req.user = body.metadata.user_id;
-  // deferred tools (defer_loading) are loaded by a tool search, which the gateway does not have: not offered
-  const tools = (body.tools ?? []).filter((t) => t.defer_loading !== true);
+  // a deferred tool (defer_loading) is offered once a tool search's result has loaded it (a tool_reference)
+  const tools = (body.tools ?? []).filter((t) => t.defer_loading !== true || loaded.has(t.name));
   body.tools?.forEach((t, i) => {
     if (t.allowed_callers && !t.allowed_callers.includes('direct')) throw badField(`tools.${i}.allowed_callers`, 'must include "direct": the gateway\'s workers call tools directly (programmatic calls from code execution run on Anthropic\'s platform)');
   });
@@ -422,6 +424,17 @@ export function toMessagesChatRequest(body: WireMessagesRequest): { req: ChatReq
   const format = body.output_config?.format;
   if (format != null) req.responseFormat = { type: 'json_schema', name: 'output', schema: format.schema };
   return { req, terms: { origins, params } };
+}
+
+/** A tool result's blocks as its text: text blocks, and a line per tool a tool_reference loads (the tool itself joins the offered tools). */
+function toolResultText(blocks: ReadonlyArray<{ type: 'text'; text: string } | { type: 'tool_reference'; tool_name: string }>, loaded: Set<string>): string {
+  return blocks
+    .map((b) => {
+      if (b.type === 'text') return b.text;
+      loaded.add(b.tool_name);
+      return `Tool loaded: ${b.tool_name} (its definition is now among the tools)`;
+    })
+    .join('\n');
 }
 
 /** The request's fugu extension object (as on chat completions). */
