@@ -334,11 +334,11 @@ describe('keys, refusals, count_tokens', () => {
 });
 
 describe('request rows', () => {
-  it('one row per call, its cost the answer\'s usage.cost, charged once; metadata.user_id is the row\'s end user', async () => {
+  it('one row per call, its cost the answer\'s usage.cost, charged once; metadata.user_id is the row\'s end user, service_tier among its hints', async () => {
     const own = await createApiKey(database.db, { name: 'rows' });
     const c = client(own.key);
     const costs: bigint[] = [];
-    const json = await c.messages.create({ model: 'fugu', max_tokens: 2000, metadata: { user_id: 'user-json' }, messages: [{ role: 'user', content: 'What is the capital of Peru?' }] });
+    const json = await c.messages.create({ model: 'fugu', max_tokens: 2000, metadata: { user_id: 'user-json' }, service_tier: 'auto', messages: [{ role: 'user', content: 'What is the capital of Peru?' }] });
     costs.push(picos((json.usage as Json).cost));
     const streamed = await c.messages.stream({ model: 'sim-large', max_tokens: 2000, metadata: { user_id: 'user-stream' }, messages: [{ role: 'user', content: 'What is the capital of Chile?' }] }).finalMessage();
     expect(streamed.stop_reason).toBe('end_turn');
@@ -355,6 +355,7 @@ describe('request rows', () => {
       ['/v1/messages', null, false, 400],
     ]);
     expect(rows.map((r) => r.endUser)).toEqual(['user-json', 'user-stream', null, null, null]);
+    expect(rows.map((r) => r.hints)).toEqual([{ service_tier: 'auto' }, null, null, null, null]);
     expect(rows[0]!.cost).toBe(costs[0]);
     expect([rows[2]!.cost, rows[3]!.cost]).toEqual([costs[1], costs[2]]);
     expect(rows[2]!.workflowId).toBe(rows[3]!.workflowId);

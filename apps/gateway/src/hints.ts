@@ -10,6 +10,9 @@ export const CHAT_HINTS = ['metadata', 'prompt_cache_key', 'service_tier', 'stor
 /** The Responses API's (its `store` and `metadata` are also the gateway's own: the stored response). */
 export const RESPONSES_HINTS = ['client_metadata', 'metadata', 'prompt_cache_key', 'service_tier'] as const;
 
+/** The Anthropic Messages API's (its `metadata.user_id` is the end user; no other metadata key exists). */
+export const MESSAGES_HINTS = ['service_tier', 'speed', 'cache_control'] as const;
+
 /** The fields of `names` that `body` sets (not null), as sent; undefined when it sets none. */
 export function hintsOf(body: Readonly<Record<string, unknown>>, names: readonly string[]): Record<string, unknown> | undefined {
   const out: Record<string, unknown> = {};

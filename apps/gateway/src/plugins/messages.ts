@@ -25,6 +25,7 @@ import {
   stopReasonOf,
   toMessagesChatRequest,
 } from '../anthropic-wire.ts';
+import { MESSAGES_HINTS, hintsOf } from '../hints.ts';
 import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
 
 /** The gateway's error handler with another error body (server.ts: its draining, charging and logging, once). */
@@ -53,6 +54,7 @@ export async function messagesPlugin(app: FastifyInstance, { ctx, models, onErro
     const { req, terms } = toMessagesChatRequest(body);
     req.timeoutMs = ctx.g.callTimeoutMs;
     if (req.user !== undefined) rec.endUser = req.user;
+    rec.hints = hintsOf(body, MESSAGES_HINTS);
     const handler = models.get(body.model);
     if (!handler || !handler.visibleTo(caller)) throw unknownModel(body.model, models.visibleTo(caller).map((h) => h.id));
     if (ctx.g.logMessages) rec.messages = req.messages;
