@@ -160,11 +160,14 @@ describe('scripted worker', () => {
       expect((await m.generate({ messages: [...afterRead, { role: 'user', content: EDIT }], tools: [read, edit] })).toolCalls[0]?.name).toBe('Read');
     });
 
-    it("an agent whose prompt quotes another agent's results of a rule's tool does not call it again, and passes the quoted results on", async () => {
+    it("an agent whose prompt quotes other agents' tool results calls nothing by rule (not another rule's tool either), and passes the quoted results on", async () => {
       const task = 'You aggregate the team.\n\nThe overall task:\nWhat is the code word in notes.txt?\n\nAn agent answered: From the tool results (Read gave "1 The code word is PERIWINKLE."): done.';
       const r = await m.generate({ messages: [system, { role: 'user', content: task }], tools: [read, edit] });
       expect(r.toolCalls).toEqual([]);
       expect(r.text).toContain('Read gave "1 The code word is PERIWINKLE."');
+      // the edit was done by the others (their Edit quoted): no Read, no Edit again
+      const edited = `The overall task:\n${EDIT}\n\nAn agent answered: From the tool results (Read gave "1 Hello, world"; Edit gave "updated"): done.`;
+      expect((await m.generate({ messages: [system, { role: 'user', content: edited }], tools: [read, edit] })).toolCalls).toEqual([]);
     });
 
     it('finds the working directory as Codex, Claude Code and OpenCode state it; fills templates', () => {

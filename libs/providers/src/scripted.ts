@@ -18,7 +18,8 @@
 // has called since that message calls its tool with its templated arguments (`$1`, `{{cwd}}`), so
 // a pool file can drive a client's own tools step by step (a coding harness: Read, then Edit).
 // After the results of the tools it called it answers, quoting them (a file's content); an agent
-// whose prompt quotes another agent's results (a fugu-ultra aggregator) quotes those.
+// whose prompt quotes other agents' tool results (a fugu-ultra aggregator) calls nothing by rule
+// and quotes those.
 
 import { setTimeout as delay } from 'node:timers/promises';
 import { estimateTokens, InputError, messageText, rng, type ScriptSpec, type ScriptToolRule, type ToolDefinition } from '@fugu/core';
@@ -137,13 +138,15 @@ export class ScriptedChatModel implements ChatModel {
   /**
    * The call of the first rule that applies (toolRules): its tool offered (and the one tool_choice
    * names, if it names one), its `after` the tools called since the last user message, its `when`
-   * matching that message, which does not already quote that tool's results (another agent's
-   * answer), and a working directory in the prompt if its arguments need one.
+   * matching that message, and a working directory in the prompt if its arguments need one. A
+   * message that quotes tool results (other agents' answers: a fugu-ultra aggregator's prompt)
+   * calls nothing by rule: the work is done, it answers from those results.
    */
   #ruleCall(req: ChatRequest, message: string): { tool: ToolDefinition; arguments: Record<string, unknown> } | undefined {
     const tools = req.tools ?? [];
     const choice = req.toolChoice;
     if (this.#rules.length === 0 || tools.length === 0 || choice === 'none') return undefined;
+    if (quotedResults(message).length > 0) return undefined;
     const called = toolCallsSinceUser(req);
     let cwd: string | null | undefined;
     for (const rule of this.#rules) {
@@ -152,7 +155,6 @@ export class ScriptedChatModel implements ChatModel {
       if (!tool) continue;
       const after = rule.after ?? [];
       if (after.length !== called.length || after.some((name, i) => name !== called[i])) continue;
-      if (message.includes(`${rule.tool} gave `)) continue;
       const m = rule.re.exec(message);
       if (!m) continue;
       cwd ??= workingDirectoryOf(promptText(req.messages)) ?? null;
@@ -192,7 +194,8 @@ export class ScriptedChatModel implements ChatModel {
   #answer(req: ChatRequest, question: string, results: ReadonlyArray<{ name: string; content: string }>, r: ReturnType<typeof rng>): string {
     const s = this.script;
     const topic = [...contentWords(question)].slice(0, 6).join(', ') || 'the message';
-    const found = results.map((x) => `${x.name} gave ${JSON.stringify(clip(x.content, 160))}`).join('; ');
+    // up to 400 characters of each result: enough for a short file behind a harness's wrapper (Codex's exec header, OpenCode's <path> and <content> tags)
+    const found = results.map((x) => `${x.name} gave ${JSON.stringify(clip(x.content, 400))}`).join('; ');
     const json = req.responseFormat?.type === 'json_object' || req.responseFormat?.type === 'json_schema';
     if (s.style === 'echo') {
       const echo = results.length > 0 ? `${question} -> ${found}` : question;
