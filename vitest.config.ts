@@ -6,8 +6,9 @@ export default defineConfig({
   test: {
     include: ['libs/*/src/**/*.test.ts', 'apps/*/src/**/*.test.ts', 'test/**/*.test.ts'],
     // the multi-host tests need root and their own hosts: `npm run test:cluster` (vitest.cluster.config.ts);
-    // the container tests a Docker daemon: `npm run test:images` (vitest.images.config.ts)
-    exclude: ['test/cluster/**', 'test/images/**', '**/node_modules/**'],
+    // the container tests a Docker daemon: `npm run test:images` (vitest.images.config.ts); the
+    // coding harnesses their npm packages: `npm run test:harnesses` (vitest.harness.config.ts)
+    exclude: ['test/cluster/**', 'test/images/**', 'test/harness/**', '**/node_modules/**'],
     // Both a safety net against a hung test or hook, not a speed assertion: the heavy tests
     // (thousands of calls, child processes, the TF.js parity forward) take 60 s and more on a
     // machine whose cores are busy with other work, and must still pass there. Tests give no

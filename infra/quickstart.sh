@@ -5,6 +5,7 @@
 #   bash infra/quickstart.sh bench <name>      run test/bench/<name>.bench.ts on the tests' services
 #   bash infra/quickstart.sh cluster [args...] the multi-host tests (test/cluster; root: network namespaces)
 #   bash infra/quickstart.sh images [args...]  the image built and run as containers (test/images; a Docker daemon)
+#   bash infra/quickstart.sh harnesses [args...] Codex CLI, Claude Code and OpenCode against a gateway (test/harness)
 #   bash infra/quickstart.sh fugu <command>    the fugu CLI with Node 24
 # Needs only Node and npm: Node 24 comes from the npm registry when the system Node is older,
 # and Redis/Postgres are the project's own (127.0.0.1:6390 and :5440, data in FUGU_HOME,
@@ -142,6 +143,15 @@ run_images_tests() {
   exec npx vitest run --config vitest.images.config.ts "$@"
 }
 
+# test:harnesses: Codex CLI, Claude Code and OpenCode at their pinned versions against a gateway on
+# the harness pool (test/harness); each harness is installed on first use from the npm registry into
+# FUGU_HARNESS_CACHE (default ~/.cache/fugu/harnesses, outside the repository) and runs offline.
+run_harness_tests() {
+  select_test_services
+  say "coding harnesses (vitest, test/harness; harness cache ${FUGU_HARNESS_CACHE:-$HOME/.cache/fugu/harnesses})"
+  exec npx vitest run --config vitest.harness.config.ts "$@"
+}
+
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
@@ -150,6 +160,7 @@ case "$cmd" in
   bench) ensure_deps; run_bench "$@" ;;
   cluster) ensure_deps; run_cluster_tests "$@" ;;
   images) ensure_deps; run_images_tests "$@" ;;
+  harnesses) ensure_deps; run_harness_tests "$@" ;;
   fugu) ensure_deps; exec node apps/cli/src/main.ts "$@" ;;
-  *) echo "usage: bash infra/quickstart.sh demo|test|cluster|images|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
+  *) echo "usage: bash infra/quickstart.sh demo|test|cluster|images|harnesses|bench <name>|fugu <command> [args...]" >&2; exit 2 ;;
 esac
