@@ -190,8 +190,24 @@ const RESPONSES: Case[] = [
   { name: 'top_p', body: { top_p: 0.5 }, sent: { top_p: 0.5 }, replay: 'refused' },
   { name: 'max_output_tokens', body: { max_output_tokens: 3 }, sent: { max_tokens: 3 }, replay: 'cut' },
   { name: 'reasoning.effort', body: { reasoning: { effort: 'low' } }, sent: { reasoning_effort: 'low' }, replay: 'refused' },
-  { name: 'reasoning.summary', body: { reasoning: { summary: 'auto' } }, all: 'refused' },
+  // "auto" (Codex sends it): no reasoning item comes back, as the model gives none; a summary asked for is refused
+  { name: 'reasoning.summary', body: { reasoning: { summary: 'auto' } }, replay: 'ok' },
+  { name: 'reasoning.summary', body: { reasoning: { summary: 'detailed' } }, all: 'refused' },
   { name: 'tools', body: { tools: respTools }, sent: { tools: [{ type: 'function', function: { name: WEATHER_TOOL.name } }] }, replay: 'ok' },
+  // a custom (freeform) tool and a namespace's tool, as Codex declares them: functions for the worker
+  {
+    name: 'tools',
+    body: { tools: [{ type: 'custom', name: 'apply_patch', description: 'Edit files.', format: { type: 'grammar', syntax: 'lark', definition: 'start: "x"' } }] },
+    sent: { tools: [{ type: 'function', function: { name: 'apply_patch', parameters: { type: 'object', required: ['input'] } } }] },
+    replay: 'ok',
+  },
+  {
+    name: 'tools',
+    body: { tools: [{ type: 'namespace', name: 'agents', description: 'Sub-agents.', tools: [{ type: 'function', name: 'spawn', parameters: { type: 'object', properties: {} } }] }] },
+    sent: { tools: [{ type: 'function', function: { name: 'agents__spawn' } }] },
+    replay: 'ok',
+  },
+  { name: 'tools', body: { tools: [{ type: 'web_search' }] }, all: 'refused', as: 'tools[0].type' },
   { name: 'tool_choice', body: { tools: respTools, tool_choice: 'required' }, sent: { tool_choice: 'required' }, replay: 'refused' },
   { name: 'parallel_tool_calls', body: { tools: respTools, parallel_tool_calls: false }, sent: { parallel_tool_calls: false }, replay: 'ok' },
   { name: 'text.format', body: { text: { format: { type: 'json_object' } } }, sent: { response_format: { type: 'json_object' } }, replay: 'refused' },
@@ -203,11 +219,15 @@ const RESPONSES: Case[] = [
   { name: 'instructions', body: { instructions: 'Be brief.' }, replay: 'ok', check: (o, k) => (k === 'compat' ? expect(o.sent.messages[0]).toEqual({ role: 'system', content: 'Be brief.' }) : undefined) },
   { name: 'store', body: { store: false }, replay: 'ok' },
   { name: 'metadata', body: { metadata: { run: '1' } }, replay: 'ok' },
+  // a hint kept with the request's row, not sent to the worker (Codex's turn, session and thread ids)
+  { name: 'client_metadata', body: { client_metadata: { turn_id: 't-1' } }, replay: 'ok', check: (o, k) => (k === 'compat' ? expect(o.sent.client_metadata).toBeUndefined() : undefined) },
   { name: 'stream', body: { stream: true }, replay: 'ok', check: (o) => expect(o.text.length).toBeGreaterThan(0) },
   { name: 'stream_options', body: { stream: true, stream_options: { include_obfuscation: false } }, replay: 'ok' },
   { name: 'truncation', body: { truncation: 'auto' }, all: 'refused' },
   { name: 'truncation', body: { truncation: 'disabled' }, replay: 'ok' },
-  { name: 'include', body: { include: ['reasoning.encrypted_content'] }, all: 'refused' },
+  // Codex asks for the encrypted reasoning of reasoning items; there are none to include
+  { name: 'include', body: { include: ['reasoning.encrypted_content'] }, replay: 'ok' },
+  { name: 'include', body: { include: ['message.output_text.logprobs'] }, all: 'refused', as: 'include[0]' },
   { name: 'include', body: { include: [] }, replay: 'ok' },
   { name: 'background', body: { background: true }, all: 'refused' },
   { name: 'previous_response_id', body: { previous_response_id: `resp_${'ab'.repeat(24)}` }, all: 'refused' },
