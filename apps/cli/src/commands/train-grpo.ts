@@ -102,6 +102,9 @@ async function cmdTrainGrpo(config: FuguConfig, f: GrpoFlags, signal: AbortSigna
     const run = (await getGrpoRun(ctx.db, runId))!;
     const cfg = storedGrpoConfig(run.config);
     err.write(`${f.resume ? 'resuming' : 'created'} GRPO run ${runId} at iteration ${run.iteration}/${cfg.iterations}: Q ${cfg.q} x G ${cfg.g}, lr ${cfg.lr}, ${cfg.epochs} epoch(s), clip ${cfg.clipLow}/${cfg.clipHigh}, advantages ${cfg.advantageScale}, step tie-break ${cfg.stepTiebreak ?? 0}, ${costLabel(cfg)}, heads ${cfg.heads.join(', ')}, rollouts ${f.rollouts}; split ${splitLabel({ by: cfg.splitBy, seed: cfg.splitSeed })}\n`);
+    if ((cfg.reward.costPerUsd ?? 0) > 0 && cfg.advantageScale === 'group') {
+      err.write("note: a cost term with --advantage group: dividing by each group's std scales its rollouts' cost-only differences to size 1, so cost weighs as much as correctness wherever their outcomes tie, whatever the weight (docs/benchmarks.md, \"The cost preference in the pool's unit\"); --advantage none keeps the weight's size\n");
+    }
     if (run.status === 'completed') {
       process.stdout.write(`run ${runId} is already completed; report: fugu report ${runId}\n`);
       return EXIT.ok;
