@@ -72,7 +72,7 @@ beforeAll(async () => {
       counted.reads += 1;
       return getUltraDeployment(db, name);
     };
-    const { app, url } = await startUltraGateway({ config, db: database.db, pool, stored, secret: randomBytes(32), log: quiet, ultra: { read } });
+    const { app, url } = await startUltraGateway({ config, db: database.db, pool, stored, secret: randomBytes(32), log: quiet, ultra: { read, cacheMs: config.gateway.ultraCacheMs } });
     gateways.push(app);
     counted.url = url;
     gw.push(counted);

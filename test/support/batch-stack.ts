@@ -47,9 +47,11 @@ export async function startBatchStack(): Promise<BatchStack> {
     prompts,
     full: { key: f.key, id: f.record.id },
     narrow: { key: n.key, id: n.record.id },
+    // the gateway reads fugu-ultra's deployment on every request: a test publishes and asks at once, and a
+    // publish's message can reach a loaded gateway after the next request
     async startGateway(extra = {}) {
       const child = fork(gatewayMain, [], {
-        env: { PATH: process.env.PATH, ...serviceEnv(env.config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_GATEWAY_POOL: 'llmrouter', ...extra },
+        env: { PATH: process.env.PATH, ...serviceEnv(env.config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_GATEWAY_POOL: 'llmrouter', FUGU_GATEWAY_ULTRA_CACHE_MS: '0', ...extra },
         stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
       });
       const app = await watchApp(child, 'gateway');

@@ -34,6 +34,10 @@ export async function startUltraGateway(o: {
       (ctx) => ultraModel(ctx, {
         db: o.db, poolId: o.stored.poolId, workers: o.stored.workers,
         deps: { writer: { db: o.db, config: o.config, pipeline: o.pipeline ?? (undefined as never), log: o.log }, secret: o.secret, log: o.log },
+        // a test publishes and asks at once, and on a loaded machine the publish's message can reach the
+        // gateway after the next request: test gateways read the deployment on every request, unless a
+        // test of the reuse says otherwise (ultra-deployment-cache.test.ts)
+        cacheMs: 0,
         ...o.ultra,
       }),
     ],
