@@ -3,13 +3,12 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { StreamEvent } from '@fugu/providers';
-import { scrub } from '@fugu/telemetry';
 import type { GatewayContext, RequestRecord } from '../context.ts';
-import { GatewayError, badField, unknownModel } from '../errors.ts';
+import { badField, unknownModel } from '../errors.ts';
 import { CHAT_HINTS, hintsOf } from '../hints.ts';
-import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
+import { type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import { ChunkWriter, chatCompletionOf, chatRequestSchema, checkChatFields, parseBody, toChatRequest } from '../wire.ts';
-import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
+import { clientSignal, idempotencyKeyOf, openEventStream, settleBrokenStream } from './shared.ts';
 
 export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: GatewayContext; models: ModelRegistry }): Promise<void> {
   app.post('/v1/chat/completions', async (request, reply) => {
@@ -47,7 +46,6 @@ export async function chatPlugin(app: FastifyInstance, { ctx, models }: { ctx: G
 /** SSE chunks: role, content deltas, tool calls, the finish reason, usage (with cost) when asked, [DONE]. */
 async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInput, includeUsage: boolean, reply: FastifyReply, t0: number): Promise<void> {
   const rec: RequestRecord = input.record;
-  const { signal } = input;
   rec.worker = a.worker;
   // first event in hand: from here on the answer is this worker's
   const raw = openEventStream(reply, a.headers);
@@ -79,22 +77,8 @@ async function writeStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInpu
     } else await seal();
     raw.write(ChunkWriter.done());
   } catch (e) {
-    if (!signal.aborted) {
-      ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'stream failed after its first byte');
-      const ge = classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' });
-      rec.errorCode = ge.errorCode ?? ge.type;
-      // what was paid before it failed (a fugu-ultra workflow's answered steps)
-      ctx.charge(input.caller, rec, ge.cost);
-      await seal();
-      raw.write(ChunkWriter.error(ge.body()));
-    } else {
-      rec.errorCode = 'client_closed';
-      // the row (status 499) with what the calls made so far cost
-      if (!rec.sealed) {
-        ctx.charge(input.caller, rec, classify(a.worker, e)?.cost ?? 0n);
-        await seal();
-      }
-    }
+    const ge = await settleBrokenStream(ctx, a, input, e, seal, 'chat');
+    if (ge) raw.write(ChunkWriter.error(ge.body()));
   }
   raw.end();
 }

@@ -9,10 +9,9 @@
 import { performance } from 'node:perf_hooks';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { StreamEvent } from '@fugu/providers';
-import { scrub } from '@fugu/telemetry';
 import type { GatewayContext } from '../context.ts';
 import { GatewayError, unknownModel } from '../errors.ts';
-import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
+import { type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import {
   MessageEventWriter,
   anthropicErrorBody,
@@ -26,7 +25,7 @@ import {
   toMessagesChatRequest,
 } from '../anthropic-wire.ts';
 import { MESSAGES_HINTS, hintsOf } from '../hints.ts';
-import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
+import { clientSignal, idempotencyKeyOf, openEventStream, settleBrokenStream } from './shared.ts';
 
 /** The gateway's error handler with another error body (server.ts: its draining, charging and logging, once). */
 export type ScopedErrorHandler = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
@@ -88,7 +87,6 @@ export async function messagesPlugin(app: FastifyInstance, { ctx, models, onErro
 /** Anthropic's SSE events of one answer (the first event of the model in hand: the worker is known). */
 async function writeMessageStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInput, inputEstimate: number, reply: FastifyReply, t0: number): Promise<void> {
   const rec = input.record;
-  const { signal } = input;
   rec.worker = a.worker;
   const raw = openEventStream(reply, a.headers);
   const w = new MessageEventWriter();
@@ -119,24 +117,8 @@ async function writeMessageStream(ctx: GatewayContext, a: StreamAnswer, input: C
     await seal();
     raw.write(w.finish(stopReasonOf(finish.finishReason, toolCalls), messagesUsage(finish.usage, cost, a.usageExtra?.())));
   } catch (e) {
-    if (!signal.aborted) {
-      ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'message stream failed after its first byte');
-      const ge = e instanceof GatewayError ? e : (classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' }));
-      rec.errorCode = ge.errorCode ?? ge.type;
-      if (!rec.sealed) {
-        // what was paid before it failed (a fugu-ultra workflow's answered steps)
-        ctx.charge(input.caller, rec, ge.cost);
-        await seal();
-      }
-      raw.write(w.error(anthropicErrorBody(ge, rec.requestId)));
-    } else {
-      rec.errorCode = 'client_closed';
-      // the row (status 499) with what the calls made so far cost
-      if (!rec.sealed) {
-        ctx.charge(input.caller, rec, classify(a.worker, e)?.cost ?? 0n);
-        await seal();
-      }
-    }
+    const ge = await settleBrokenStream(ctx, a, input, e, seal, 'message');
+    if (ge) raw.write(w.error(anthropicErrorBody(ge, rec.requestId)));
   }
   raw.end();
 }

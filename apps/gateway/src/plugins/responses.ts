@@ -20,7 +20,7 @@ import { scrub } from '@fugu/telemetry';
 import type { Caller, GatewayContext } from '../context.ts';
 import { GatewayError, badField, unknownModel } from '../errors.ts';
 import { RESPONSES_HINTS, hintsOf } from '../hints.ts';
-import { classify, type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
+import { type ChatInput, type ModelRegistry, type StreamAnswer } from '../models.ts';
 import {
   ResponseEventWriter,
   ResponseObject,
@@ -38,7 +38,7 @@ import {
   type WireResponsesRequest,
 } from '../responses-wire.ts';
 import { parseBody } from '../wire.ts';
-import { clientSignal, idempotencyKeyOf, openEventStream } from './shared.ts';
+import { clientSignal, idempotencyKeyOf, openEventStream, settleBrokenStream } from './shared.ts';
 
 /** Stores a finished response (a no-op with store: false or without a database). */
 type Save = (response: Record<string, unknown>, output: readonly ConversationItem[], worker: string, conversation?: string) => Promise<void>;
@@ -193,7 +193,6 @@ async function saveResponse(
  */
 async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInput, shell: ResponseObject, save: Save, reply: FastifyReply, t0: number): Promise<void> {
   const rec = input.record;
-  const { signal } = input;
   rec.worker = a.worker;
   const raw = openEventStream(reply, a.headers);
   const w = new ResponseEventWriter(shell.tools);
@@ -229,24 +228,10 @@ async function writeResponseStream(ctx: GatewayContext, a: StreamAnswer, input: 
     raw.write(closing);
     raw.write(w.finish(response));
   } catch (e) {
-    if (!signal.aborted) {
-      ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, 'response stream failed after its first byte');
-      const ge = e instanceof GatewayError ? e : (classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' }));
-      rec.errorCode = ge.errorCode ?? ge.type;
-      if (!rec.sealed) {
-        // what was paid before it failed (a fugu-ultra workflow's answered steps)
-        ctx.charge(input.caller, rec, ge.cost);
-        await seal();
-      }
+    const ge = await settleBrokenStream(ctx, a, input, e, seal, 'response');
+    if (ge) {
       w.abandon();
       raw.write(w.fail(ge.body().error, shell.build({ status: 'failed', model, output: w.output, error: responseError(ge.status, ge.message) })));
-    } else {
-      rec.errorCode = 'client_closed';
-      // the row (status 499) with what the calls made so far cost
-      if (!rec.sealed) {
-        ctx.charge(input.caller, rec, classify(a.worker, e)?.cost ?? 0n);
-        await seal();
-      }
     }
   }
   raw.end();

@@ -1,6 +1,10 @@
 // Helpers of the gateway's plugins.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { scrub } from '@fugu/telemetry';
+import type { GatewayContext } from '../context.ts';
+import { GatewayError } from '../errors.ts';
+import { classify, type ChatInput, type StreamAnswer } from '../models.ts';
 
 /**
  * A plugin whose hooks and decorations apply to the scope it is registered in (what the
@@ -79,4 +83,27 @@ export function drainRequest(req: IncomingMessage, maxBytes: number, maxMs: numb
     req.on('data', onData).on('end', onEnd).on('close', onClose).on('error', onClose);
     req.resume();
   });
+}
+
+/**
+ * A stream that broke off after its first byte (chat completions, the Responses API and the
+ * Messages API write their events differently and settle it alike): the row charged with what was
+ * paid so far (a fugu-ultra workflow's answered steps) and sealed, unless it already was, with the
+ * error's code, or `client_closed` (status 499) when the client went away. Returns the error to
+ * write to the client in the API's own shape, or undefined when the client is gone.
+ */
+export async function settleBrokenStream(ctx: GatewayContext, a: StreamAnswer, input: ChatInput, e: unknown, seal: () => Promise<void>, what: string): Promise<GatewayError | undefined> {
+  const rec = input.record;
+  const gone = input.signal.aborted;
+  let ge: GatewayError | undefined;
+  if (!gone) {
+    ctx.log.warn({ reqId: rec.requestId, worker: a.worker, err: scrub((e as Error).message) }, `${what} stream failed after its first byte`);
+    ge = e instanceof GatewayError ? e : (classify(a.worker, e) ?? new GatewayError(502, `worker "${a.worker}": the stream broke off: ${(e as Error).message}`, { code: 'provider_error' }));
+    rec.errorCode = ge.errorCode ?? ge.type;
+  } else rec.errorCode = 'client_closed';
+  if (!rec.sealed) {
+    ctx.charge(input.caller, rec, ge ? ge.cost : (classify(a.worker, e)?.cost ?? 0n));
+    await seal();
+  }
+  return ge;
 }
