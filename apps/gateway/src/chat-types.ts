@@ -5,9 +5,10 @@ import type { ChatResult } from '@fugu/providers';
 
 /**
  * The fugu extension of a chat request: `{"fugu": {"lambda": 0.5, "workers": ["a", "b"]}}`;
- * fugu-ultra also reads `conversation`, `shared_memory` and `merge_tool_calls`.
+ * fugu-ultra also reads `conversation`, `shared_memory` and `merge_tool_calls`; `session` names the
+ * client session (sessions.ts: the request row's, for any model).
  */
-export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean; merge_tool_calls?: boolean };
+export type FuguOptions = { lambda?: number; workers?: string[]; conversation?: string; shared_memory?: boolean; merge_tool_calls?: boolean; session?: string };
 
 /**
  * A whole answer: `worker` names the answering worker (the response's `model`), `cost` is exact.

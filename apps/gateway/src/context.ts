@@ -60,6 +60,10 @@ export type RequestRecord = {
   endUser?: string;
   /** the hints and metadata the request sent other than the end user (Responses `client_metadata`, `metadata`, ...; hintsOf): the row's hints */
   hints?: Record<string, unknown>;
+  /** the client session the request belongs to (sessions.ts): the row's session */
+  session?: string;
+  /** the names of the tool calls the answer gave the client, in order (ModelRegistry notes them): the row's tool_calls */
+  toolCalls?: string[];
   /** only with gateway.logMessages (debug): the request's messages, for the access log */
   messages?: ChatMessage[];
   /** when the request came in (performance.now()) and its route (recorded routes get a row) */
@@ -458,6 +462,8 @@ export function requestRow(rec: RequestRecord, status: number, totalMs: number):
     workflowId: rec.workflowId ?? null,
     endUser: rec.endUser ?? null,
     hints: rec.hints ?? null,
+    session: rec.session ?? null,
+    toolCalls: rec.toolCalls && rec.toolCalls.length > 0 ? rec.toolCalls : null,
   };
 }
 

@@ -93,9 +93,10 @@ export interface ModelHandler {
 export class ModelRegistry {
   readonly #handlers = new Map<string, ModelHandler>();
 
+  /** Registers a handler; its answers note their tool calls in the request's record (noteToolCalls). */
   register(h: ModelHandler): this {
     if (this.#handlers.has(h.id)) throw new Error(`model "${h.id}" is registered twice`);
-    this.#handlers.set(h.id, h);
+    this.#handlers.set(h.id, noteToolCalls(h));
     return this;
   }
 
@@ -122,6 +123,45 @@ export function defaultRegistry(ctx: GatewayContext): ModelRegistry {
   const reg = new ModelRegistry().register(routerModel(ctx));
   for (const w of ctx.pool.workers) reg.register(workerModel(ctx, w));
   return reg;
+}
+
+/**
+ * A handler whose answers note, in the request's record, the names of the tool calls they give
+ * the client (the row's tool_calls, in order): a whole answer's, a stream's as its events pass.
+ * Everything else (the handler's id, batchable, close) is the handler's own.
+ */
+function noteToolCalls(h: ModelHandler): ModelHandler {
+  const noted = (input: ChatInput): string[] => (input.record.toolCalls ??= []);
+  return {
+    id: h.id,
+    ownedBy: h.ownedBy,
+    visibleTo: (caller) => h.visibleTo(caller),
+    ...(h.batchable !== undefined && { batchable: h.batchable }),
+    ...(h.close && { close: () => h.close!() }),
+    complete: async (input: ChatInput): Promise<Completion> => {
+      const c = await h.complete(input);
+      noted(input).push(...c.result.toolCalls.map((t) => t.name));
+      return c;
+    },
+    stream: async (input: ChatInput): Promise<StreamAnswer> => {
+      const a = await h.stream(input);
+      const names = noted(input);
+      const note = (r: IteratorResult<AnswerEvent>): IteratorResult<AnswerEvent> => {
+        if (!r.done && r.value.type === 'tool-call') names.push(r.value.toolCall.name);
+        return r;
+      };
+      const events = a.events;
+      return {
+        ...a,
+        first: note(a.first),
+        events: {
+          next: async () => note(await events.next()),
+          ...(events.return && { return: (v?: unknown) => events.return!(v) }),
+          ...(events.throw && { throw: (e?: unknown) => events.throw!(e) }),
+        },
+      };
+    },
+  };
 }
 
 // ---- the router (`fugu`) ----------------------------------------------------------------------

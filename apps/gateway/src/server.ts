@@ -35,6 +35,7 @@ import { chatPlugin } from './plugins/chat.ts';
 import { responsesPlugin } from './plugins/responses.ts';
 import { messagesPlugin } from './plugins/messages.ts';
 import { anthropicErrorBody } from './anthropic-wire.ts';
+import { sessionsPlugin } from './plugins/sessions.ts';
 import { authPlugin } from './plugins/auth.ts';
 import { modelsPlugin, routePlugin } from './plugins/api.ts';
 import { adminPlugin, opsPlugin } from './plugins/ops.ts';
@@ -211,6 +212,7 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
   // the API: every route in this scope authenticates first
   await app.register(async (api) => {
     await api.register(authPlugin, { ctx });
+    await api.register(sessionsPlugin, { ctx });
     await api.register(chatPlugin, { ctx, models });
     await api.register(responsesPlugin, { ctx, models });
     await api.register(messagesPlugin, { ctx, models, onError: errorHandler });

@@ -121,6 +121,8 @@ export const chatRequestSchema = z
         shared_memory: z.boolean().optional(),
         // fugu-ultra: false sends every agent's tool call to the client (default: identical calls of one answer merged)
         merge_tool_calls: z.boolean().optional(),
+        // the client session the request belongs to (sessions.ts; the row's session), checked there
+        session: z.string().optional(),
       })
       .strict()
       .nullable()

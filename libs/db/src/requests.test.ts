@@ -57,6 +57,24 @@ describe('requests', () => {
     expect((await getRequest(t.db, none))?.hints).toBeNull();
   });
 
+  it("keeps the client session and the answer's tool calls; a session's rows listed oldest first", async () => {
+    const t0 = Date.parse('2026-12-06T10:00:00Z');
+    const at = (s: number) => new Date(t0 + s * 1000);
+    await insertRequests(t.db, [
+      row({ requestId: 'sess-2', session: 'ses_a', worker: 'b', toolCalls: null, createdAt: at(2) }),
+      row({ requestId: 'sess-1', session: 'ses_a', worker: 'a', toolCalls: ['Read', 'Edit'], createdAt: at(1) }),
+      row({ requestId: 'sess-x', session: 'ses_b', createdAt: at(1) }),
+      row({ requestId: 'sess-none', createdAt: at(3) }),
+    ]);
+    const turns = await listRequests(t.db, { session: 'ses_a', order: 'asc' });
+    expect(turns.map((r) => [r.requestId, r.session, r.worker, r.toolCalls])).toEqual([
+      ['sess-1', 'ses_a', 'a', ['Read', 'Edit']],
+      ['sess-2', 'ses_a', 'b', null],
+    ]);
+    expect((await listRequests(t.db, { session: 'ses_a' })).map((r) => r.requestId)).toEqual(['sess-2', 'sess-1']);
+    expect((await getRequest(t.db, 'sess-none'))).toMatchObject({ session: null, toolCalls: null });
+  });
+
   it('writes a batch in one statement', async () => {
     const ids = await insertRequests(t.db, [row({ requestId: 'batch-a', topProbs: null }), row({ requestId: 'batch-b', cost: 1n, routingMs: null, providerMs: null })]);
     expect(ids).toHaveLength(2);

@@ -38,15 +38,21 @@ export type RequestRow = {
   endUser: string | null;
   /** the hints and metadata the request sent, as sent (Responses `client_metadata`, `metadata`, `prompt_cache_key`, `service_tier`, ...; migration 0020), null: none */
   hints: Record<string, unknown> | null;
+  /** the client session the request belongs to (Claude Code's, Codex's, OpenCode's session id, x-fugu-session; migration 0021), null: none */
+  session: string | null;
+  /** the names of the tool calls the answer gave the client, in order (migration 0021), null: none */
+  toolCalls: string[] | null;
   createdAt: Date;
 };
 
-export type NewRequestRow = Omit<RequestRow, 'id' | 'createdAt' | 'workflowId' | 'endUser' | 'hints'> & {
+export type NewRequestRow = Omit<RequestRow, 'id' | 'createdAt' | 'workflowId' | 'endUser' | 'hints' | 'session' | 'toolCalls'> & {
   id?: string;
   createdAt?: Date;
   workflowId?: number | null;
   endUser?: string | null;
   hints?: Record<string, unknown> | null;
+  session?: string | null;
+  toolCalls?: string[] | null;
 };
 
 /** A new row id: `r_` + a uuid without dashes. */
@@ -70,11 +76,12 @@ function insertStatement(rows: readonly NewRequestRow[], ids: readonly string[])
       ${r.topProbs === null ? null : JSON.stringify(r.topProbs)}::jsonb, ${JSON.stringify(r.fallbacks)}::jsonb,
       ${r.tokensIn}::int, ${r.tokensOut}::int, ${formatUsd(r.cost)}::numeric, ${r.routingMs}::float8, ${r.providerMs}::float8, ${r.totalMs}::float8,
       ${r.status}::int, ${r.errorCode}, ${r.workflowId ?? null}::bigint, ${r.endUser ?? null},
-      ${r.hints == null ? null : JSON.stringify(r.hints)}::jsonb, ${r.createdAt ?? new Date()}::timestamptz)`,
+      ${r.hints == null ? null : JSON.stringify(r.hints)}::jsonb, ${r.session ?? null}, ${r.toolCalls == null ? null : JSON.stringify(r.toolCalls)}::jsonb,
+      ${r.createdAt ?? new Date()}::timestamptz)`,
   );
   return sql`
     insert into requests (id, request_id, api_key_id, route, model, worker, stream, top_probs, fallbacks, tokens_in, tokens_out, cost,
-                          routing_ms, provider_ms, total_ms, status, error_code, workflow_id, end_user, hints, created_at)
+                          routing_ms, provider_ms, total_ms, status, error_code, workflow_id, end_user, hints, session, tool_calls, created_at)
     values ${sql.join(values)}
   `;
 }
@@ -134,6 +141,8 @@ type Raw = {
   workflow_id: string | number | null;
   end_user: string | null;
   hints: Record<string, unknown> | null;
+  session: string | null;
+  tool_calls: string[] | null;
   created_at: Date;
 };
 
@@ -159,29 +168,37 @@ function toRow(r: Raw): RequestRow {
     workflowId: r.workflow_id === null ? null : Number(r.workflow_id),
     endUser: r.end_user,
     hints: r.hints,
+    session: r.session,
+    toolCalls: r.tool_calls,
     createdAt: r.created_at,
   };
 }
 
 const COLUMNS = sql`r.id, r.request_id, r.api_key_id, r.route, r.model, r.worker, r.stream, r.top_probs, r.fallbacks, r.tokens_in, r.tokens_out,
-  r.cost::text as cost, r.routing_ms, r.provider_ms, r.total_ms, r.status, r.error_code, r.workflow_id, r.end_user, r.hints, r.created_at`;
+  r.cost::text as cost, r.routing_ms, r.provider_ms, r.total_ms, r.status, r.error_code, r.workflow_id, r.end_user, r.hints, r.session, r.tool_calls, r.created_at`;
 
 export type ListRequestsOptions = {
   /** an API key's id or name */
   key?: string;
   /** only rows created at or after this time */
   since?: Date;
-  /** newest first, at most this many (default 50) */
+  /** only this client session's rows (requests.session) */
+  session?: string;
+  /** newest first (default), or oldest first: a session's turns in order */
+  order?: 'desc' | 'asc';
+  /** at most this many (default 50): the newest ones, or with order asc the oldest */
   limit?: number;
 };
 
-/** Request rows, newest first. */
+/** Request rows, newest first (or oldest first: `order: 'asc'`). */
 export async function listRequests(db: Db, opts: ListRequestsOptions = {}): Promise<RequestRow[]> {
   const limit = opts.limit ?? 50;
   const keyFilter = opts.key === undefined ? sql`true` : sql`(r.api_key_id = ${opts.key} or r.api_key_id in (select id from api_keys where name = ${opts.key}))`;
   const sinceFilter = opts.since === undefined ? sql`true` : sql`r.created_at >= ${opts.since}`;
+  const sessionFilter = opts.session === undefined ? sql`true` : sql`r.session = ${opts.session}`;
+  const order = opts.order === 'asc' ? sql`r.created_at asc, r.id asc` : sql`r.created_at desc, r.id desc`;
   const { rows } = await sql<Raw>`
-    select ${COLUMNS} from requests r where ${keyFilter} and ${sinceFilter} order by r.created_at desc, r.id desc limit ${limit}
+    select ${COLUMNS} from requests r where ${keyFilter} and ${sinceFilter} and ${sessionFilter} order by ${order} limit ${limit}
   `.execute(db);
   return rows.map(toRow);
 }

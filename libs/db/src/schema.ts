@@ -183,6 +183,10 @@ export interface RequestsTable {
   end_user: ColumnType<string | null, string | null | undefined, string | null>;
   /** the hints and metadata the request sent (migration 0020_requests_hints) */
   hints: NullableJson<Record<string, unknown>>;
+  /** the client session the request belongs to (migration 0021_requests_session) */
+  session: ColumnType<string | null, string | null | undefined, string | null>;
+  /** the names of the tool calls its answer gave the client, in order (migration 0021_requests_session) */
+  tool_calls: NullableJson<string[]>;
   created_at: Timestamp;
 }
 

@@ -21,6 +21,7 @@ import * as m0017 from './0017_scripted_workers.ts';
 import * as m0018 from './0018_batch_worker_note.ts';
 import * as m0019 from './0019_requests_end_user.ts';
 import * as m0020 from './0020_requests_hints.ts';
+import * as m0021 from './0021_requests_session.ts';
 
 export const migrations: Record<string, Migration> = {
   '0001_evaluation': m0001,
@@ -43,4 +44,5 @@ export const migrations: Record<string, Migration> = {
   '0018_batch_worker_note': m0018,
   '0019_requests_end_user': m0019,
   '0020_requests_hints': m0020,
+  '0021_requests_session': m0021,
 };
