@@ -18,8 +18,9 @@ import { Redis } from 'ioredis';
 import { loadConfig, serviceEnv } from '@fugu/config';
 import { createApiKey } from '@fugu/db';
 import { createTestDatabase } from '@fugu/db/testing';
-import { defaultLlmRouterDir, loadLlmRouter, writeWorkerPool } from '@fugu/datasets';
+import { writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub } from '@fugu/providers/testing';
+import { benchPrompts, pct } from './stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gatewayMain = path.resolve(here, '../../apps/gateway/src/main.ts');
@@ -27,16 +28,8 @@ const home = process.env.FUGU_HOME ?? '/tmp/fugu-bench-anthropic';
 mkdirSync(home, { recursive: true });
 const scale = Number(process.env.BENCH_REQUESTS_SCALE ?? 1);
 const log = (s: string) => process.stderr.write(`bench:anthropic: ${s}\n`);
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
-// prompts: LLMRouter's test questions (varied lengths), else synthetic
-let prompts: string[];
-try {
-  const ds = await loadLlmRouter(defaultLlmRouterDir());
-  prompts = ds.items.filter((i) => i.sourceSplit === 'test').map((i) => i.prompt);
-} catch {
-  prompts = Array.from({ length: 500 }, (_, i) => `Question ${i}: what is ${i} times ${i + 7}, and why does the answer end in that digit?`);
-}
+const prompts = await benchPrompts();
 
 const database = await createTestDatabase('fugu_bench_anthropic');
 const config = loadConfig({

@@ -20,8 +20,9 @@ import { Redis } from 'ioredis';
 import { loadConfig, serviceEnv } from '@fugu/config';
 import { createApiKey, publishDeployment } from '@fugu/db';
 import { createTestDatabase } from '@fugu/db/testing';
-import { defaultLlmRouterDir, loadLlmRouter, writeWorkerPool } from '@fugu/datasets';
+import { writeWorkerPool } from '@fugu/datasets';
 import { startOpenAIStub } from '@fugu/providers/testing';
+import { benchPrompts, pct } from './stats.ts';
 import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { startRouterWorkerProcess, type RouterWorkerProcess } from '../support/router-workers.ts';
@@ -33,16 +34,8 @@ mkdirSync(home, { recursive: true });
 const scale = Number(process.env.BENCH_REQUESTS_SCALE ?? 1);
 const modes = (process.env.BENCH_MODES ?? 'in-process,pool').split(',');
 const log = (s: string) => process.stderr.write(`bench:gateway: ${s}\n`);
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 
-// prompts: LLMRouter's test questions (varied lengths, median about 40 tokens), else synthetic
-let prompts: string[];
-try {
-  const ds = await loadLlmRouter(defaultLlmRouterDir());
-  prompts = ds.items.filter((i) => i.sourceSplit === 'test').map((i) => i.prompt);
-} catch {
-  prompts = Array.from({ length: 500 }, (_, i) => `Question ${i}: what is ${i} times ${i + 7}, and why does the answer end in that digit?`);
-}
+const prompts = await benchPrompts();
 
 const database = await createTestDatabase('fugu_bench');
 const config = loadConfig({

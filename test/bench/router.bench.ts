@@ -7,10 +7,10 @@ import { availableParallelism } from 'node:os';
 import { createSession, GraphBuilder, initTheta, loadUseLite, RouterHead, UseLiteEncoder } from '@fugu/router-model';
 import { defaultLlmRouterDir, loadLlmRouter } from '@fugu/datasets';
 import { useLiteSvfLayer } from '@fugu/serving';
+import { pct } from './stats.ts';
 
 const home = process.env.FUGU_HOME ?? `/tmp/fugu-bench-router`;
 const K = 9;
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const log = (s: string) => process.stderr.write(`bench:router: ${s}\n`);
 
 // 1. GEMM rate of ONNX Runtime here: [M, 512] x [512, 512] products, as the backbone does

@@ -62,6 +62,7 @@ import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, t
 import { watchApp } from '../support/app-process.ts';
 import { publishUltraAndTell } from '../support/ultra-publish.ts';
 import { batchEnded, batchLine, jsonl, uploadBatchFile } from '../support/batch-stack.ts';
+import { pct } from './stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gatewayMain = path.resolve(here, '../../apps/gateway/src/main.ts');
@@ -71,7 +72,6 @@ const levels = (process.env.BENCH_CONCURRENCY ?? '1,16').split(',').map(Number);
 const SCRIPTED = (process.env.BENCH_WORKERS ?? 'stub') === 'scripted';
 if (!['stub', 'scripted'].includes(process.env.BENCH_WORKERS ?? 'stub')) throw new Error(`BENCH_WORKERS must be stub or scripted, got ${process.env.BENCH_WORKERS}`);
 const log = (s: string) => process.stderr.write(`bench:ultra: ${s}\n`);
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
 const load1 = () => loadavg()[0]!.toFixed(2);
 
 const tools: OpenAI.ChatCompletionTool[] = [{ type: 'function', function: { name: WEATHER_TOOL.name, description: WEATHER_TOOL.description!, parameters: WEATHER_TOOL.parameters } }];
