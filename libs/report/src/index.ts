@@ -14,3 +14,4 @@ export { exampleConductorReportData } from './conductor-report-example.ts';
 export * from './grpo-report.ts';
 export * from './batch-report.ts';
 export * from './multistep-report.ts';
+export * from './session-report.ts';

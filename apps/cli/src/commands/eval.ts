@@ -4,16 +4,18 @@ import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { FuguConfig } from '@fugu/config';
+import { InputError } from '@fugu/core';
 import { batchWorkerStats, callErrors, conductorRunProgress, getBatchRow, getConductorRun, getEsRun, listBatchRows, listConductorRuns, listEsGenerations, listEsRuns, listGrpoRuns, listRuns, type BatchRow, type Db, type EsRunRecord } from '@fugu/db';
 import { collectRunSummary, formatSummary, openContext, runEval, runPrompts, writeSoftLabels, type Context, type EvalOptions } from '@fugu/evaluation';
 import { startLocalWorkers } from '@fugu/local-services';
 import { esEvalQueue, providerCallQueue, providerCallQueues } from '@fugu/queue';
-import { renderBatchReport, renderEsReport, renderEvalReport, renderGrpoReport, softLabelArgmax, usdText, type BatchReportData, type GrpoReportData } from '@fugu/report';
+import { renderBatchReport, renderEsReport, renderEvalReport, renderGrpoReport, renderSessionReport, softLabelArgmax, usdText, type BatchReportData, type GrpoReportData } from '@fugu/report';
 import { trainRouter, TRAIN_DEFAULTS } from '@fugu/training';
 import {
   action, columns, countOption, defaultOut, EXIT, interruptSignal, intOption, jsonOption, listOption, numOption, printJson, usdOption, type CommandGroup,
 } from '../cli.ts';
 import { createProgress } from '../progress.ts';
+import { sessionReportData } from './requests.ts';
 import { publishCheckpoint } from './router.ts';
 import { backgroundGateway, startGateway } from './serving.ts';
 import { cmdUltraEval, conductorRunLine, printConductorRun, writeUltraReport } from './ultra.ts';
@@ -63,8 +65,11 @@ export const evalCommands: CommandGroup = (program, cli) => {
 
   program
     .command('report')
-    .description('HTML report of a run: per-worker/per-task table, reference figures, plots (ES run: the fitness curve; a batch: its lines per worker)')
-    .argument('<run>', 'the evaluation, ES or conductor run')
+    .description(
+      'HTML report of a run: per-worker/per-task table, reference figures, plots (ES run: the fitness curve; a batch: its lines per worker; ' +
+        "session:<S>: a client session's turns, the worker chosen at each and what it cost)",
+    )
+    .argument('<run>', 'the evaluation, ES, GRPO or conductor run, a batch, or session:<S> (a session id its requests carry: fugu requests --session S)')
     .option('--out <file>', 'default: FUGU_HOME/reports/<run>.html')
     .addOption(numOption('--tau <t>', 'temperature of the soft labels shown', 0.1))
     .action(action(async (run: string, f: { tau: number; out?: string }) => void (await cmdReport(cli.config(), run, f))));
@@ -266,6 +271,16 @@ async function cmdLabels(config: FuguConfig, runId: string, f: { tau: number; ou
 async function cmdReport(config: FuguConfig, runId: string, f: { tau: number; out?: string }): Promise<string> {
   const ctx = await openContext({ redis: false, config });
   try {
+    if (runId.startsWith('session:')) {
+      const session = runId.slice('session:'.length);
+      const data = await sessionReportData(ctx.db, session);
+      if (data.turns.length === 0) throw new InputError(`no requests recorded for session "${session}" (fugu requests --session S lists a session's turns)`, { field: 'run' });
+      const out = f.out ?? defaultOut(config, 'reports', `session-${session.replace(/[^A-Za-z0-9._-]/g, '_')}.html`);
+      await mkdir(path.dirname(path.resolve(out)), { recursive: true });
+      await writeFile(out, renderSessionReport(data, { generatedAt: new Date().toISOString() }));
+      process.stdout.write(`wrote the report of session ${session} (${data.turns.length} turns) to ${out}\n`);
+      return out;
+    }
     const out = f.out ?? defaultOut(config, 'reports', `${runId}.html`);
     const batch = await getBatchRow(ctx.db, runId);
     if (batch) {
