@@ -9,8 +9,13 @@
 // request rows). Asserted: the harness's final output, the files on disk, one request row per
 // harness turn, every tool call given to the harness answered by it (fugu-ultra: each result back
 // in the transcript of the agent that made the call, and in no other's), the cost charged once
-// (the key's spend = its rows' costs = the provider calls' costs). A table at the end: harness x
-// model x task: pass, turns, requests, tool calls.
+// (the key's spend = its rows' costs = the provider calls' costs); every row of a run carries the
+// one session id its harness sent (Claude Code's x-claude-code-session-id, Codex's session-id,
+// OpenCode's x-session-id). `fugu` routes each turn on its transcript so far with an anchor router
+// published over the pool's two workers (a user's task nearest sim-coder, a tool's result on top of
+// the transcript nearest sim-reviewer): each row's worker is the router's choice, named by the
+// answer's x-fugu-worker. A table at the end: harness x model x task: pass, turns, requests, tool
+// calls, the worker of each turn.
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -20,8 +25,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { loadConfig, serviceEnv } from '@fugu/config';
 import { formatUsd, parseUsd } from '@fugu/core';
-import { createApiKey, getApiKey, listRequests, type RequestRow } from '@fugu/db';
+import { createApiKey, getApiKey, listRequests, publishDeployment, type RequestRow } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
+import { saveAnchorCheckpoint } from '@fugu/serving/testing';
 import { forkGateway, type AppProcess } from '../support/app-process.ts';
 import { HARNESSES, ROUTE, ensureHarnesses, harnessCache, invocation, plain, run, type HarnessSpec, type Installed } from './harnesses.ts';
 import { callsIn, resultsIn, startRecorder, turnsOf, type SeenCall } from './recorder.ts';
@@ -48,8 +54,22 @@ const TASKS = {
 } as const;
 type Task = keyof typeof TASKS;
 
+/** The router `fugu` serves: a user's task is nearest sim-coder, a tool's result on top of the transcript nearest sim-reviewer. */
+const ANCHORS = {
+  'sim-coder': [TASKS.read.prompt, TASKS.edit.prompt],
+  'sim-reviewer': [`tool: The code word is ${CODE_WORD}.\nassistant: Read the file notes.txt`, 'tool: Hello, world\nsecond line\nassistant: Read the file greeting.txt'],
+};
+
+/** The header each harness sends its session id in (test/harness/recorder.ts shows them all). */
+const SESSION_HEADER: Readonly<Record<HarnessSpec['name'], string>> = { codex: 'session-id', 'claude-code': 'x-claude-code-session-id', opencode: 'x-session-id' };
+
 /** One run's figures, for the table. */
-type Row = { harness: string; model: Model; task: Task; pass: boolean; turns: number; requests: number; toolCalls: number; agentCalls: number | null; cost: string; seconds: number; note?: string };
+type Row = {
+  harness: string; model: Model; task: Task; pass: boolean; turns: number; requests: number; toolCalls: number; agentCalls: number | null; cost: string; seconds: number;
+  /** the worker of each turn, in order (fugu) */
+  workers: string[];
+  note?: string;
+};
 const table: Row[] = [];
 
 let database: TestDatabase;
@@ -67,6 +87,8 @@ beforeAll(async () => {
   home = await mkdtemp(path.join(tmpdir(), 'fugu-harnesses-'));
   database = await createTestDatabase('fugu_harness');
   const config = loadConfig({ FUGU_REDIS_URL: process.env.FUGU_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379', FUGU_DATABASE_URL: database.url, FUGU_QUEUE_PREFIX: `fuguhn${randomBytes(4).toString('hex')}`, FUGU_HOME: home });
+  const ckpt = await saveAnchorCheckpoint(database.db, { home, anchors: ANCHORS, prices: { 'sim-coder': { input: '0.20', output: '0.80' }, 'sim-reviewer': { input: '1.00', output: '4.00' } } });
+  await publishDeployment(database.db, config.router.deployment, ckpt.id);
   gateway = await forkGateway({
     ...serviceEnv(config), FUGU_LOG_LEVEL: 'warn', FUGU_GATEWAY_POOL: POOL, FUGU_GATEWAY_PORT: '0', FUGU_GATEWAY_AUTH: 'keys', FUGU_ULTRA_ID_SECRET: randomBytes(32).toString('hex'),
   });
@@ -104,7 +126,7 @@ async function runHarness(h: HarnessSpec, model: Model, task: Task): Promise<voi
   const keyName = `${h.name}.${model}.${task}`;
   const key = await createApiKey(database.db, { name: keyName });
   const recorder = await startRecorder(gateway.url.replace(/\/v1$/, ''));
-  const row: Row = { harness: h.name, model, task, pass: false, turns: 0, requests: 0, toolCalls: 0, agentCalls: null, cost: '-', seconds: 0 };
+  const row: Row = { harness: h.name, model, task, pass: false, turns: 0, requests: 0, toolCalls: 0, agentCalls: null, cost: '-', seconds: 0, workers: [] };
   table.push(row);
   try {
     const inv = await invocation(h, { root, home: path.join(runDir, 'home'), baseUrl: recorder.url, apiKey: key.key, model, prompt: t.prompt });
@@ -132,8 +154,25 @@ async function runHarness(h: HarnessSpec, model: Model, task: Task): Promise<voi
     row.requests = rows.length;
     expect(rows.length).toBe(turns.length);
     expect(rows.every((x) => x.route === ROUTE[h.wire] && x.model === model && x.status === 200)).toBe(true);
-    if (model === 'fugu') expect(rows.every((x) => x.worker === 'sim-coder' && x.workflowId === null)).toBe(true);
+    if (model === 'fugu') expect(rows.every((x) => x.workflowId === null)).toBe(true);
     else expect(rows.every((x) => x.workflowId !== null)).toBe(true);
+
+    // one session: the id the harness sent with every turn, on every row of the run
+    const sent = [...new Set(turns.map((e) => e.headers[SESSION_HEADER[h.name]]))];
+    expect(sent, `${h.name}'s ${SESSION_HEADER[h.name]} header`).toEqual([expect.any(String)]);
+    expect(rows.map((x) => x.session)).toEqual(rows.map(() => sent[0]));
+
+    // fugu: each turn routed on its transcript (the router's choice is the worker that answered), named by the answer
+    if (model === 'fugu') {
+      const rowOf = new Map(rows.map((x) => [x.requestId, x]));
+      row.workers = turns.map((e) => {
+        const r = rowOf.get(String(e.responseHeaders['x-request-id']));
+        expect(r, `the row of turn ${String(e.responseHeaders['x-request-id'])}`).toBeDefined();
+        expect(r!.topProbs?.[0]?.worker).toBe(r!.worker);
+        expect(e.responseHeaders['x-fugu-worker']).toBe(r!.worker);
+        return r!.worker!;
+      });
+    }
 
     // the tool calls the harness was given, each answered by it in a later turn (its own tool, run in the repository)
     const given: SeenCall[] = turns.flatMap((e) => callsIn(h.wire, e));
@@ -219,9 +258,13 @@ function printTable(): void {
   const lines = [
     '',
     'test:harnesses: each harness x model x task (turns: the harness\'s requests; requests: the gateway\'s rows; tool calls: given to the harness, [agents\' calls] on fugu-ultra)',
-    '| harness | model | task | pass | turns | requests | tool calls | cost (USD) | s |',
-    '|---|---|---|---|---|---|---|---|---|',
-    ...table.map((r) => `| ${r.harness} | ${r.model} | ${r.task} | ${r.pass ? 'pass' : `FAIL${r.note ? `: ${r.note}` : ''}`} | ${r.turns} | ${r.requests} | ${r.toolCalls}${r.agentCalls !== null ? ` [${r.agentCalls}]` : ''} | ${r.cost} | ${r.seconds.toFixed(1)} |`),
+    '| harness | model | task | pass | turns | requests | tool calls | workers by turn | cost (USD) | s |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+    ...table.map(
+      (r) =>
+        `| ${r.harness} | ${r.model} | ${r.task} | ${r.pass ? 'pass' : `FAIL${r.note ? `: ${r.note}` : ''}`} | ${r.turns} | ${r.requests} | ${r.toolCalls}${r.agentCalls !== null ? ` [${r.agentCalls}]` : ''} | ` +
+        `${r.workers.length > 0 ? r.workers.map((w) => w.replace(/^sim-/, '')).join(' ') : '-'} | ${r.cost} | ${r.seconds.toFixed(1)} |`,
+    ),
     '',
     `harness install: ${installs.map((i) => `${i.harness} ${i.installed ? `installed in ${(i.ms / 1000).toFixed(1)} s` : 'cached'}`).join(', ')} (${(installMs / 1000).toFixed(1)} s; cache ${root})`,
     '',

@@ -5,7 +5,16 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ROUTE, type Wire } from './harnesses.ts';
 
-export type Exchange = { method: string; path: string; status: number; body: unknown; response: string };
+/** One request and its answer: the request's headers (the harness's session id) and body, the answer's headers (x-request-id, x-fugu-worker) and text. */
+export type Exchange = {
+  method: string;
+  path: string;
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  responseHeaders: Record<string, string | string[] | undefined>;
+  response: string;
+};
 
 export type Recorder = { url: string; exchanges: Exchange[]; close(): Promise<void> };
 
@@ -33,7 +42,10 @@ export async function startRecorder(target: string): Promise<Recorder> {
             } catch {
               body = raw.toString('utf8');
             }
-            exchanges.push({ method: req.method ?? '', path: (req.url ?? '').split('?')[0]!, status: r.statusCode ?? 0, body, response: Buffer.concat(out).toString('utf8') });
+            exchanges.push({
+              method: req.method ?? '', path: (req.url ?? '').split('?')[0]!, status: r.statusCode ?? 0, headers: { ...req.headers }, body,
+              responseHeaders: { ...r.headers }, response: Buffer.concat(out).toString('utf8'),
+            });
             res.end();
           });
         },
