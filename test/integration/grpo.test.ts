@@ -292,20 +292,23 @@ describe('fugu train grpo', () => {
     const id = await startGrpoRun(env.ctx, { dataset: files.dataset, pool: files.pool, runId: 'grpo-criterion', q: 16, g: 8, iterations, lr: 0.03, seed: 3, valEvery: 1, valSize: 20, reward: { costPerUsd: 2000 } }, features);
     expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
     const { run, iterations: its } = await runRows(id);
-    const records = its.map((i) => i.record as { criterion: { value: number; accuracy: number; usd: number; items: number; exact: boolean; mu: number }; val: { meanReward: number; items: number } });
+    type Crit = { value: number; accuracy: number; usd: number; items: number; exact: boolean; mu: number };
+    const records = its.map((i) => i.record as { criterion: Crit; finalCriterion?: Crit; val: { meanReward: number; items: number } });
     // exact, on the whole val split (not the 20 sampled validation items)
     const session = await GrpoSession.open(env.ctx.db, id, features);
     for (const r of records) expect(r.criterion).toMatchObject({ exact: true, items: session.items.val.length, mu: 2000 });
     expect(records[0]!.val.items).toBe(20);
     expect(its.map((i) => i.valReward)).toEqual(records.map((r) => r.criterion.value));
-    // the checkpoints it validated: the sampling policy of each iteration
-    const validated = [run.startCheckpointId, ...Array.from({ length: iterations - 1 }, (_, i) => `${id}-i${i + 1}`)];
+    // the checkpoints it validated: the sampling policy of each iteration, and the final policy (it samples none)
+    const validated = [run.startCheckpointId, ...Array.from({ length: iterations }, (_, i) => `${id}-i${i + 1}`)];
+    expect(records.slice(0, -1).every((r) => r.finalCriterion === undefined)).toBe(true);
+    const judged = [...records.map((r) => r.criterion.value), records.at(-1)!.finalCriterion!.value];
     const inputs = await analysisInputs(env.config, { dataset: files.dataset, pool: files.pool });
     const criterion = await criterionSettings(env.ctx.db, validated, { configs: [{ name: 'presets', config: {} }] });
     expect(criterion).toMatchObject({ reward: { costPerUsd: 2000 }, maxSteps: 5, runs: [id] });
     const a = await analyseScores({ db: env.ctx.db, home: env.config.home }, inputs, { specs: validated, split: 'val', configs: [{ name: 'presets', config: {} }], criterion });
     // the same number for every checkpoint, and so the same best
-    expect(a.rows.map((r) => r.criterion!.value)).toEqual(records.map((r) => r.criterion.value));
+    expect(a.rows.map((r) => r.criterion!.value)).toEqual(judged);
     const best = (await getConductorCheckpoint(env.ctx.db, run.bestCheckpointId!))!;
     expect(a.best!.spec).toBe(best.training.iteration === 0 ? run.startCheckpointId : `${id}-i${String(best.training.iteration)}`);
     expect(best.metrics).toMatchObject({ valReward: a.best!.value, criterion: { value: a.best!.value } });
@@ -313,13 +316,36 @@ describe('fugu train grpo', () => {
     // the two old criteria on this run: the sampled validation reward (with mu x $) and the exact accuracy (without)
     const argmax = (xs: number[]) => xs.reduce((b, x, i) => (x > xs[b]! ? i : b), 0);
     const oldRun = argmax(records.map((r) => r.val.meanReward));
-    const oldAnalyse = argmax(a.rows.map((r) => r.accuracy.presets!));
+    const oldAnalyse = argmax(a.rows.slice(0, iterations).map((r) => r.accuracy.presets!));
     const now = argmax(records.map((r) => r.criterion.value));
     console.log(`checkpoint criterion, synthetic run (mu 2000, ${iterations} validated checkpoints): old run criterion (sampled val reward) picks ${validated[oldRun]}, old analyse criterion (exact accuracy) picks ${validated[oldAnalyse]}, the one criterion picks ${validated[now]} (values ${records.map((r) => r.criterion.value.toFixed(4)).join(' ')})`);
     // the old criteria disagree here (the run's would have kept i1, `fugu ultra analyse score`'s named the untrained start, the issue's picture); now both name i1
     expect(validated[oldAnalyse]).toBe(run.startCheckpointId);
     expect(validated[oldRun]).toBe(`${id}-i1`);
     expect(a.best!.spec).toBe(`${id}-i1`);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('the final policy is judged too: on a replay pool its criterion is computed at the last commit, and it is the run\'s best when it beats every validated one (was: never validated)', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'fugu-grpo-'));
+    const files = await writeFixtures(dir, syntheticItems(600), replayPool());
+    const id = await startGrpoRun(env.ctx, { dataset: files.dataset, pool: files.pool, runId: 'grpo-final', q: 32, g: 8, iterations: 2, lr: 0.01, seed: 3, valEvery: 1, valSize: 20 }, features);
+    expect((await runGrpo(env.ctx, { runId: id, rollouts: 'local', features })).status).toBe('completed');
+    const { run, iterations: its } = await runRows(id);
+    type Crit = { value: number };
+    const records = its.map((i) => i.record as { criterion: Crit; finalCriterion?: Crit });
+    const final = records.at(-1)!.finalCriterion!;
+    console.log(`final policy judged: validated ${records.map((r) => r.criterion.value.toFixed(4)).join(' ')}, final ${final.value.toFixed(4)}`);
+    // the same number fugu ultra analyse score gives the final checkpoint
+    const inputs = await analysisInputs(env.config, { dataset: files.dataset, pool: files.pool });
+    const specs = [`${id}-i2`];
+    const criterion = await criterionSettings(env.ctx.db, specs, { configs: [{ name: 'presets', config: {} }] });
+    const a = await analyseScores({ db: env.ctx.db, home: env.config.home }, inputs, { specs, split: 'val', configs: [{ name: 'presets', config: {} }], criterion });
+    expect(a.rows[0]!.criterion!.value).toBe(final.value);
+    // here the last update is the best of the run: its checkpoint is the run's best
+    expect(final.value).toBeGreaterThan(Math.max(...records.map((r) => r.criterion.value)));
+    expect(run.bestCheckpointId).toBe(`${id}-best-i2`);
+    expect(run.bestValReward).toBe(final.value);
     await rm(dir, { recursive: true, force: true });
   });
 

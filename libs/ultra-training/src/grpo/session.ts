@@ -144,27 +144,33 @@ export class GrpoSession {
   async commit(it: GrpoIterationPlan, u: GrpoUpdate): Promise<void> {
     const { runId } = this;
     const training = { stage: 'grpo', run: runId, iteration: it.index + 1, sampledBy: it.policyCheckpointId };
-    const next = policyCheckpoint(it.policy.withTheta(u.theta), {
+    const nextPolicy = it.policy.withTheta(u.theta);
+    const next = policyCheckpoint(nextPolicy, {
       id: grpoPolicyId(runId, it.index + 1), backboneId: this.feats.backboneId, parentId: it.policyCheckpointId, training,
       metrics: { meanReward: u.record.meanReward, iteration: it.index },
     });
+    const completed = it.index + 1 >= this.cfg.iterations;
+    // the final policy samples no iteration, so no validation judges it: on a replay pool (with
+    // validation on) its criterion is computed here (exact, deterministic: both rollout paths commit the same), so the
+    // last update can be the run's best too
+    const final = completed && this.replayPool && this.cfg.valEvery > 0 ? await this.exactCriterion(nextPolicy, `policy:${next.id}`) : undefined;
+    const record = final ? { ...u.record, finalCriterion: final } : u.record;
     // the best on validation: by the checkpoint criterion (criterion.ts), strictly better than the best so far
-    const best = u.valReward !== null && criterionBetter(u.valReward, this.run.bestValReward)
-      ? {
-          valReward: u.valReward,
-          checkpoint: policyRecord(policyCheckpoint(it.policy, {
-            id: grpoBestId(runId, it.index), backboneId: this.feats.backboneId, parentId: this.run.startCheckpointId,
-            training: { stage: 'grpo-best', run: runId, iteration: it.index, policy: it.policyCheckpointId },
-            metrics: {
-              criterion: u.record.criterion ?? null, valReward: u.valReward, valAccuracy: u.record.criterion?.accuracy ?? null,
-              sampledValReward: u.record.val?.meanReward ?? null, iteration: it.index,
-            },
-          })),
-        }
+    const bestOf = (iteration: number, policy: ConductorPolicy, policyId: string, criterion: CheckpointCriterion | null, valReward: number, sampled: number | null) => ({
+      valReward,
+      checkpoint: policyRecord(policyCheckpoint(policy, {
+        id: grpoBestId(runId, iteration), backboneId: this.feats.backboneId, parentId: this.run.startCheckpointId,
+        training: { stage: 'grpo-best', run: runId, iteration, policy: policyId },
+        metrics: { criterion, valReward, valAccuracy: criterion?.accuracy ?? null, sampledValReward: sampled, iteration },
+      })),
+    });
+    let best = u.valReward !== null && criterionBetter(u.valReward, this.run.bestValReward)
+      ? bestOf(it.index, it.policy, it.policyCheckpointId, u.record.criterion ?? null, u.valReward, u.record.val?.meanReward ?? null)
       : undefined;
+    if (final && criterionBetter(final.value, best?.valReward ?? this.run.bestValReward)) best = bestOf(it.index + 1, nextPolicy, next.id, final, final.value, null);
     await commitGrpoIteration(this.db, {
-      runId, iteration: it.index, next: policyRecord(next), adam: u.adam, record: u.record,
-      valReward: u.valReward, rollouts: u.rollouts, completed: it.index + 1 >= this.cfg.iterations, ...(best && { best }),
+      runId, iteration: it.index, next: policyRecord(next), adam: u.adam, record,
+      valReward: u.valReward, rollouts: u.rollouts, completed, ...(best && { best }),
     });
   }
 

@@ -76,6 +76,8 @@ export type GrpoIterationStats = {
    * Records made before it existed: absent (their best was the rollouts' mean reward).
    */
   criterion?: CheckpointCriterion;
+  /** the last iteration on a replay pool: the final policy's criterion (it samples no iteration; session.ts commit) */
+  finalCriterion?: CheckpointCriterion;
   /** dispatches of the iteration's rollouts (0: in process) and its wall time to the fan-in */
   dispatches?: number;
   wallMs?: number;
