@@ -210,8 +210,8 @@ describe('fugu-ultra: tools whose schema is invalid', () => {
     ['a tool without a name', [{ type: 'function', description: 'weather', parameters: weather.parameters }], 'tools[0].name', /^tools\[0\]\.name: is required/],
     ['an empty name, second tool', [{ type: 'function', ...weather }, { type: 'function', ...weather, name: '' }], 'tools[1].name', /^tools\[1\]\.name: .*(>=1|at least 1|too small)/i],
     ['a built-in tool', [{ type: 'web_search' }], 'tools[0].type', /^tools\[0\]\.type: the built-in tool "web_search" is not supported/],
-    ['a custom tool', [{ type: 'custom', name: 'grep' }], 'tools[0].type', /^tools\[0\]\.type: "custom" is not supported: only function tools/],
-    ['a tool without a type', [{ ...weather }], 'tools[0].type', /^tools\[0\]\.type: is required \("function"\)/],
+    ['a built-in tool the gateway cannot run', [{ type: 'local_shell' }], 'tools[0].type', /^tools\[0\]\.type: /],
+    ['a tool without a type', [{ ...weather }], 'tools[0].type', /^tools\[0\]\.type: is required \("function", "custom" or "namespace"\)/],
   ];
 
   it('chat completions: each is a 400 naming the field, on a continuation and on a new question; the waiting workflow still waits and then continues', async () => {
@@ -364,7 +364,7 @@ describe('fugu-ultra: tool results that answer no call', () => {
     const before = await snapshot();
     const seen = stubCalls();
     expectRefusal(await refused(client().responses.create({ model: 'fugu-ultra', previous_response_id: r1.id, tools: respTools, input: [...callsOf(r1).map(out), out({ call_id: 'call_orphan' })] })), {
-      status: 400, code: 'invalid_value', param: 'input[2].call_id', message: /^input\[2\]\.call_id: "call_orphan" answers no function_call earlier in this conversation/,
+      status: 400, code: 'invalid_value', param: 'input[2].call_id', message: /^input\[2\]\.call_id: "call_orphan" answers no function_call or custom_tool_call earlier in this conversation/,
     }, 'orphan output');
     // r2's calls, given as items of this request (one assistant message with r1's), then the results of all four
     const foreign = callsOf(r2).map(({ call_id, name, arguments: args }) => ({ type: 'function_call' as const, call_id, name, arguments: args }));
