@@ -86,6 +86,11 @@ describe('router SFT and evaluation', () => {
     expect(p.split.test).toBe(splitIndices({ items: (await routingDataFromRun(env.ctx.db, 'skills')).items }, 0).test.length);
     expect((await getCheckpoint(env.ctx.db, p.checkpointId))!.training).toMatchObject({ splitBy: 'prompt', splitSeed: 0 });
     await expect(evaluateRouter(env.ctx.db, { checkpoint: p.checkpointId, split: 'test', splitBy: 'dataset', k: 10, home: env.dir, log: quiet })).rejects.toMatchObject({ field: '--split-by' });
+    // so is another split seed (was: scored on another seed's test split, questions it trained on among them)
+    const s = await evaluateRouter(env.ctx.db, { checkpoint: p.checkpointId, split: 'test', splitSeed: 1, k: 10, home: env.dir, log: quiet }).catch((x: unknown) => x);
+    expect(s).toMatchObject({ field: '--split-seed' });
+    expect((s as Error).message).toMatch(/was trained on the train part of split seed 0: the test split of seed 1 would hold questions it was trained on/);
+    expect((await evaluateRouter(env.ctx.db, { checkpoint: p.checkpointId, split: 'test', splitSeed: 0, k: 10, home: env.dir, log: quiet })).data).toMatchObject({ splitBy: 'prompt' });
   });
 
   it('refuses a checkpoint whose workers or backbone do not match', async () => {

@@ -98,7 +98,7 @@ export const routerCommands: CommandGroup = (program, cli) => {
       .argument('<checkpoint>', 'the router checkpoint')
       .addOption(choiceOption('--split <split>', 'the held-out split', ['test', 'val'], 'test'))
       .option('--run <run>', "the evaluation run (default: the checkpoint's training run)")
-      .addOption(intOption('--split-seed <n>', "seed of the split (default: the checkpoint's)"))
+      .addOption(intOption('--split-seed <n>', "seed of the split (default: the checkpoint's; another is refused: its held-out part would hold training questions)"))
       .addOption(splitByOption("default: the checkpoint's; another is refused"))
       .addOption(intOption('--k <n>', 'neighbours of the kNN baseline', 10))
       .option('--out <file>', 'the HTML report (default: FUGU_HOME/reports/<checkpoint>-<split>.html)');

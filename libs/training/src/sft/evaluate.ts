@@ -34,7 +34,12 @@ export async function evaluateRouter(db: Db, opts: RouterEvalOptions): Promise<R
   if (!ckpt) throw new InputError(`no router checkpoint "${opts.checkpoint}"`, { field: 'checkpoint' });
   const run = opts.run ?? (ckpt.training.run as string | undefined);
   if (!run) throw new InputError(`checkpoint ${ckpt.id} names no training run: give --run`, { field: '--run' });
-  const splitSeed = opts.splitSeed ?? (ckpt.training.splitSeed as number | undefined) ?? 0;
+  // the checkpoint's own split: another seed's held-out part would hold questions it was trained on
+  const trainedSeed = ckpt.training.splitSeed as number | undefined;
+  if (opts.splitSeed !== undefined && trainedSeed !== undefined && opts.splitSeed !== trainedSeed) {
+    throw new InputError(`checkpoint ${ckpt.id} was trained on the train part of split seed ${trainedSeed}: the ${opts.split} split of seed ${opts.splitSeed} would hold questions it was trained on (leave --split-seed out, or give ${trainedSeed})`, { field: '--split-seed' });
+  }
+  const splitSeed = opts.splitSeed ?? trainedSeed ?? 0;
   const made = splitScheme(ckpt.training.splitBy ?? 'prompt', 'checkpoint');
   const splitBy = resolveSplitScheme(opts.splitBy, [{ what: `router checkpoint ${ckpt.id}`, by: made }]);
   const data = await routingDataFromRun(db, run);
