@@ -94,6 +94,8 @@ COPY apps ./apps
 COPY libs ./libs
 COPY data/llmrouter ./data/llmrouter
 COPY data/pools ./data/pools
+# the measured replay step models (`--replay measured:...`) with the sources' licences
+COPY data/multistep ./data/multistep
 VOLUME ["/var/lib/fugu"]
 USER 10001:10001
 EXPOSE 8080

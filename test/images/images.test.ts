@@ -227,7 +227,8 @@ describe('a Conductor batch through the containers', () => {
   it(`${CONDUCTOR_SPEC}, the conductor stopped mid-batch (drained, exit 0) and started again: every workflow once, the figures of the same command without containers`, async () => {
     const total = CONDUCTOR_SAMPLE;
     const steps = total * 4;
-    const args = ['ultra', 'eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--conductor', CONDUCTOR_SPEC, '--sample', String(total), '--seed', '0', '--json'];
+    // under a step model measured on recorded multi-agent runs: the image carries them (was: none in /app/data/multistep/replay)
+    const args = ['ultra', 'eval', '--dataset', 'llmrouter', '--pool', 'llmrouter', '--conductor', CONDUCTOR_SPEC, '--sample', String(total), '--seed', '0', '--replay', 'measured:dylan-math-cot.point', '--json'];
     const done = async () => counter(await stack.httpGet('conductor', '/metrics'), 'fugu_conductor_workflows_total');
     const before = await done();
     const t0 = Date.now();

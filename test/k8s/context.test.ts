@@ -32,7 +32,10 @@ const expected = tracked
       /^(apps|libs)\/[^/]+\/package\.json$/.test(f) ||
       (/^(apps|libs)\/[^/]+\/src\//.test(f) && !isTest(f)) ||
       f.startsWith('data/llmrouter/') ||
-      f.startsWith('data/pools/'),
+      f.startsWith('data/pools/') ||
+      f.startsWith('data/multistep/replay/') ||
+      f.startsWith('data/multistep/LICENSES/') ||
+      f === 'data/multistep/README.md',
   )
   .sort();
 
@@ -57,7 +60,7 @@ describe('.dockerignore', () => {
     expect(patterns, 'a first line ** would exclude everything').not.toContain('**');
   });
 
-  it('leaves exactly the manifests, the non-test sources and prompts of apps/ and libs/, data/llmrouter and data/pools', () => {
+  it('leaves exactly the manifests, the non-test sources and prompts of apps/ and libs/, data/llmrouter, data/pools and the measured step models (data/multistep/replay, its README and licences)', () => {
     const extra = context.filter((f) => !expected.includes(f));
     const missing = expected.filter((f) => !inContext.has(f));
     expect(extra, `in the context but not needed by the images (exclude them in .dockerignore) ${list(extra)}`).toEqual([]);
