@@ -332,6 +332,7 @@ describe('GRPO across hosts', () => {
       }, 180_000, 5);
       const cutAt = Date.now();
       cluster.net.linkDown('w1');
+      const linkDownAt = Date.now();
       // what w1's conductor had finished when it lost the network, read on the host itself
       const w1AtCut = counter(await cluster.localGet('w1', 9472, '/metrics'), 'fugu_conductor_workflows_total');
       const cut = held.it;
@@ -360,16 +361,22 @@ describe('GRPO across hosts', () => {
       expect(takenBack.length, 'conduct jobs held by the cut-off host came back through the stalled-job check').toBeGreaterThan(0);
       // (claimed before the cut and taken back after it; a stall of a host's own under load, before
       // the cut or of a workflow first claimed after it, is allowed: it changes no result)
+      // A job taken back is either of a workflow its holder had finished before the link went down
+      // (its row written, the job's completion lost with the link: not claimed again, a finished
+      // workflow never runs twice) or of one still in flight (claimed again, finished after the cut).
+      // Counting the first kind as moved failed a CI run of 0fadc70.
       const takenAfterCut = new Set(takenBack.filter((x) => x.at >= cutAt).map((x) => x.workflowId));
-      const moved = atCompletion.workflows.filter((w) => takenAfterCut.has(Number(w.id)) && (w.started_at as Date).getTime() < cutAt);
-      expect(moved.length).toBeGreaterThan(0);
-      expect(moved.every((w) => Number(w.attempts) > 1), 'each moved rollout was claimed again').toBe(true);
-      expect(moved.every((w) => (w.finished_at as Date).getTime() >= cutAt), 'each moved rollout finished after the cut').toBe(true);
+      const takenRows = atCompletion.workflows.filter((w) => takenAfterCut.has(Number(w.id)) && (w.started_at as Date).getTime() < cutAt);
+      expect(takenRows.length, 'workflows of jobs taken back after the cut').toBeGreaterThan(0);
+      const finishedBy = (w: Record<string, unknown>) => (w.finished_at as Date).getTime();
+      expect(takenRows.filter((w) => Number(w.attempts) === 1).every((w) => finishedBy(w) <= linkDownAt), 'a job taken back whose workflow was not claimed again: finished before the link went down').toBe(true);
+      const moved = takenRows.filter((w) => Number(w.attempts) > 1);
+      expect(moved.every((w) => finishedBy(w) >= cutAt), 'each moved rollout finished after the cut').toBe(true);
       // all of one iteration: the one running at the cut (the run may have gone on past the one
       // seen in both conductors' hands between that poll and the cut)
       const movedIterations = new Set(moved.map((w) => Number(String(w.key).split('.')[2])));
-      expect(movedIterations.size, 'the moved rollouts are of one iteration').toBe(1);
-      expect([...movedIterations][0]!).toBeGreaterThanOrEqual(cut);
+      expect(movedIterations.size, 'the moved rollouts are of one iteration').toBeLessThanOrEqual(1);
+      for (const i of movedIterations) expect(i).toBeGreaterThanOrEqual(cut);
       const records = await listGrpoIterations(cluster.db, 'gcut');
       const wall = (i: number) => Number(records.find((x) => x.iteration === i)!.record.wallMs);
       const others = records.map((x) => x.iteration).filter((i) => i !== cut && i !== 0).map(wall).sort((a, b) => a - b);
