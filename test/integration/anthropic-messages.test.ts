@@ -27,7 +27,7 @@ import { ultraModel } from '../../apps/gateway/src/ultra.ts';
 import { noRouter, stubWorker } from '../support/ultra-gateway.ts';
 import { instantScriptedWorkers } from '../support/scripted-pool.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
-import { Fuzzer } from '../support/body-fuzzer.ts';
+import { Fuzzer, sendFuzzCases } from '../support/body-fuzzer.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -472,32 +472,13 @@ describe('fuzzing /v1/messages', () => {
       for (let i = roll < 0.55 ? f.r.int(2) : 1 + f.r.int(3); i > 0; i--) what.push(f.mutate(b));
       return { label: what.join('; '), body: f.serialise(b), contentType: 'application/json' };
     });
-    const histogram: Record<string, number> = {};
-    const types: Record<string, number> = {};
-    const problems: Array<{ label: string; body: string; problem: string }> = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: 6 }, async () => {
-        while (next < list.length) {
-          const c = list[next++]!;
-          const res = await fetch(`${root}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': c.contentType }, body: c.body });
-          const s = { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? '' };
-          histogram[s.status] = (histogram[s.status] ?? 0) + 1;
-          if (s.status >= 400) {
-            const type = (() => {
-              try {
-                return String(JSON.parse(s.body).error?.type);
-              } catch {
-                return '(no JSON)';
-              }
-            })();
-            types[type] = (types[type] ?? 0) + 1;
-          }
-          const p = problem(s);
-          if (p) problems.push({ label: c.label, body: c.body.slice(0, 400), problem: p });
-        }
-      }),
-    );
+    const { histogram, errors: types, problems } = await sendFuzzCases(list, {
+      concurrency: 6, errorField: 'type', problem,
+      send: async (c) => {
+        const res = await fetch(`${root}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', 'content-type': c.contentType }, body: c.body });
+        return { status: res.status, body: await res.text(), contentType: res.headers.get('content-type') ?? '' };
+      },
+    });
     console.log(`fuzz /v1/messages: ${N} bodies; statuses ${JSON.stringify(histogram)}; error types ${JSON.stringify(types)}`);
     expect(problems).toEqual([]);
     expect(Object.values(histogram).reduce((a, n) => a + n, 0)).toBe(N);

@@ -42,7 +42,7 @@ import { paidPico, spentPico, workflowCalls } from '../support/paid.ts';
 import type { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
 import { testRedisUrl } from '../support/eval-env.ts';
 import { publishUltraAndTell } from '../support/ultra-publish.ts';
-import { Fuzzer } from '../support/body-fuzzer.ts';
+import { Fuzzer, sendFuzzCases } from '../support/body-fuzzer.ts';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Json = any;
@@ -778,32 +778,8 @@ describe('fugu-ultra: fuzzing chat completions and /v1/responses', () => {
   for (const [route, seed] of [['/chat/completions', 'chat'], ['/responses', 'responses']] as const) {
     it(`${route}: ${N} seeded bad bodies, raw with fetch: no status >= 500, every 4xx an OpenAI error body`, async () => {
       const list = route === '/chat/completions' ? cases(seed, chatBase, chatDamage) : cases(seed, respBase, respDamage);
-      const histogram: Record<string, number> = {};
-      const codes: Record<string, number> = {};
-      const problems: Array<{ label: string; body: string; problem: string }> = [];
       const t0 = Date.now();
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: 8 }, async () => {
-          while (next < list.length) {
-            const c = list[next++]!;
-            const s = await send(route, c);
-            histogram[s.status] = (histogram[s.status] ?? 0) + 1;
-            if (s.status >= 400) {
-              const code = (() => {
-                try {
-                  return String(JSON.parse(s.body).error?.code);
-                } catch {
-                  return '(no JSON)';
-                }
-              })();
-              codes[code] = (codes[code] ?? 0) + 1;
-            }
-            const p = problem(route, s);
-            if (p) problems.push({ label: c.label, body: c.body.slice(0, 400), problem: p });
-          }
-        }),
-      );
+      const { histogram, errors: codes, problems } = await sendFuzzCases(list, { concurrency: 8, errorField: 'code', send: (c) => send(route, c), problem: (s) => problem(route, s) });
       console.log(`fuzz ${route}: ${list.length} bodies in ${Date.now() - t0} ms; statuses ${JSON.stringify(histogram)}; error codes ${JSON.stringify(codes)}`);
       expect(problems).toEqual([]);
       expect(Object.values(histogram).reduce((a, n) => a + n, 0)).toBe(N);

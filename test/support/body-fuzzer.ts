@@ -176,3 +176,43 @@ export class Fuzzer {
     ])();
   }
 }
+
+/** A fuzzed body: what it is, its text and its content type. */
+export type FuzzCase = { label: string; body: string; contentType: string };
+/** What came back for one body. */
+export type FuzzAnswer = { status: number; body: string; contentType: string };
+
+/**
+ * Sends the bodies with `concurrency` at a time; returns the statuses, the error bodies' `error[field]`
+ * values (the error type or code), and every answer `problem` objects to (with its body, cut at 400).
+ */
+export async function sendFuzzCases(
+  list: readonly FuzzCase[],
+  o: { send: (c: FuzzCase) => Promise<FuzzAnswer>; problem: (s: FuzzAnswer) => string | undefined; errorField: 'type' | 'code'; concurrency: number },
+): Promise<{ histogram: Record<string, number>; errors: Record<string, number>; problems: Array<{ label: string; body: string; problem: string }> }> {
+  const histogram: Record<string, number> = {};
+  const errors: Record<string, number> = {};
+  const problems: Array<{ label: string; body: string; problem: string }> = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: o.concurrency }, async () => {
+      while (next < list.length) {
+        const c = list[next++]!;
+        const s = await o.send(c);
+        histogram[s.status] = (histogram[s.status] ?? 0) + 1;
+        if (s.status >= 400) {
+          let v: string;
+          try {
+            v = String((JSON.parse(s.body) as { error?: Record<string, unknown> }).error?.[o.errorField]);
+          } catch {
+            v = '(no JSON)';
+          }
+          errors[v] = (errors[v] ?? 0) + 1;
+        }
+        const p = o.problem(s);
+        if (p) problems.push({ label: c.label, body: c.body.slice(0, 400), problem: p });
+      }
+    }),
+  );
+  return { histogram, errors, problems };
+}
