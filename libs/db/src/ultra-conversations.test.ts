@@ -7,9 +7,9 @@ import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from './testing.ts';
 import { migrations } from './migrations/index.ts';
 import { savePool } from './repositories.ts';
-import { insertWorkflows } from './workflows.ts';
+import { getWorkflowByKey, getWorkflows, getWorkflowSteps, insertWorkflows, type WorkflowStepRow } from './workflows.ts';
 import {
-  appendToolMemory, claimWaitingUltraSession, getUltraSession, insertUltraSession, nextConversationTurn, readToolMemory, releaseUltraSession, reserveWorkflowId, startConversationTurn,
+  appendToolMemory, claimWaitingUltraSession, getUltraSession, insertUltraSession, nextConversationTurn, readToolMemory, releaseUltraSession, reserveWorkflowId, saveTurn, startConversationTurn,
 } from './ultra-serving.ts';
 
 let t: TestDatabase;
@@ -99,5 +99,41 @@ describe('conversations per API key', () => {
     expect(await claimWaitingUltraSession(t.db, w!, 'key_t', lease)).toBeUndefined();
     await releaseUltraSession(t.db, w!, taken!.version, taken!.was);
     expect((await sql`select * from ultra_sessions where workflow_id = ${w}`.execute(t.db)).rows).toEqual(before.rows);
+  });
+  it("a new conversation's first turn made by its end's one statement: the conversation, the workflow row (its final write in it when the turn ended), the session and the steps; none of it when the statement fails", async () => {
+    const { poolId, workers } = await savePool(t.db, { name: 'p5', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-create');
+    const workflow = { poolId, question: 'q', conductor: 'fixed:single:a', seed: 7, options: { maxSteps: 3 } };
+    const startedAt = new Date(Date.now() - 5_000);
+    const step = (workflowId: number): WorkflowStepRow => ({
+      workflowId, idx: 0, workerId: workers[0]!.id, worker: 'a', subtask: 's', access: 'none', sees: [], chatCallId: `wf${workflowId}.s0.t1`, status: 'ok', answer: 'A', tokensIn: 3, tokensOut: 4, cost: '0.000001', latencyMs: 2, cached: false, replay: null, error: null,
+    });
+    // ended: the row is inserted finished, with the turn's start time
+    const [ended, waiting, broken] = await Promise.all([0, 1, 2].map(() => reserveWorkflowId(t.db)));
+    const create = (conversationId: string) => ({ conversationId, keyId: 'key_c', keyPrefix: `ultra.key_c/${conversationId}.`, workflow, startedAt });
+    expect(await saveTurn(t.db, {
+      workflowId: ended!, session: { status: 'done', state: { v: 2 }, deadlineAt: null, insert: { conversationId: 'c-ended', apiKeyId: 'key_c' } }, steps: [step(ended!)],
+      finish: { status: 'done', finishReason: 'answered', finalAnswer: 'A', topology: 'single', nSteps: 1, workerCost: '0.000001', latencyMs: 12 }, create: create('c-ended'),
+    })).toBe(true);
+    const [row] = await getWorkflows(t.db, [ended!]);
+    expect(row).toMatchObject({ key: 'ultra.key_c/c-ended.1', status: 'done', finishReason: 'answered', finalAnswer: 'A', topology: 'single', nSteps: 1, seed: 7, options: { maxSteps: 3 }, latencyMs: 12 });
+    expect(row!.startedAt?.getTime()).toBe(startedAt.getTime());
+    expect(row!.finishedAt).not.toBeNull();
+    expect((await getWorkflowSteps(t.db, ended!)).map((s) => [s.idx, s.answer])).toEqual([[0, 'A']]);
+    expect(await getUltraSession(t.db, ended!)).toMatchObject({ conversationId: 'c-ended', apiKeyId: 'key_c', status: 'done', version: 0 });
+    expect(await nextConversationTurn(t.db, 'c-ended', 'key_c')).toBe(2);
+    // waiting for tool results: the row is running, as a turn's start leaves it
+    expect(await saveTurn(t.db, {
+      workflowId: waiting!, session: { status: 'tools', state: { v: 2 }, deadlineAt: new Date(Date.now() + 60_000), insert: { conversationId: 'c-wait', apiKeyId: 'key_c' } }, steps: [], create: create('c-wait'),
+    })).toBe(true);
+    expect(await getWorkflowByKey(t.db, 'ultra.key_c/c-wait.1')).toMatchObject({ id: waiting, status: 'running', finishedAt: null });
+    expect(await getUltraSession(t.db, waiting!)).toMatchObject({ status: 'tools' });
+    // a statement that fails (a pool that is not there) writes none of it
+    await expect(saveTurn(t.db, {
+      workflowId: broken!, session: { status: 'done', state: { v: 2 }, deadlineAt: null, insert: { conversationId: 'c-broken', apiKeyId: 'key_c' } }, steps: [step(waiting!)],
+      finish: { status: 'done' }, create: { ...create('c-broken'), workflow: { ...workflow, poolId: -1 } },
+    })).rejects.toThrow(/foreign key/);
+    expect(await getWorkflows(t.db, [broken!])).toEqual([]);
+    expect(await getWorkflowSteps(t.db, waiting!)).toEqual([]);
+    expect(await nextConversationTurn(t.db, 'c-broken', 'key_c')).toBe(1);
   });
 });

@@ -5,7 +5,7 @@
 import { sql, type RawBuilder } from 'kysely';
 import type { Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
-import { finishWorkflowQuery, stepRecord, toWorkflowRow, type NewWorkflowRow, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow } from './workflows.ts';
+import { finishColumns, finishWorkflowQuery, stepRecord, toWorkflowRow, type NewWorkflowRow, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow } from './workflows.ts';
 
 export type UltraDeployment = { name: string; conductor: string; pool: string; options: Record<string, unknown>; publishedAt: Date };
 
@@ -48,29 +48,53 @@ export async function nextConversationTurn(db: Db, id: string, keyId: string | n
 }
 
 /**
+ * A new turn of a conversation of this API key and its workflow row (`<keyPrefix><turn>`); `id`: a
+ * reserved id (reserveWorkflowId); `startedAt`: when the turn began (default: the statement's time)
+ */
+export type NewConversationTurn = {
+  conversationId: string; keyId: string | null; keyPrefix: string; workflow: Omit<NewWorkflowRow, 'key' | 'runId' | 'itemId' | 'repeat'>; id?: number; startedAt?: Date;
+};
+
+/**
  * A new turn of the conversation `id` of this API key and its workflow, in one statement: the
  * conversation made when new and its turn counted (as nextConversationTurn), and the workflow row
  * `<keyPrefix><turn>` inserted already claimed (status running, attempts 1). A served turn's
- * first write (issue 27: at most two commits per step).
+ * first write (issue 27: at most two commits per step); a new conversation's first turn makes
+ * its rows in its end's statement instead (saveTurn's `create`).
  */
-export async function startConversationTurn(
-  db: Db, c: { conversationId: string; keyId: string | null; keyPrefix: string; workflow: Omit<NewWorkflowRow, 'key' | 'runId' | 'itemId' | 'repeat'>; id?: number },
-): Promise<{ row: WorkflowRow; turn: number }> {
-  const w = c.workflow;
-  // a reserved id (reserveWorkflowId) goes in as given
-  const id = c.id === undefined ? sql`` : sql`id, `;
-  const idValue = c.id === undefined ? sql`` : sql`${c.id}, `;
+export async function startConversationTurn(db: Db, c: NewConversationTurn): Promise<{ row: WorkflowRow; turn: number }> {
   const { rows } = await sql<Record<string, unknown> & { turn: number }>`
-    with conv as (
-      insert into ultra_conversations (id, api_key_id, turns) values (${c.conversationId}, ${c.keyId}, 1)
-      on conflict (key_scope, id) do update set turns = ultra_conversations.turns + 1
-      returning turns
-    )
-    insert into workflows (${id}key, pool_id, question, conductor, seed, repeat, options, status, attempts, started_at) ${c.id === undefined ? sql`` : sql`overriding system value`}
-    select ${idValue}${c.keyPrefix} || conv.turns, ${w.poolId}, ${w.question}, ${w.conductor}, ${w.seed}, 0, ${JSON.stringify(w.options)}::jsonb, 'running', 1, now() from conv
-    returning *, (select turns from conv) as turn`.execute(db);
+    with ${sql.join(conversationTurnParts(c))}
+    select wf.*, (select turns from conv) as turn from wf`.execute(db);
   const r = rows[0]!;
   return { row: toWorkflowRow(r), turn: Number(r.turn) };
+}
+
+/**
+ * The CTEs `conv` (the conversation made or its turn counted) and `wf` (the turn's workflow row,
+ * returning *): running, or with `finish` already its final write (the row of a turn that ends
+ * in the statement that makes it).
+ */
+function conversationTurnParts(c: NewConversationTurn, finish?: WorkflowFinish): RawBuilder<unknown>[] {
+  const w = c.workflow;
+  const cols: Record<string, unknown> = {
+    ...(c.id !== undefined && { id: c.id }),
+    key: sql`(select ${c.keyPrefix} || turns from conv)`,
+    pool_id: w.poolId, question: w.question, conductor: w.conductor, seed: w.seed, repeat: 0, options: JSON.stringify(w.options),
+    status: 'running', attempts: 1, started_at: c.startedAt ?? sql`now()`,
+    ...(finish && finishColumns(finish)),
+  };
+  return [
+    sql`conv as (
+      insert into ultra_conversations (id, api_key_id, turns) values (${c.conversationId}, ${c.keyId}, 1)
+      on conflict (key_scope, id) do update set turns = ultra_conversations.turns + 1
+      returning turns)`,
+    // a reserved id goes in as given; values (not a select): each parameter takes its column's type
+    sql`wf as (
+      insert into workflows (${sql.join(Object.keys(cols).map((k) => sql.ref(k)))}) ${c.id === undefined ? sql`` : sql`overriding system value`}
+      values (${sql.join(Object.values(cols))})
+      returning *)`,
+  ];
 }
 
 /** Workflow ids taken from the sequence ahead of their rows, per connection pool (a block at a time). */
@@ -200,8 +224,11 @@ export async function renewUltraSession(db: Db, workflowId: number, version: num
  * A served turn's end in one statement (atomic, one round trip): the session saved from
  * `version` (or inserted, for a turn that began without a row), and only when that succeeded the
  * rows of the steps that ended (the first row of each step wins) and the workflow's final write.
- * With `memory`, the shared memory's new entries too (appendToolMemory's insert). False, with
- * nothing written, when the version moved on (another request took the workflow over).
+ * With `memory`, the shared memory's new entries too (appendToolMemory's insert). With `create`,
+ * the conversation's turn and the workflow's row too, made here (as startConversationTurn's, with
+ * the id `workflowId` and the final write in it when the turn ended): a new conversation's first
+ * turn is one statement. False, with nothing written, when the version moved on (another request
+ * took the workflow over).
  */
 export async function saveTurn(db: Db, o: {
   workflowId: number;
@@ -210,8 +237,11 @@ export async function saveTurn(db: Db, o: {
   finish?: WorkflowFinish;
   /** the shared memory's new entries (the tool results this request gave) */
   memory?: { conversationId: string; keyId: string | null; entries: MemoryInput };
+  /** the turn's rows, not yet made (its session is inserted) */
+  create?: Omit<NewConversationTurn, 'id'>;
 }): Promise<boolean> {
   const { workflowId: id, session: se } = o;
+  if (o.create && 'version' in se) throw new Error(`saveTurn: workflow ${id} is made by this statement, so its session is inserted, not saved from a version`);
   const session = 'version' in se
     ? db.updateTable('ultra_sessions')
       .set((eb) => ({ status: se.status, state: JSON.stringify(se.state), deadline_at: se.deadlineAt, version: eb('version', '+', 1), updated_at: new Date() }))
@@ -222,12 +252,12 @@ export async function saveTurn(db: Db, o: {
       .values({ workflow_id: id, conversation_id: se.insert.conversationId, api_key_id: se.insert.apiKeyId, status: se.status, state: JSON.stringify(se.state), deadline_at: se.deadlineAt })
       .returning('workflow_id');
   const saved = sql<boolean>`exists (select 1 from saved)`;
-  const parts = [sql`saved as (${session})`];
+  const parts = [...(o.create ? conversationTurnParts({ ...o.create, id }, o.finish) : []), sql`saved as (${session})`];
   if (o.steps.length > 0) {
     const cols = sql.join(Object.keys(stepRecord(o.steps[0]!)).map((c) => sql.ref(c)));
     parts.push(sql`steps as (insert into workflow_steps (${cols}) select ${cols} from jsonb_populate_recordset(null::workflow_steps, ${JSON.stringify(o.steps.map(stepRecord))}::jsonb) where ${saved} on conflict (workflow_id, idx) do nothing)`);
   }
-  if (o.finish) parts.push(sql`finished as (${finishWorkflowQuery(db, id, o.finish).where(saved)})`);
+  if (o.finish && !o.create) parts.push(sql`finished as (${finishWorkflowQuery(db, id, o.finish).where(saved)})`);
   if (o.memory && o.memory.entries.length > 0) parts.push(sql`memory as (${toolMemoryInsert(o.memory.conversationId, o.memory.keyId, o.memory.entries, saved)})`);
   const r = await onSeqConflict(() => sql<{ n: number }>`with ${sql.join(parts)} select count(*)::int as n from saved`.execute(db));
   return r.rows[0]!.n === 1;

@@ -251,37 +251,38 @@ export async function finishWorkflow(db: Db, id: number, f: WorkflowFinish): Pro
 
 /** finishWorkflow's statement, not run (a served turn's end runs it in its own statement: saveTurn). */
 export function finishWorkflowQuery(db: Db, id: number, f: WorkflowFinish) {
-  return db
-    .updateTable('workflows')
-    .set({
-      status: f.status ?? 'done',
-      finished_at: sql<Date>`now()`,
-      ...(f.finishReason !== undefined && { finish_reason: f.finishReason }),
-      ...(f.completion !== undefined && { completion: f.completion }),
-      ...(f.promptVersion !== undefined && { prompt_version: f.promptVersion }),
-      ...(f.parseOk !== undefined && { parse_ok: f.parseOk }),
-      ...(f.parseError !== undefined && { parse_error: json(f.parseError) }),
-      ...(f.steps !== undefined && { steps: json(f.steps) }),
-      ...(f.topology !== undefined && { topology: f.topology }),
-      ...(f.nSteps !== undefined && { n_steps: f.nSteps }),
-      ...(f.criticalPath !== undefined && { critical_path: f.criticalPath }),
-      ...(f.finalAnswer !== undefined && { final_answer: f.finalAnswer }),
-      ...(f.score !== undefined && { score: f.score }),
-      ...(f.outcome !== undefined && { outcome: f.outcome }),
-      ...(f.reward !== undefined && { reward: f.reward }),
-      ...(f.logprob !== undefined && { logprob: f.logprob }),
-      ...(f.conductorTokensIn !== undefined && { conductor_tokens_in: f.conductorTokensIn }),
-      ...(f.conductorTokensOut !== undefined && { conductor_tokens_out: f.conductorTokensOut }),
-      ...(f.conductorCost !== undefined && { conductor_cost: f.conductorCost }),
-      ...(f.workerTokensIn !== undefined && { worker_tokens_in: f.workerTokensIn }),
-      ...(f.workerTokensOut !== undefined && { worker_tokens_out: f.workerTokensOut }),
-      ...(f.workerCost !== undefined && { worker_cost: f.workerCost }),
-      ...(f.latencyMs !== undefined && { latency_ms: f.latencyMs }),
-      ...(f.error !== undefined && { error: json(f.error) }),
-      ...(f.decisions !== undefined && { decisions: json(f.decisions) }),
-    })
-    .where('id', '=', id)
-    .where('status', '=', 'running');
+  return db.updateTable('workflows').set(finishColumns(f)).where('id', '=', id).where('status', '=', 'running');
+}
+
+/** The columns a workflow's final write sets (finishWorkflow's; a served first turn inserts its row with them: saveTurn's `create`). */
+export function finishColumns(f: WorkflowFinish) {
+  return {
+    status: f.status ?? 'done',
+    finished_at: sql<Date>`now()`,
+    ...(f.finishReason !== undefined && { finish_reason: f.finishReason }),
+    ...(f.completion !== undefined && { completion: f.completion }),
+    ...(f.promptVersion !== undefined && { prompt_version: f.promptVersion }),
+    ...(f.parseOk !== undefined && { parse_ok: f.parseOk }),
+    ...(f.parseError !== undefined && { parse_error: json(f.parseError) }),
+    ...(f.steps !== undefined && { steps: json(f.steps) }),
+    ...(f.topology !== undefined && { topology: f.topology }),
+    ...(f.nSteps !== undefined && { n_steps: f.nSteps }),
+    ...(f.criticalPath !== undefined && { critical_path: f.criticalPath }),
+    ...(f.finalAnswer !== undefined && { final_answer: f.finalAnswer }),
+    ...(f.score !== undefined && { score: f.score }),
+    ...(f.outcome !== undefined && { outcome: f.outcome }),
+    ...(f.reward !== undefined && { reward: f.reward }),
+    ...(f.logprob !== undefined && { logprob: f.logprob }),
+    ...(f.conductorTokensIn !== undefined && { conductor_tokens_in: f.conductorTokensIn }),
+    ...(f.conductorTokensOut !== undefined && { conductor_tokens_out: f.conductorTokensOut }),
+    ...(f.conductorCost !== undefined && { conductor_cost: f.conductorCost }),
+    ...(f.workerTokensIn !== undefined && { worker_tokens_in: f.workerTokensIn }),
+    ...(f.workerTokensOut !== undefined && { worker_tokens_out: f.workerTokensOut }),
+    ...(f.workerCost !== undefined && { worker_cost: f.workerCost }),
+    ...(f.latencyMs !== undefined && { latency_ms: f.latencyMs }),
+    ...(f.error !== undefined && { error: json(f.error) }),
+    ...(f.decisions !== undefined && { decisions: json(f.decisions) }),
+  };
 }
 
 /** How many of these workflows are finished (done or failed): a count, cheap to poll. */

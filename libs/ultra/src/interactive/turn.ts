@@ -23,7 +23,7 @@ import { PARSE_LIMITS, parseConductorSpec } from '@fugu/conductor';
 import {
   claimUltraSession, claimWaitingUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
   nextConversationTurn, readToolMemory, renewUltraSession, releaseUltraSession, reopenWorkflow, saveTurn, reserveWorkflowId, startConversationTurn,
-  type Db, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
+  type Db, type NewConversationTurn, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { isTransientError, notInDatasetMessage } from '@fugu/providers';
 import type { Logger } from '@fugu/telemetry';
@@ -323,6 +323,7 @@ const bad = (message: string, param: string | null, code = 'invalid_value'): Ult
 
 async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void): Promise<TurnResult> {
   const { db } = deps;
+  const began = new Date();
   const d = input.deployment;
   const lastUserAt = input.messages.findLastIndex((m) => m.role === 'user');
   if (lastUserAt < 0) throw bad('a fugu-ultra conversation needs a user message (or the results of its tool calls last)', 'messages');
@@ -349,16 +350,16 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   // the key's own conversation of that id (another key's of the same id is another conversation)
   let row: WrittenRow | undefined;
   let turn: number;
-  // a new conversation's rows, written while its Conductor and first calls run (awaited before the workflow's next write)
-  let created: Promise<unknown> | undefined;
+  // a new conversation's rows, made by its turn's end (persist), in that one statement
+  let create: NewConversationTurn | undefined;
   if (input.workflowKey === undefined) {
     // the conversation's turn and its workflow, claimed, in one statement
     const start = { conversationId, keyId: input.keyId, keyPrefix: `ultra.${input.keyId === null ? '' : `${input.keyId}/`}${conversationId}.`, workflow: fields };
     if (continued === undefined) {
-      // a new conversation (its id made here or by the Responses API for this response): its first turn, under a reserved id
+      // a new conversation (its id made here or by the Responses API for this response): no other
+      // request can reach it before its first turn ends, which writes its rows, under a reserved id
       const id = await reserveWorkflowId(db);
-      created = startConversationTurn(db, { ...start, id });
-      created.catch(() => {}); // awaited (and thrown) where the workflow is next written
+      create = { ...start, id, startedAt: began };
       row = { id, question, conductor: d.conductor, seed };
       turn = 1;
     } else ({ row, turn } = await startConversationTurn(db, start));
@@ -380,14 +381,14 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     out = await writeWorkflow(deps.writer, row, options, workers, pool, undefined);
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
-    await created;
+    if (create) await startConversationTurn(db, create);
     await finishWorkflow(db, workflowId, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) could not write a workflow: ${e.message}`, { code: 'conductor_error' });
   }
   const conductorTally: Tally = { inputTokens: out.usage?.inputTokens ?? 0, outputTokens: out.usage?.outputTokens ?? 0, cost: out.costPico ?? 0n };
   const plan = planWorkflow(out, pool, options.maxSteps);
   if (!plan.ok) {
-    await created;
+    if (create) await startConversationTurn(db, create);
     await finishWorkflow(db, workflowId, { ...plan.base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...plan.error }, outcome: 'unanswered' });
     if (parseConductorSpec(d.conductor).kind !== 'llm' && out.text.length > PARSE_LIMITS.listChars) {
       // a writer that renders its workflow (fixed:, policy:) fails only at the parser's limits: it repeats the message in every subtask
@@ -421,7 +422,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     type: 'progress',
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
   });
-  return advance(deps, input, { workflowId, version: 0, stored: early, ...(created && { created }) }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
+  return advance(deps, input, { workflowId, version: 0, stored: early, ...(create && { create }) }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
 }
 
 async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
@@ -524,9 +525,12 @@ async function checkResults(
 /** `memory`: the shared-memory entries of the tool results this request gave, appended when its turn ends */
 type Advance = { print: string; takeover: boolean; memory?: MemoryEntry[] };
 type MemoryEntry = { workflowId: number; step: number; name: string; arguments: string; result: string; callId: string };
-/** The workflow a request advances: its state's version as this request holds it; `stored`: the state has a row (else the turn's end inserts it) */
-/** `created`: the workflow's row, still being written (a new conversation's first turn): awaited before its state is */
-type At = { workflowId: number; version: number; stored: boolean; created?: Promise<unknown> };
+/**
+ * The workflow a request advances: its state's version as this request holds it; `stored`: the
+ * state has a row (else the turn's end inserts it); `create`: its conversation's turn and its
+ * workflow's row are not made yet either (a new conversation's first turn: the turn's end makes them)
+ */
+type At = { workflowId: number; version: number; stored: boolean; create?: NewConversationTurn };
 /** What the Conductor reads of a workflow's row */
 type WrittenRow = Pick<WorkflowRow, 'id' | 'question' | 'conductor' | 'seed'>;
 
@@ -794,12 +798,12 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
 /**
  * A turn's end in one statement (one round trip, one commit; saveTurn): its state (inserted when
  * the turn began without a row, else saved from the version this request holds), the rows of the
- * steps that ended, the workflow's final write when it ended, and the shared memory's entries of
- * the tool results this request gave. False, with nothing written, when another request took the
+ * steps that ended, the workflow's final write when it ended, the shared memory's entries of
+ * the tool results this request gave, and a new conversation's first turn's own rows (its
+ * conversation and its workflow, made here). False, with nothing written, when another request took the
  * workflow over meanwhile.
  */
 async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
-  await at.created;
   return saveTurn(db, {
     workflowId: at.workflowId,
     session: {
@@ -809,6 +813,7 @@ async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSe
     steps: endedStepRows(at.workflowId, state),
     ...(s.finish && { finish: s.finish }),
     ...(s.memory && s.memory.length > 0 && { memory: { conversationId: state.conversationId, keyId: state.keyId, entries: s.memory } }),
+    ...(at.create && { create: at.create }),
   });
 }
 
