@@ -12,6 +12,10 @@
 // Shapes (k = the stub calls on the request's critical path):
 //   fixed:single:alpha          one step                                              k = 1
 //   fixed:moa:2                 alpha and beta propose in parallel, alpha aggregates  k = 2
+//   tools (fixed:single:alpha)  request 1: the agent calls a tool                     k = 1
+//                               request 2: the client's result; the agent answers     k = 1
+//                               (the by-name tool loop's own calls: what fugu-ultra
+//                               adds to the same provider calls)
 //   tools (fixed:moa:2, tools)  request 1: both proposers call a tool (the merged
 //                               tool calls come back)                                 k = 1
 //                               request 2: the client's results; each proposer
@@ -163,6 +167,18 @@ function expectText(c: OpenAI.ChatCompletion, want: string, what: string): void 
   if (SCRIPTED ? !got || c.choices[0]?.finish_reason !== 'stop' : got !== want) throw new Error(`${what}: answered ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
 }
 
+/** One fugu-ultra tool round trip: request 1 gets `want` tool calls; request 2 sends their results and gets the answer `answer`. */
+async function ultraToolLoop(i: number, what: string, want: number, answer: string): Promise<Record<string, number>> {
+  const history: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: question(i) }];
+  const [ms1, first] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
+  const calls = first.choices[0]?.message.tool_calls ?? [];
+  if (first.choices[0]?.finish_reason !== 'tool_calls' || calls.length !== want) throw new Error(`${what}: request 1 answered ${JSON.stringify(first.choices[0])}, expected ${want} tool calls`);
+  history.push(first.choices[0]!.message as never, ...calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: `sunny, 20 C (${(c as Json).function.arguments})` })));
+  const [ms2, done] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
+  expectText(done, answer, `${what}: request 2`);
+  return { 'request 1 (tool calls)': ms1, 'request 2 (results)': ms2, 'round trip': ms1 + ms2 };
+}
+
 const shapes: Shape[] = [
   ...(direct === undefined ? [] : [{
     name: 'direct stub (baseline)',
@@ -223,23 +239,22 @@ const shapes: Shape[] = [
     },
   },
   {
+    // the by-name tool loop's own shape (one agent: a tool call, then its answer; k = 1 + 1): the
+    // round trip over the same loop by name is what fugu-ultra adds to the same provider calls
+    name: 'tools (fixed:single:alpha)',
+    conductor: 'fixed:single:alpha',
+    parts: { 'request 1 (tool calls)': 1, 'request 2 (results)': 1, 'round trip': 2 },
+    calls: 2,
+    run: (i) => ultraToolLoop(i, 'tools (fixed:single:alpha)', 1, 'alpha answered'),
+  },
+  {
     name: 'tools (fixed:moa:2)',
     conductor: 'fixed:moa:2',
     parts: { 'request 1 (tool calls)': 1, 'request 2 (results)': 2, 'round trip': 3 },
     calls: 5,
-    run: async (i) => {
-      const history: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: question(i) }];
-      const [ms1, first] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
-      const calls = first.choices[0]?.message.tool_calls ?? [];
-      // the stubs' proposers call with their own names as the city; the scripted ones draw the same
-      // arguments from the same prompt, and fugu merges two identical calls into one
-      const want = SCRIPTED ? 1 : 2;
-      if (first.choices[0]?.finish_reason !== 'tool_calls' || calls.length !== want) throw new Error(`tools: request 1 answered ${JSON.stringify(first.choices[0])}, expected ${want} tool calls`);
-      history.push(first.choices[0]!.message as never, ...calls.map((c) => ({ role: 'tool' as const, tool_call_id: c.id, content: `sunny, 20 C (${(c as Json).function.arguments})` })));
-      const [ms2, done] = await timed(() => viaGateway.chat.completions.create({ model: 'fugu-ultra', messages: history, tools }));
-      expectText(done, 'alpha aggregated', 'tools: request 2');
-      return { 'request 1 (tool calls)': ms1, 'request 2 (results)': ms2, 'round trip': ms1 + ms2 };
-    },
+    // the stubs' proposers call with their own names as the city; the scripted ones draw the same
+    // arguments from the same prompt, and fugu merges two identical calls into one
+    run: (i) => ultraToolLoop(i, 'tools (fixed:moa:2)', SCRIPTED ? 1 : 2, 'alpha aggregated'),
   },
 ];
 
