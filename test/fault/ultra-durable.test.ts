@@ -222,16 +222,18 @@ describe('fugu-ultra under faults', () => {
   it('a rolling deploy: a workflow saved by the previous release (state v1) is continued; a state of an unknown version is a 409 naming both', async () => {
     const r = await toolRound(b.url, 'Saved by the previous release.');
     const s = (await getUltraSession(database.db, r.wf))!;
-    // the previous release's state: v1, without the call tries, stored answers and resume mark
+    // the previous release's state: v1, without the call tries, stored answers and resume mark,
+    // saved as its save does (the next version); continued by a replica of this release
     const { replies: _r, resume: _s, ...rest } = s.state as Json;
     const v1 = { ...rest, v: 1, agents: rest.agents.map(({ attempt: _a, ...agent }: Json) => agent) };
-    await sql`update ultra_sessions set state = ${JSON.stringify(v1)}::jsonb where workflow_id = ${r.wf}`.execute(database.db);
-    const client = new OpenAI({ apiKey: key, baseURL: b.url, maxRetries: 0 });
+    await sql`update ultra_sessions set state = ${JSON.stringify(v1)}::jsonb, version = version + 1 where workflow_id = ${r.wf}`.execute(database.db);
+    const c = await startGateway();
+    const client = new OpenAI({ apiKey: key, baseURL: c.url, maxRetries: 0 });
     const done = await client.chat.completions.create({ model: 'fugu-ultra', messages: r.history, tools });
     expect(done.choices[0]!.message.content).toBe('alpha aggregated');
 
     const r3 = await toolRound(b.url, 'Saved by a later release.');
-    await sql`update ultra_sessions set state = jsonb_set(state, '{v}', '3') where workflow_id = ${r3.wf}`.execute(database.db);
+    await sql`update ultra_sessions set state = jsonb_set(state, '{v}', '3'), version = version + 1 where workflow_id = ${r3.wf}`.execute(database.db);
     const e = await client.chat.completions.create({ model: 'fugu-ultra', messages: r3.history, tools }).then(() => undefined, (x: unknown) => x as APIError);
     expect(e?.status).toBe(409);
     expect(e?.message).toMatch(/state v3; this one reads v1 and v2/);

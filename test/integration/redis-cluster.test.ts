@@ -17,7 +17,7 @@ import { esEvaluations, getRun, listItemKeys, saveDataset, savePool } from '@fug
 import { openContext, runEval, type Context, type EvalOptions } from '@fugu/evaluation';
 import { allQueueNames, deleteKeys, isCluster, keySlot, providerCallQueues } from '@fugu/queue';
 import { createLogger, Registry } from '@fugu/telemetry';
-import { submitWorkflows, waitForWorkflows, type NewWorkflow } from '@fugu/ultra';
+import { redisHolds, submitWorkflows, waitForWorkflows, type NewWorkflow } from '@fugu/ultra';
 import { startProviderWorker, type ProviderWorkerHandle } from '../../apps/provider-worker/src/worker.ts';
 import { startConductorProcess } from '../support/conductor.ts';
 import { createEsEnv, runCli, type EsEnv } from '../support/es-env.ts';
@@ -102,6 +102,21 @@ describe('queues on a Redis Cluster', () => {
     process.stdout.write(`queues' slots on the cluster:\n${table.join('\n')}\n`);
     const shardMasters = providerCallQueues('replay', 3).map((q) => masterOf(keySlot(`${prefix}:${q}:wait`)));
     expect(new Set(shardMasters).size).toBe(3);
+  });
+
+  it("fugu-ultra's holds on its workflows work on the cluster (a workflow's lease and info share a slot: one script over both)", async () => {
+    const redis = on.cluster.ctx.redis!;
+    const holds = redisHolds(redis, on.cluster.config.queuePrefix, { leaseMs: 10_000 });
+    for (const id of [41, 42, 43]) {
+      const a = await holds.take(id);
+      if ('busyMs' in a) throw new Error(`workflow ${id} was held`);
+      expect([a.takeover, a.version]).toEqual([false, undefined]);
+      expect('busyMs' in (await holds.take(id))).toBe(true);
+      await a.release({ saved: { workflowId: id, conversationId: 'c', apiKeyId: null, status: 'tools', version: 2, stateJson: '{"v":2}', deadlineAt: null } });
+      const b = await holds.take(id);
+      expect(b).toMatchObject({ takeover: false, version: 2 });
+      if (!('busyMs' in b)) await b.release({ advanced: false });
+    }
   });
 
   it('an evaluation batch gives the same calls, rewards and costs on the cluster (3 shards) as on one Redis', async () => {

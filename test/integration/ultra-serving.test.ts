@@ -15,9 +15,11 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import OpenAI, { APIError } from 'openai';
 import type { FastifyInstance } from 'fastify';
+import { Kysely, PostgresDialect } from 'kysely';
+import pg from 'pg';
 import { formatUsd, parseUsd, tokenCost, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
-import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, savePool, type StoredWorker } from '@fugu/db';
+import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, savePool, type Database, type StoredWorker } from '@fugu/db';
 import { createTestDatabase, type TestDatabase } from '@fugu/db/testing';
 import { poolContentHash } from '@fugu/evaluation';
 import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, type StubReply } from '@fugu/providers/testing';
@@ -435,5 +437,31 @@ describe('fugu-ultra: bounds', () => {
     const [row] = await getWorkflows(database.db, [wf]);
     expect([row!.status, row!.finishReason]).toEqual(['failed', 'tool-timeout']);
     expect((await getWorkflowSteps(database.db, wf))[0]!.error?.code).toBe('tool-timeout');
+  });
+});
+
+describe("fugu-ultra: its state's statements", () => {
+  it('a tool round trip on one gateway writes the state twice, once per request, and reads it never (the results request was read and taken by a statement of its own)', async () => {
+    await publish({}, 'fixed:moa:2');
+    // the gateway's own connections, each statement counted
+    const statements: string[] = [];
+    const counted = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: database.url, max: 4 }) }), log: (e) => void (e.level === 'query' && statements.push(e.query.sql)) });
+    const { app, url } = await startUltraGateway({ config, db: counted, pool, stored, secret, log: quiet });
+    try {
+      const state = () => statements.filter((s) => /\bultra_sessions\b/.test(s));
+      const h: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Is it warmer in Paris or in Lyon?' }];
+      const r1 = await client(fullKey, url).chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+      expect(state()).toHaveLength(1);
+      statements.splice(0);
+      h.push(r1.choices[0]!.message as never, ...r1.choices[0]!.message.tool_calls!.map((t) => ({ role: 'tool' as const, tool_call_id: t.id, content: 'mild' })));
+      const r2 = await client(fullKey, url).chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+      expect(r2.choices[0]!.message.content).toBe('alpha aggregated the proposals');
+      // its end's one statement: the state saved from the version the gateway kept, the steps, the workflow's end
+      expect(state()).toHaveLength(1);
+      expect(state()[0]).toMatch(/^with .*update "ultra_sessions" set/s);
+    } finally {
+      await app.close();
+      await counted.destroy();
+    }
   });
 });

@@ -14,6 +14,7 @@ import { GatewayError } from './errors.ts';
 import { checkRouterWorkers } from './workers.ts';
 import { RecordWriter } from './record-writer.ts';
 import type { Cooldowns } from './cooldown.ts';
+import { localHolds, type WorkflowHolds } from '@fugu/ultra';
 
 /** Who is calling: their key (null with auth none) and the workers they may use, in pool order. */
 export type Caller = { key: ApiKeyRecord | null; allowed: string[] };
@@ -189,6 +190,8 @@ export type GatewayContext = {
   defaultRouting?: DefaultRouting;
   /** workers cooled down for routing after repeated failures, shared by the gateways (with Redis) */
   cooldowns?: Cooldowns;
+  /** fugu-ultra's holds on its workflows: shared by the gateways with Redis, else this process's own */
+  holds: WorkflowHolds;
 };
 
 export function newRecord(requestId: string): RequestRecord {
@@ -208,6 +211,8 @@ export function createContext(opts: {
   log: Logger;
   registry: Registry;
   cooldowns?: Cooldowns;
+  /** default: this process's own (localHolds) */
+  holds?: WorkflowHolds;
 }): GatewayContext {
   const g = opts.config.gateway;
   const { log, pool, registry } = opts;
@@ -311,6 +316,7 @@ export function createContext(opts: {
     route,
     ...(opts.defaultRouting && { defaultRouting: opts.defaultRouting }),
     ...(opts.cooldowns && { cooldowns: opts.cooldowns }),
+    holds: opts.holds ?? localHolds(),
   };
 }
 

@@ -49,6 +49,7 @@ import { createWorkerModels } from './workers.ts';
 import { journalKey, RecordWriter } from './record-writer.ts';
 import { invalidUtf8Error } from './utf8.ts';
 import { redisCooldowns } from './cooldown.ts';
+import { redisHolds } from '@fugu/ultra';
 
 export { ROUTER_MODEL } from './models.ts';
 
@@ -129,6 +130,8 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     log,
     registry: opts.registry ?? new Registry(),
     ...(opts.redis && g.cooldownFails > 0 && { cooldowns: redisCooldowns(opts.redis, opts.config.queuePrefix, { fails: g.cooldownFails, ms: g.cooldownMs, log }) }),
+    // fugu-ultra's holds on its workflows, shared by every gateway of the Redis
+    ...(opts.redis && { holds: redisHolds(opts.redis, opts.config.queuePrefix) }),
   });
   const models: ModelRegistry = defaultRegistry(ctx);
   const extraModels = (opts.extraModels ?? []).map((make) => make(ctx));

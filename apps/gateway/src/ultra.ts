@@ -23,7 +23,7 @@ import { InputError, type ChatResult, type ToolCall, type Usage } from '@fugu/co
 import { getUltraDeployment, type Db, type StoredWorker, type UltraDeployment } from '@fugu/db';
 import { createRedis, type RedisClient } from '@fugu/queue';
 import {
-  defaultConductor, runTurn, UltraRequestError, ultraPublishedChannel, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef, type UltraPublishedMessage,
+  defaultConductor, runTurn, UltraRequestError, ultraPublishedChannel, validateInteractiveOptions, type InteractiveDeps, type TurnInput, type TurnResult, type UltraDeploymentRef, type UltraPublishedMessage, type WorkflowHolds,
 } from '@fugu/ultra';
 import type { GatewayContext } from './context.ts';
 import { ALL_PARAMS, REQUEST_PARAMS, requestedParams, type ChatRequest, type RequestParam } from '@fugu/providers';
@@ -41,8 +41,8 @@ export type UltraServingOptions = {
   /** the gateway's pool as stored (savePool): the workflows' pool id and workers */
   poolId: number;
   workers: readonly StoredWorker[];
-  /** everything of InteractiveDeps but the calls, which go through the gateway's seam */
-  deps: Omit<InteractiveDeps, 'call' | 'stream' | 'db'>;
+  /** everything of InteractiveDeps but the calls, which go through the gateway's seam, and the holds (default: the gateway's) */
+  deps: Omit<InteractiveDeps, 'call' | 'stream' | 'db' | 'holds'> & { holds?: WorkflowHolds };
   /** how long a deployment read is reused, from the start of its read (default gateway.ultraCacheMs; 0: read on every request) */
   cacheMs?: number;
   /**
@@ -58,12 +58,13 @@ export type UltraServingOptions = {
 type ServedDeployment = UltraDeploymentRef & { byDefault?: string };
 
 /** What fugu-ultra uses of the gateway's context: its pool, its config, its log, and the calls on the workers. */
-export type UltraContext = Pick<GatewayContext, 'config' | 'log' | 'pool' | 'specs' | 'calls'>;
+export type UltraContext = Pick<GatewayContext, 'config' | 'log' | 'pool' | 'specs' | 'calls' | 'holds'>;
 
 export function ultraModel(ctx: UltraContext, o: UltraServingOptions): ModelHandler {
   const name = o.name ?? ULTRA_MODEL;
   const deps: InteractiveDeps = {
     ...o.deps,
+    holds: o.deps.holds ?? ctx.holds,
     db: o.db,
     call: (worker, req, key) => ctx.calls.generate(worker, req, { key, attempt: 1 }),
     stream: (worker, req, key) => ctx.calls.stream(worker, req, { key, attempt: 1 }),

@@ -9,7 +9,7 @@ import { migrations } from './migrations/index.ts';
 import { savePool } from './repositories.ts';
 import { getWorkflowByKey, getWorkflows, getWorkflowSteps, insertWorkflows, type WorkflowStepRow } from './workflows.ts';
 import {
-  appendToolMemory, claimWaitingUltraSession, getUltraSession, insertUltraSession, nextConversationTurn, readToolMemory, releaseUltraSession, reserveWorkflowId, saveTurn, startConversationTurn,
+  appendToolMemory, getUltraSession, insertUltraSession, nextConversationTurn, readToolMemory, reserveWorkflowId, saveTurn, startConversationTurn,
 } from './ultra-serving.ts';
 
 let t: TestDatabase;
@@ -81,24 +81,20 @@ describe('conversations per API key', () => {
     expect([row.id, row.key, row.status, turn]).toEqual([ids[5], 'ultra.key_i/reserved.1', 'running', 1]);
   });
 
-  it('a session taken while it waits and given back is as it was (version, deadline, time); one of another key, or past its deadline, is not taken', async () => {
+  it("a workflow run again from its start replaces its state at the next version (a workflow's versions only grow); a save from a stale version writes nothing", async () => {
     const { poolId } = await savePool(t.db, { name: 'p4', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-take');
-    const [w, late] = await insertWorkflows(t.db, ['ultra.take.1', 'ultra.take.2'].map((key) => ({ key, poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} })));
-    await sql`insert into ultra_conversations (id, api_key_id, turns) values ('take', 'key_t', 2)`.execute(t.db);
-    await insertUltraSession(t.db, { workflowId: w!, conversationId: 'take', apiKeyId: 'key_t', status: 'tools', state: { v: 2 }, deadlineAt: new Date(Date.now() + 60_000) });
-    await insertUltraSession(t.db, { workflowId: late!, conversationId: 'take', apiKeyId: 'key_t', status: 'tools', state: { v: 2 }, deadlineAt: new Date(Date.now() - 1_000) });
-    const before = await sql`select * from ultra_sessions where workflow_id = ${w}`.execute(t.db);
-    const lease = new Date(Date.now() + 30_000);
-
-    expect(await claimWaitingUltraSession(t.db, w!, 'key_other', lease)).toBeUndefined();
-    expect(await claimWaitingUltraSession(t.db, late!, 'key_t', lease)).toBeUndefined();
-    const taken = await claimWaitingUltraSession(t.db, w!, 'key_t', lease);
-    // it is read as it was; it is held (running, its lease) until given back
-    expect(taken?.session).toMatchObject({ workflowId: w, status: 'tools', version: 0, state: { v: 2 }, deadlineAt: (before.rows[0] as { deadline_at: Date }).deadline_at });
-    expect(await getUltraSession(t.db, w!)).toMatchObject({ status: 'running', version: taken!.version, deadlineAt: lease });
-    expect(await claimWaitingUltraSession(t.db, w!, 'key_t', lease)).toBeUndefined();
-    await releaseUltraSession(t.db, w!, taken!.version, taken!.was);
-    expect((await sql`select * from ultra_sessions where workflow_id = ${w}`.execute(t.db)).rows).toEqual(before.rows);
+    const [w] = await insertWorkflows(t.db, [{ key: 'ultra.take.1', poolId, question: 'q', conductor: 'fixed:chain', seed: 0, options: {} }]);
+    await sql`insert into ultra_conversations (id, api_key_id, turns) values ('take', 'key_t', 1)`.execute(t.db);
+    const first = { workflowId: w!, conversationId: 'take', apiKeyId: 'key_t', status: 'running' as const, state: { v: 2, run: 1 }, deadlineAt: null };
+    expect(await insertUltraSession(t.db, first)).toBe(0);
+    const save = (version: number, run: number) => saveTurn(t.db, { workflowId: w!, session: { status: 'tools', state: JSON.stringify({ v: 2, run }), deadlineAt: null, version }, steps: [] });
+    expect(await save(0, 1)).toBe(true);
+    // run again: a new state at version 2, not back at 0 (a reader that kept version 1 of the first run does not take it for this one)
+    expect(await insertUltraSession(t.db, { ...first, state: { v: 2, run: 2 } }, { replace: true })).toBe(2);
+    expect(await save(1, 1)).toBe(false);
+    expect(await getUltraSession(t.db, w!)).toMatchObject({ version: 2, status: 'running', state: { run: 2 } });
+    expect(await save(2, 2)).toBe(true);
+    expect(await getUltraSession(t.db, w!)).toMatchObject({ version: 3, status: 'tools', state: { run: 2 } });
   });
   it("a new conversation's first turn made by its end's one statement: the conversation, the workflow row (its final write in it when the turn ended), the session and the steps; none of it when the statement fails", async () => {
     const { poolId, workers } = await savePool(t.db, { name: 'p5', workers: [{ name: 'a', provider: 'replay', model: 'm', settings: {}, prices: { inputPerMTok: '0', outputPerMTok: '0' } }] }, 'conv-create');

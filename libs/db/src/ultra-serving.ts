@@ -1,7 +1,8 @@
 // fugu-ultra served (migration 0011_ultra_serving): deployments, conversations per API key (an id
-// names one conversation of each key, 0016_ultra_conversation_keys), the durable state of interactive workflows (versioned: a save or claim from a stale
-// version writes nothing, so two gateway replicas never both advance one workflow), and each
-// conversation's shared tool memory.
+// names one conversation of each key, 0016_ultra_conversation_keys), the durable state of
+// interactive workflows (versioned: a save from a stale version writes nothing, the fencing token
+// of the holds in Redis that let one request at a time advance a workflow, @fugu/ultra holds.ts),
+// and each conversation's shared tool memory.
 import { sql, type RawBuilder } from 'kysely';
 import type { Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
@@ -136,88 +137,23 @@ const toSession = (r: SessionRaw): UltraSession => ({
 });
 
 /**
- * A new interactive workflow's state, status running (version 0). `replace`: a workflow run again
- * from its start (reopenWorkflow) replaces the state it had, back to version 0.
+ * A new interactive workflow's state (version 0). `replace`: a workflow run again from its start
+ * (reopenWorkflow) replaces the state it had, at the next version (a workflow's versions only
+ * grow: a state read at a version is that version's). Returns the version written.
  */
-export async function insertUltraSession(db: Db, s: Omit<UltraSession, 'version'>, opts: { replace?: boolean } = {}): Promise<void> {
+export async function insertUltraSession(db: Db, s: Omit<UltraSession, 'version'>, opts: { replace?: boolean } = {}): Promise<number> {
   const row = { workflow_id: s.workflowId, conversation_id: s.conversationId, api_key_id: s.apiKeyId, status: s.status, state: JSON.stringify(s.state), deadline_at: s.deadlineAt };
   const q = db.insertInto('ultra_sessions').values(row);
-  if (!opts.replace) return void (await q.execute());
   const { workflow_id: _id, ...rest } = row;
-  await q.onConflict((oc) => oc.column('workflow_id').doUpdateSet({ ...rest, version: 0, updated_at: new Date() })).execute();
+  const r = await (opts.replace ? q.onConflict((oc) => oc.column('workflow_id').doUpdateSet((eb) => ({ ...rest, version: eb('ultra_sessions.version', '+', 1), updated_at: new Date() }))) : q)
+    .returning('version')
+    .executeTakeFirstOrThrow();
+  return r.version;
 }
 
 export async function getUltraSession(db: Db, workflowId: number): Promise<UltraSession | undefined> {
   const row = await db.selectFrom('ultra_sessions').selectAll().where('workflow_id', '=', String(workflowId) as never).executeTakeFirst();
   return row && toSession(row as unknown as SessionRaw);
-}
-
-/**
- * Takes a session for one request: from `tools` (waiting for results), or from `running` whose
- * lease (`deadline_at`) has passed (its gateway died mid-step); status running, version + 1, the
- * new lease. Returns the version the request now holds (the state is the one read at `version`:
- * it is not sent back); undefined when another request holds it or the version moved on.
- */
-export async function claimUltraSession(db: Db, workflowId: number, version: number, leaseUntil: Date): Promise<number | undefined> {
-  const row = await db
-    .updateTable('ultra_sessions')
-    .set((eb) => ({ status: 'running' as const, version: eb('version', '+', 1), deadline_at: leaseUntil, updated_at: new Date() }))
-    .where('workflow_id', '=', String(workflowId) as never)
-    .where('version', '=', version)
-    .where(sql<boolean>`(status = 'tools' or (status = 'running' and deadline_at < now()))`)
-    .returning('version')
-    .executeTakeFirst();
-  return row?.version;
-}
-
-/**
- * Reads and takes, in one statement, a session that waits for its tool results (status tools,
- * before its deadline) and belongs to `keyId`: the usual results request's first write. Returns
- * the session as it was before (status tools, its version and deadline) and the version the
- * request now holds; undefined when the session is not such (the caller reads it and says why).
- * A request that then finds it must not go on gives the session back (releaseUltraSession).
- */
-export async function claimWaitingUltraSession(
-  db: Db, workflowId: number, keyId: string | null, leaseUntil: Date,
-): Promise<{ session: UltraSession; version: number; was: { version: number; deadlineAt: Date | null; updatedAt: Date } } | undefined> {
-  const { rows } = await sql<SessionRaw & { updated_at: Date }>`
-    update ultra_sessions s set status = 'running', version = s.version + 1, deadline_at = ${leaseUntil}, updated_at = now()
-    from ultra_sessions o
-    where s.workflow_id = ${workflowId} and o.workflow_id = s.workflow_id and s.status = 'tools'
-      and (s.deadline_at is null or s.deadline_at >= now()) and s.api_key_id is not distinct from ${keyId}
-    returning s.workflow_id, s.conversation_id, s.api_key_id, 'tools' as status, o.version, s.state, o.deadline_at, o.updated_at`.execute(db);
-  const r = rows[0];
-  return r && { session: toSession(r), version: r.version + 1, was: { version: r.version, deadlineAt: r.deadline_at, updatedAt: r.updated_at } };
-}
-
-/**
- * Gives back a session taken by claimWaitingUltraSession (held at `version`) as it was: the
- * version, deadline and time it had (its state was not changed), so a request that read it
- * before goes on as if it had never been taken.
- */
-export async function releaseUltraSession(db: Db, workflowId: number, version: number, was: { version: number; deadlineAt: Date | null; updatedAt: Date }): Promise<void> {
-  await db
-    .updateTable('ultra_sessions')
-    .set({ status: 'tools', version: was.version, deadline_at: was.deadlineAt, updated_at: was.updatedAt })
-    .where('workflow_id', '=', String(workflowId) as never)
-    .where('version', '=', version)
-    .where('status', '=', 'running')
-    .execute();
-}
-
-/**
- * The live holder's heartbeat: moves the lease of a running session it holds (at `version`) to
- * `leaseUntil`; false when the version moved on (another request took the workflow over).
- */
-export async function renewUltraSession(db: Db, workflowId: number, version: number, leaseUntil: Date): Promise<boolean> {
-  const r = await db
-    .updateTable('ultra_sessions')
-    .set({ deadline_at: leaseUntil })
-    .where('workflow_id', '=', String(workflowId) as never)
-    .where('version', '=', version)
-    .where('status', '=', 'running')
-    .executeTakeFirst();
-  return Number(r.numUpdatedRows) === 1;
 }
 
 /**
@@ -232,7 +168,8 @@ export async function renewUltraSession(db: Db, workflowId: number, version: num
  */
 export async function saveTurn(db: Db, o: {
   workflowId: number;
-  session: { status: UltraSessionStatus; state: Record<string, unknown>; deadlineAt: Date | null } & ({ version: number } | { insert: { conversationId: string; apiKeyId: string | null } });
+  /** `state`: as an object, or as its JSON text */
+  session: { status: UltraSessionStatus; state: Record<string, unknown> | string; deadlineAt: Date | null } & ({ version: number } | { insert: { conversationId: string; apiKeyId: string | null } });
   steps: readonly WorkflowStepRow[];
   finish?: WorkflowFinish;
   /** the shared memory's new entries (the tool results this request gave) */
@@ -241,15 +178,16 @@ export async function saveTurn(db: Db, o: {
   create?: Omit<NewConversationTurn, 'id'>;
 }): Promise<boolean> {
   const { workflowId: id, session: se } = o;
+  const state = typeof se.state === 'string' ? se.state : JSON.stringify(se.state);
   if (o.create && 'version' in se) throw new Error(`saveTurn: workflow ${id} is made by this statement, so its session is inserted, not saved from a version`);
   const session = 'version' in se
     ? db.updateTable('ultra_sessions')
-      .set((eb) => ({ status: se.status, state: JSON.stringify(se.state), deadline_at: se.deadlineAt, version: eb('version', '+', 1), updated_at: new Date() }))
+      .set((eb) => ({ status: se.status, state, deadline_at: se.deadlineAt, version: eb('version', '+', 1), updated_at: new Date() }))
       .where('workflow_id', '=', String(id) as never)
       .where('version', '=', se.version)
       .returning('workflow_id')
     : db.insertInto('ultra_sessions')
-      .values({ workflow_id: id, conversation_id: se.insert.conversationId, api_key_id: se.insert.apiKeyId, status: se.status, state: JSON.stringify(se.state), deadline_at: se.deadlineAt })
+      .values({ workflow_id: id, conversation_id: se.insert.conversationId, api_key_id: se.insert.apiKeyId, status: se.status, state, deadline_at: se.deadlineAt })
       .returning('workflow_id');
   const saved = sql<boolean>`exists (select 1 from saved)`;
   const parts = [...(o.create ? conversationTurnParts({ ...o.create, id }, o.finish) : []), sql`saved as (${session})`];

@@ -21,8 +21,8 @@ import {
 } from '@fugu/core';
 import { PARSE_LIMITS, parseConductorSpec } from '@fugu/conductor';
 import {
-  claimUltraSession, claimWaitingUltraSession, expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
-  nextConversationTurn, readToolMemory, renewUltraSession, releaseUltraSession, reopenWorkflow, saveTurn, reserveWorkflowId, startConversationTurn,
+  expiredUltraSessions, finishWorkflow, getChatCalls, getUltraSession, getWorkflowByKey, insertUltraSession, insertWorkflows,
+  nextConversationTurn, readToolMemory, reopenWorkflow, saveTurn, reserveWorkflowId, startConversationTurn,
   type Db, type NewConversationTurn, type StoredWorker, type UltraSession, type UltraSessionStatus, type WorkflowFinish, type WorkflowFinishReason, type WorkflowRow, type WorkflowStepSpec,
 } from '@fugu/db';
 import { isTransientError, notInDatasetMessage } from '@fugu/providers';
@@ -34,6 +34,7 @@ import {
 } from '../engine/executor.ts';
 import { planWorkflow } from '../engine/plan.ts';
 import type { WorkflowOptions } from '../engine/options.ts';
+import type { Hold, WorkflowHolds } from './holds.ts';
 import { parseToolCallId, signToolCallId, verifyToolCallId } from './ids.ts';
 import { renderToolMemory } from './memory.ts';
 import type { InteractiveOptions } from './options.ts';
@@ -88,15 +89,15 @@ export type InteractiveDeps = {
   itemOf?(question: string): string | undefined;
   log?: Logger;
   /**
-   * the lease of a request on its workflow: the live holder renews it every third of it
-   * (heartbeat); a holder that died mid-step frees it within this time (default 6 s)
+   * the holds that let one request at a time advance a workflow (holds.ts: a lease in Redis that
+   * its live holder renews every third of its time; a holder that died mid-step frees it within
+   * that time), and this process's copies of the states it saved
    */
-  leaseMs?: number;
+  holds: WorkflowHolds;
   /** a step's call on a connection error, 429 or 5xx: tried again this many times at most, backing off from baseMs (doubling, at most 2 s; a 429's retry-after when longer), within deadlineMs of its first try (default 5, 250 ms, 30 s) */
   retry?: { attempts: number; baseMs: number; deadlineMs: number };
 };
 
-const DEFAULT_LEASE_MS = 6_000;
 const DEFAULT_RETRY = { attempts: 5, baseMs: 250, deadlineMs: 30_000 };
 /** the longest wait between two tries of a step's call */
 const MAX_BACKOFF_MS = 2_000;
@@ -244,15 +245,36 @@ function resultsPrint(results: ReadonlyArray<ToolResultPart>): string {
 async function idempotentTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: TurnEvent) => void): Promise<TurnResult> {
   const key = `idem.${input.keyId ?? 'none'}.${createHash('sha256').update(input.idempotencyKey!).digest('base64url')}`;
   const row = await getWorkflowByKey(deps.db, key);
-  const s = row && (await getUltraSession(deps.db, row.id));
+  const read = row && (deps.holds.cached(row.id) ?? (await getUltraSession(deps.db, row.id)));
   // never written (or its writer died before the workflow was): run it (again) from its start
-  if (!s) return startTurn(deps, { ...input, workflowKey: key }, emit);
-  return resumeTurn(deps, input, s, START_PRINT, emit);
+  if (!read) return startTurn(deps, { ...input, workflowKey: key }, emit);
+  return withHold(deps, read, (s, claim) => resumeTurn(deps, input, s, START_PRINT, emit, claim));
+}
+
+/** A request's claim on a workflow: its hold (`advanced`: it went on to advance the workflow), or how long another request still holds it. */
+type Claim = { hold: Hold; advanced: boolean } | { busyMs: number };
+
+/**
+ * Runs `f` with the workflow of the session `read` held by this request (or busy), on the session
+ * as it is now: `read` when it is the newest version and no holder left it unsaved, else read
+ * again. A request that did not go on to advance the workflow gives it back as it found it.
+ */
+async function withHold<T>(deps: InteractiveDeps, read: UltraSession, f: (s: UltraSession, claim: Claim) => Promise<T>): Promise<T> {
+  const taken = await deps.holds.take(read.workflowId);
+  // (busy: its stored answers as they are now)
+  if ('busyMs' in taken) return f((await getUltraSession(deps.db, read.workflowId)) ?? read, taken);
+  const claim = { hold: taken, advanced: false };
+  try {
+    const current = !taken.takeover && taken.version === read.version ? read : await getUltraSession(deps.db, read.workflowId);
+    return await f(current ?? read, claim);
+  } finally {
+    if (!claim.advanced) await taken.release({ advanced: false });
+  }
 }
 
 /** A 409 for a workflow another request holds: when its lease ends (its holder renews it while it lives) is when to ask again. */
-function busy(workflowId: number, s: Pick<UltraSession, 'deadlineAt'> | undefined): UltraRequestError {
-  const left = Math.max(1, Math.ceil(((s?.deadlineAt?.getTime() ?? 0) - Date.now()) / 1000));
+function busy(workflowId: number, busyMs: number): UltraRequestError {
+  const left = Math.max(1, Math.ceil(busyMs / 1000));
   return new UltraRequestError(409, `workflow ${workflowId} is being continued by another request; send this request again in ${left} s (it then gets that request's answer, or takes the workflow over if its holder has died)`, {
     code: 'workflow_busy', retryAfterS: left,
   });
@@ -265,29 +287,28 @@ function busy(workflowId: number, s: Pick<UltraSession, 'deadlineAt'> | undefine
  * request's tool results, unless the request resumes a turn that failed at a step.
  */
 async function resumeTurn(
-  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, held?: Held, apply?: (state: SessionState) => MemoryEntry[],
+  deps: InteractiveDeps, input: TurnInput, s: UltraSession, print: string, emit: (e: TurnEvent) => void, claim: Claim, apply?: (state: SessionState) => MemoryEntry[],
 ): Promise<TurnResult> {
   const state = readState(s);
   const stored = state.replies.find((r) => r.print === print);
   if (stored) return replayOf(stored.reply);
-  if (s.status === 'running' && (s.deadlineAt?.getTime() ?? 0) > Date.now()) throw busy(s.workflowId, s);
+  if ('busyMs' in claim) throw busy(s.workflowId, claim.busyMs);
   const resuming = state.resume === print || (s.status === 'running' && print === START_PRINT);
   if (!resuming && !apply) throw bad(`this Idempotency-Key's request was answered by workflow ${s.workflowId}, whose answer is no longer kept`, null, 'idempotency_key_reused');
   if (resuming && s.status !== 'tools' && s.status !== 'running') {
     throw bad(`workflow ${s.workflowId} has ended (${s.status}); send the question again`, 'messages', 'tool_call_already_answered');
   }
-  const claimed = held?.version ?? (await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps)));
-  if (claimed === undefined) throw busy(s.workflowId, await getUltraSession(deps.db, s.workflowId));
-  if (held) held.advanced = true;
-  // the state read at the version claimed: the turn goes on from it
+  claim.advanced = true;
+  // a holder before this one that left it unsaved, or a first request that never saved it (status running): its completed calls are reused
+  const takeover = claim.hold.takeover || s.status === 'running';
   const memory = resuming ? [] : apply!(state);
   const results = trailingToolResults(input.messages).length;
   // final_worker: the final step's (the last), whose tokens a streamed answer carries (the gateway's x-fugu-worker)
   emit({
     type: 'progress',
-    progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: state.conversationId, final_worker: state.specs.at(-1)!.name, ...(results > 0 && { results }), ...(s.status === 'running' && { takeover: true }) },
+    progress: { event: 'workflow.resumed', workflow: s.workflowId, conversation: state.conversationId, final_worker: state.specs.at(-1)!.name, ...(results > 0 && { results }), ...(takeover && { takeover: true }) },
   });
-  return advance(deps, input, { workflowId: s.workflowId, version: claimed, stored: true }, state, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover: s.status === 'running', memory });
+  return advance(deps, input, { workflowId: s.workflowId, version: s.version, stored: true, hold: claim.hold }, state, { inputTokens: 0, outputTokens: 0, cost: 0n }, emit, { print, takeover, memory });
 }
 
 function replayOf(r: StoredReply): TurnResult {
@@ -417,12 +438,28 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
   // end): until then no other request can reach this workflow, except one the caller named by
   // key (a batch line run again, an Idempotency-Key sent again), which finds its state at once
   const early = input.workflowKey !== undefined;
-  if (early) await insertUltraSession(db, { workflowId, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: leaseUntil(deps) }, { replace: true });
+  let hold: Hold | undefined;
+  let version = 0;
+  if (early) {
+    // held from before its state is written, when another request can come for it (an
+    // Idempotency-Key sent again); a batch line's is run by one request at a time (reopenWorkflow)
+    if (input.idempotencyKey !== undefined) {
+      const taken = await deps.holds.take(workflowId);
+      if ('busyMs' in taken) throw busy(workflowId, taken.busyMs);
+      hold = taken;
+    }
+    try {
+      version = await insertUltraSession(db, { workflowId, conversationId, apiKeyId: input.keyId, status: 'running', state, deadlineAt: null }, { replace: true });
+    } catch (e) {
+      await hold?.release({ advanced: false });
+      throw e;
+    }
+  }
   emit({
     type: 'progress',
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
   });
-  return advance(deps, input, { workflowId, version: 0, stored: early, ...(create && { create }) }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
+  return advance(deps, input, { workflowId, version, stored: early, ...(hold && { hold }), ...(create && { create }) }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
 }
 
 async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
@@ -433,41 +470,42 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
   const workflowId = refs[0]!.p!.workflowId;
   const other = refs.find((x) => x.p!.workflowId !== workflowId);
   if (other) throw bad(`tool_call_id "${other.r.toolCallId}" belongs to another workflow than "${refs[0]!.r.toolCallId}": send the results of one assistant message at a time`, `messages[${other.r.at}].tool_call_id`, 'invalid_tool_call_id');
-  // the usual request (the results of a workflow that waits for them, of this key): read and taken in one statement
-  const taken = await claimWaitingUltraSession(db, workflowId, input.keyId, leaseUntil(deps));
-  const held: Held | undefined = taken && { version: taken.version, advanced: false };
-  try {
-    return await checkResults(deps, input, refs, results, taken?.session ?? (await getUltraSession(db, workflowId)), held, emit);
-  } finally {
-    // a request that did not go on (refused, or answered with the stored answer) gives the workflow back as it found it
-    if (taken && !held!.advanced) await releaseUltraSession(db, workflowId, taken.version, taken.was);
-  }
-}
-
-/** A workflow this request took before its checks: the version it holds; whether it went on to advance it. */
-type Held = { version: number; advanced: boolean };
-
-/**
- * The checks of a results request on the workflow's session as it was (`held`: the version this
- * request took it at, when it did), then the turn: the stored answer of the same results, or the
- * agents given the results and advanced.
- */
-async function checkResults(
-  deps: InteractiveDeps, input: TurnInput, refs: Array<{ r: ToolResultPart & { at: number }; p: ReturnType<typeof parseToolCallId> }>, results: Array<ToolResultPart & { at: number }>,
-  session: UltraSession | undefined, held: Held | undefined, emit: (e: TurnEvent) => void,
-): Promise<TurnResult> {
-  const workflowId = refs[0]!.p!.workflowId;
+  // the session as this gateway saved it last, when these results answer the calls it waits for
+  // (else it is not the newest: a replica of the previous release, which does not tell Redis what
+  // it saved, moved it on), else as stored; whose it is is checked before the workflow is taken
+  // (a forged id takes no other key's workflow)
+  const cached = deps.holds.cached(workflowId);
+  const read = cached && answersPending(cached, results) ? cached : await getUltraSession(db, workflowId);
   for (const { r } of refs) {
-    if (!session || session.apiKeyId !== input.keyId || !verifyToolCallId(deps.secret, input.keyId, session.conversationId, r.toolCallId)) {
+    if (!read || read.apiKeyId !== input.keyId || !verifyToolCallId(deps.secret, input.keyId, read.conversationId, r.toolCallId)) {
       throw bad(`tool_call_id "${r.toolCallId}" was not issued to this API key (or was altered)`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
     }
   }
-  const s = session!;
   // an explicit conversation (the Responses API's chain, fugu.conversation) must be the workflow's own
-  if (input.conversation !== undefined && input.conversation !== s.conversationId) {
+  if (input.conversation !== undefined && input.conversation !== read!.conversationId) {
     const r = refs[0]!.r;
     throw bad(`tool_call_id "${r.toolCallId}" belongs to another conversation than "${input.conversation}"`, `messages[${r.at}].tool_call_id`, 'invalid_tool_call_id');
   }
+  return withHold(deps, read!, (s, claim) => checkResults(deps, input, refs, results, s, claim, emit));
+}
+
+/** Whether `results` answer exactly the calls the session's agents wait for (as sent to the client: merged calls once). */
+function answersPending(s: UltraSession, results: ReadonlyArray<ToolResultPart>): boolean {
+  if (s.status !== 'tools' || !(SUPPORTED_STATE_VERSIONS as readonly number[]).includes((s.state as { v?: number }).v ?? -1)) return false;
+  const pending = new Set(readState(s).agents.flatMap((a) => a.pending.flatMap((c) => (c.alias === undefined ? [c.id] : []))));
+  return pending.size === results.length && results.every((r) => pending.has(r.toolCallId));
+}
+
+/**
+ * The checks of a results request on the workflow's session, of this API key (`claim`: this
+ * request's hold, or how long another request holds it), then the turn: the stored answer of the
+ * same results, or the agents given the results and advanced.
+ */
+async function checkResults(
+  deps: InteractiveDeps, input: TurnInput, refs: Array<{ r: ToolResultPart & { at: number }; p: ReturnType<typeof parseToolCallId> }>, results: Array<ToolResultPart & { at: number }>,
+  s: UltraSession, claim: Claim, emit: (e: TurnEvent) => void,
+): Promise<TurnResult> {
+  const workflowId = refs[0]!.p!.workflowId;
   const state = readState(s);
   // a valid signature on a call the workflow never made (a step it does not have, a sequence number past the last it issued)
   const unmade = refs.find(({ p }) => p!.step >= state.agents.length || p!.seq < 1 || p!.seq > state.callSeq);
@@ -476,13 +514,15 @@ async function checkResults(
   }
   const print = resultsPrint(results);
   // the same results sent again (a client that gave up on the answer, an SDK's retry): the stored answer
-  if (state.replies.some((r) => r.print === print) || state.resume === print) return resumeTurn(deps, input, s, print, emit, held);
-  if (s.status === 'running' && (s.deadlineAt?.getTime() ?? 0) > Date.now()) throw busy(workflowId, s);
+  if (state.replies.some((r) => r.print === print) || state.resume === print) return resumeTurn(deps, input, s, print, emit, claim);
+  if ('busyMs' in claim) throw busy(workflowId, claim.busyMs);
   // the calls the client was sent (a merged call answers the agents' identical ones too)
   const pending = new Map(state.agents.flatMap((a) => a.pending.flatMap((c) => (c.alias === undefined ? [[c.id, c] as const] : []))));
-  // (a session this request took was not late by Postgres's clock)
-  const late = !held && s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
-  if (late) await expireSession(deps, s);
+  const late = s.status === 'tools' && s.deadlineAt !== null && s.deadlineAt.getTime() < Date.now();
+  if (late) {
+    claim.advanced = true;
+    await expireSession(deps, s, claim.hold);
+  }
   if (late || (s.status === 'failed' && state.agents.some((a) => a.finish === 'tool-timeout'))) {
     throw bad(`the results of workflow ${workflowId}'s tool calls were due by ${s.deadlineAt?.toISOString() ?? 'its deadline'}; the workflow ended (tool-timeout): send the question again`, 'messages', 'tool_results_late');
   }
@@ -501,7 +541,7 @@ async function checkResults(
     throw bad(`workflow ${workflowId} waits for the result of every tool call of its message; missing: ${missing.join(', ')}`, 'messages', 'missing_tool_results');
   }
   // each result goes back to the agent that made the call, under that agent's own call id
-  return resumeTurn(deps, input, s, print, emit, held, (st) => {
+  return resumeTurn(deps, input, s, print, emit, claim, (st) => {
     const memory: MemoryEntry[] = [];
     st.agents.forEach((a, i) => {
       if (a.status !== 'tools') return;
@@ -526,11 +566,13 @@ async function checkResults(
 type Advance = { print: string; takeover: boolean; memory?: MemoryEntry[] };
 type MemoryEntry = { workflowId: number; step: number; name: string; arguments: string; result: string; callId: string };
 /**
- * The workflow a request advances: its state's version as this request holds it; `stored`: the
- * state has a row (else the turn's end inserts it); `create`: its conversation's turn and its
- * workflow's row are not made yet either (a new conversation's first turn: the turn's end makes them)
+ * The workflow a request advances: its state's version as this request has it; `stored`: the
+ * state has a row (else the turn's end inserts it: no other request can reach it before); `hold`:
+ * this request's hold on it (a batch line's has none: reopenWorkflow lets one request run it);
+ * `create`: its conversation's turn and its workflow's row are not made yet either (a new
+ * conversation's first turn: the turn's end makes them). `released`: the turn's end gave the hold back.
  */
-type At = { workflowId: number; version: number; stored: boolean; create?: NewConversationTurn };
+type At = { workflowId: number; version: number; stored: boolean; hold?: Hold; create?: NewConversationTurn; released?: boolean };
 /** What the Conductor reads of a workflow's row */
 type WrittenRow = Pick<WorkflowRow, 'id' | 'question' | 'conductor' | 'seed'>;
 
@@ -541,20 +583,22 @@ type WrittenRow = Pick<WorkflowRow, 'id' | 'question' | 'conductor' | 'seed'>;
  * reuses each call the holder had completed (its row, by its deterministic key).
  */
 async function advance(deps: InteractiveDeps, input: TurnInput, at: At, state: SessionState, conductor: Tally, emit: (e: TurnEvent) => void, opts: Advance): Promise<TurnResult> {
-  // a state not yet written (a new workflow's first turn) has no lease to renew: no other request can reach it
-  if (!at.stored) return runAgents(deps, input, at, state, conductor, emit, opts);
-  const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
+  // a state not yet written (a new workflow's first turn) has no hold to renew: no other request can reach it; nor has a batch line's
+  const hold = at.hold;
+  if (!hold) return runAgents(deps, input, at, state, conductor, emit, opts);
   const beat = setInterval(() => {
-    renewUltraSession(deps.db, at.workflowId, at.version, new Date(Date.now() + leaseMs)).then(
-      (held) => held || deps.log?.warn({ workflow: at.workflowId }, 'fugu-ultra: another request took this workflow over'),
+    hold.renew().then(
+      (held) => held || deps.log?.warn({ workflow: at.workflowId }, 'fugu-ultra: the lease of a workflow lapsed (another request may take it over)'),
       (e: unknown) => deps.log?.warn({ workflow: at.workflowId, err: (e as Error).message }, 'fugu-ultra: could not renew the lease of a workflow'),
     );
-  }, Math.max(100, Math.floor(leaseMs / 3)));
+  }, Math.max(100, Math.floor(deps.holds.leaseMs / 3)));
   beat.unref();
   try {
     return await runAgents(deps, input, at, state, conductor, emit, opts);
   } finally {
     clearInterval(beat);
+    // a turn that ended before it saved (an error): its calls are reused by the next request, which takes it over at once
+    if (!at.released) await hold.release({ advanced: true });
   }
 }
 
@@ -674,7 +718,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
     // the workflow waits to be continued: the same request sent again makes the failed call again
     // (the steps that answered are not paid again), until the tool-result deadline
     state.resume = opts.print;
-    if (!(await persist(db, at, state, { memory: opts.memory, status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    if (!(await persist(deps, at, state, { memory: opts.memory, status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
     const a = state.agents[failed.step]!;
     throw new UltraRequestError(
       502,
@@ -692,7 +736,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
       worker: state.specs[finalWaits ? schedule.finalStep : waiting[0]!]!.name, steps: steps(),
     };
     remember(state, opts.print, result);
-    if (!(await persist(db, at, state, { memory: opts.memory, status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
+    if (!(await persist(deps, at, state, { memory: opts.memory, status: 'tools', deadlineAt: new Date(Date.now() + d.options.toolResultTimeoutMs) }))) throw lost();
     return result;
   }
 
@@ -713,7 +757,7 @@ async function runAgents(deps: InteractiveDeps, input: TurnInput, at: At, state:
     ...state.base, status: answered ? 'done' : 'failed', finishReason, finalAnswer: answered ? last.answer : null, outcome: last.status === 'done' ? null : 'unanswered', reward: null, score: null,
     ...stepTotals(state), latencyMs: Date.now() - state.startedAt,
   };
-  if (!(await persist(db, at, state, { memory: opts.memory, status: answered ? 'done' : 'failed', deadlineAt: null, finish }))) throw lost();
+  if (!(await persist(deps, at, state, { memory: opts.memory, status: answered ? 'done' : 'failed', deadlineAt: null, finish }))) throw lost();
   emit({ type: 'progress', progress: { event: 'workflow.finished', workflow: workflowId, finish_reason: finishReason } });
   if (!result) {
     // the step that failed, numbered as in the fugu object (from 0), and its worker
@@ -791,10 +835,6 @@ function readState(s: UltraSession): SessionState {
   };
 }
 
-function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
-  return new Date(Date.now() + (deps.leaseMs ?? DEFAULT_LEASE_MS));
-}
-
 /**
  * A turn's end in one statement (one round trip, one commit; saveTurn): its state (inserted when
  * the turn began without a row, else saved from the version this request holds), the rows of the
@@ -803,11 +843,12 @@ function leaseUntil(deps: Pick<InteractiveDeps, 'leaseMs'>): Date {
  * conversation and its workflow, made here). False, with nothing written, when another request took the
  * workflow over meanwhile.
  */
-async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
-  return saveTurn(db, {
+async function persist(deps: Pick<InteractiveDeps, 'db' | 'holds' | 'log'>, at: At, state: SessionState, s: { status: UltraSessionStatus; deadlineAt: Date | null; finish?: WorkflowFinish; memory?: readonly MemoryEntry[] }): Promise<boolean> {
+  const json = JSON.stringify(state);
+  const ok = await saveTurn(deps.db, {
     workflowId: at.workflowId,
     session: {
-      status: s.status, state: state as unknown as Record<string, unknown>, deadlineAt: s.deadlineAt,
+      status: s.status, state: json, deadlineAt: s.deadlineAt,
       ...(at.stored ? { version: at.version } : { insert: { conversationId: state.conversationId, apiKeyId: state.keyId } }),
     },
     steps: endedStepRows(at.workflowId, state),
@@ -815,18 +856,29 @@ async function persist(db: Db, at: At, state: SessionState, s: { status: UltraSe
     ...(s.memory && s.memory.length > 0 && { memory: { conversationId: state.conversationId, keyId: state.keyId, entries: s.memory } }),
     ...(at.create && { create: at.create }),
   });
+  // the workflow given back (before the answer: the client's next request finds it free), with the
+  // version saved and this process's copy of it; a turn's end that lost it leaves it to its holder
+  const saved = { workflowId: at.workflowId, conversationId: state.conversationId, apiKeyId: state.keyId, status: s.status, version: at.stored ? at.version + 1 : 0, stateJson: json, deadlineAt: s.deadlineAt };
+  if (at.hold) {
+    at.released = true;
+    await at.hold.release(ok ? { saved } : { advanced: true });
+  } else if (ok && !at.stored) {
+    deps.holds.saved(saved).catch((e: unknown) => deps.log?.warn({ workflow: at.workflowId, err: (e as Error).message }, 'fugu-ultra: could not note a saved workflow in Redis'));
+  }
+  return ok;
 }
 
 /** Ends the workflows whose tool results are overdue: their waiting steps fail `tool-timeout`. */
-export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'leaseMs' | 'log'>): Promise<number> {
+export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'holds' | 'log'>): Promise<number> {
   let n = 0;
   for (const s of await expiredUltraSessions(deps.db)) if (await expireSession(deps, s)) n += 1;
   return n;
 }
 
-async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: UltraSession): Promise<boolean> {
-  const claimed = await claimUltraSession(deps.db, s.workflowId, s.version, leaseUntil(deps));
-  if (claimed === undefined) return false;
+/** Ends a workflow whose tool results are overdue (`held`: this request's hold on it, else taken here; one another request holds is left). */
+async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'holds' | 'log'>, s: UltraSession, held?: Hold): Promise<boolean> {
+  const taken = held ?? (await deps.holds.take(s.workflowId));
+  if ('busyMs' in taken) return false;
   const state = readState(s);
   for (const a of state.agents) {
     if (a.status === 'tools') {
@@ -835,7 +887,7 @@ async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'leaseMs'>, s: U
       a.error = { code: 'tool-timeout', message: `no tool results by ${s.deadlineAt?.toISOString() ?? 'the deadline'}` };
     } else if (a.status === 'waiting' || a.status === 'call') a.status = 'skipped';
   }
-  return persist(deps.db, { workflowId: s.workflowId, version: claimed, stored: true }, state, {
+  return persist(deps, { workflowId: s.workflowId, version: s.version, stored: true, hold: taken }, state, {
     status: 'failed', deadlineAt: s.deadlineAt, finish: { ...state.base, status: 'failed', finishReason: 'tool-timeout', outcome: 'unanswered', latencyMs: Date.now() - state.startedAt },
   });
 }
