@@ -879,7 +879,14 @@ export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'holds' 
 async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'holds' | 'log'>, s: UltraSession, held?: Hold): Promise<boolean> {
   const taken = held ?? (await deps.holds.take(s.workflowId));
   if ('busyMs' in taken) return false;
-  const state = readState(s);
+  let state: SessionState;
+  try {
+    state = readState(s);
+  } catch (e) {
+    // (a state of a version this release does not read: left as it is, and given back)
+    await taken.release({ advanced: false });
+    throw e;
+  }
   for (const a of state.agents) {
     if (a.status === 'tools') {
       a.status = 'error';
