@@ -37,6 +37,11 @@
 // flushes its counts within 10 s of going idle), less what the gateway commits while idle (its
 // batch driver's polls, the journal's sweeps: an idle window of the same wait before the run).
 //
+// CPU per unit: the CPU time the gateway process, the machine's postgres processes and the bench's
+// own process (the load generator and the stubs) spent per unit of each shape, from Linux's /proc
+// (n/a elsewhere, or with a Postgres of another machine: then it counts none). At concurrency 16
+// the two cores of this machine are the limit, so a shape's latency there follows its CPU.
+//
 // BENCH_WORKERS=scripted (issue 28, figure 2): alpha and beta are the scripted provider's workers
 // instead (`provider: scripted`, latency_ms L, which each call draws from 0.75 L to 1.25 L; run in
 // the gateway's process, no HTTP), the direct-stub baseline is left out, and an answer is checked
@@ -47,10 +52,11 @@
 //
 // Options (env): BENCH_LATENCY_MS (L, default 50), BENCH_REQUESTS_SCALE (default 1: 100 requests
 // at concurrency 1, 400 at 16, per shape), BENCH_CONCURRENCY (default 1,16), BENCH_COMMITS (default
-// 1; 0 leaves the commits pass out: about 35 s a shape). Services:
+// 1; 0 leaves the commits pass out: about 35 s a shape), BENCH_SHAPES (the fugu-ultra shapes to
+// run, by name, comma-separated; default all). Services:
 // FUGU_TEST_REDIS_URL and FUGU_TEST_DATABASE_URL (a fresh database is made and dropped).
 import { fork } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -179,7 +185,7 @@ async function ultraToolLoop(i: number, what: string, want: number, answer: stri
   return { 'request 1 (tool calls)': ms1, 'request 2 (results)': ms2, 'round trip': ms1 + ms2 };
 }
 
-const shapes: Shape[] = [
+const allShapes: Shape[] = [
   ...(direct === undefined ? [] : [{
     name: 'direct stub (baseline)',
     parts: { request: 1 },
@@ -257,13 +263,45 @@ const shapes: Shape[] = [
     run: (i) => ultraToolLoop(i, 'tools (fixed:moa:2)', SCRIPTED ? 1 : 2, 'alpha aggregated'),
   },
 ];
+// BENCH_SHAPES: the fugu-ultra shapes to run (names, comma-separated; default all); the baselines always run
+const only = process.env.BENCH_SHAPES?.split(',').map((x) => x.trim());
+const unknown = only?.filter((x) => !allShapes.some((sh) => sh.name === x));
+if (unknown?.length) throw new Error(`BENCH_SHAPES: no shape ${unknown.map((x) => JSON.stringify(x)).join(', ')} (shapes: ${allShapes.filter((sh) => sh.conductor).map((sh) => sh.name).join(', ')})`);
+const shapes = allShapes.filter((sh) => !sh.conductor || !only || only.includes(sh.name));
 
-async function measure(shape: Shape, n: number, conc: number): Promise<{ samples: Record<string, Sample>; errors: number; secs: number; callsPerUnit: number; firstError?: string }> {
+/** CPU time so far (ms, Linux's /proc; undefined elsewhere) of the gateway process, of each postgres process of this machine (by pid), and of this process (the load generator and the stubs). */
+type Cpu = { gateway?: number; postgres?: Map<string, number>; bench: number };
+async function cpuNow(): Promise<Cpu> {
+  const bench = (process.cpuUsage().user + process.cpuUsage().system) / 1000;
+  // utime and stime, the 14th and 15th fields of /proc/<pid>/stat, in ticks of 10 ms
+  const of = async (pid: string): Promise<{ comm: string; ms: number } | undefined> => {
+    const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+    if (!text) return undefined;
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), ms: (Number(f[11]) + Number(f[12])) * 10 };
+  };
+  const gateway = child.pid === undefined ? undefined : (await of(String(child.pid)))?.ms;
+  if (gateway === undefined) return { bench };
+  const postgres = new Map<string, number>();
+  for (const pid of (await readdir('/proc')).filter((d) => /^\d+$/.test(d))) {
+    const p = await of(pid);
+    if (p?.comm === 'postgres') postgres.set(pid, p.ms);
+  }
+  return { gateway, postgres, bench };
+}
+/** CPU ms per unit between two readings (a postgres process that ended meanwhile counts none: an undercount) */
+function cpuPer(a: Cpu, b: Cpu, n: number): { gateway?: number; postgres?: number; bench: number } {
+  const pg = a.postgres && b.postgres ? [...b.postgres].reduce((t, [pid, ms]) => t + ms - (a.postgres!.get(pid) ?? 0), 0) : undefined;
+  return { ...(a.gateway !== undefined && b.gateway !== undefined && { gateway: (b.gateway - a.gateway) / n }), ...(pg !== undefined && { postgres: pg / n }), bench: (b.bench - a.bench) / n };
+}
+
+async function measure(shape: Shape, n: number, conc: number): Promise<{ samples: Record<string, Sample>; errors: number; secs: number; callsPerUnit: number; firstError?: string; cpu: { gateway?: number; postgres?: number; bench: number } }> {
   const samples: Record<string, Sample> = Object.fromEntries(Object.entries(shape.parts).map(([p, k]) => [p, { ms: [], k }]));
   let next = 0;
   let errors = 0;
   let firstError: string | undefined;
   const calls0 = stubCalls();
+  const cpu0 = await cpuNow();
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: conc }, async () => {
@@ -280,7 +318,9 @@ async function measure(shape: Shape, n: number, conc: number): Promise<{ samples
     }),
   );
   const calls1 = stubCalls();
-  return { samples, errors, secs: (performance.now() - t0) / 1000, callsPerUnit: calls0 === undefined ? shape.calls : (calls1! - calls0) / n, ...(firstError && { firstError }) };
+  const secs = (performance.now() - t0) / 1000;
+  const cpu = cpuPer(cpu0, await cpuNow(), n);
+  return { samples, errors, secs, callsPerUnit: calls0 === undefined ? shape.calls : (calls1! - calls0) / n, ...(firstError && { firstError }), cpu };
 }
 
 /** Transactions committed in the bench's database so far, as pg_stat_database has them flushed (this reading commits 2 itself). */
@@ -307,6 +347,7 @@ async function commitsPerUnit(shape: Shape, n: number): Promise<number> {
 }
 
 const rows: string[] = [];
+const cpuRows: string[] = [];
 const plain = new Map<number, number>();
 const overPlain: string[] = [];
 /** the by-name tool loop's p50 added, by concurrency and part; the fugu-ultra tool loop's parts over them */
@@ -345,6 +386,8 @@ for (const conc of levels) {
         `${label.padEnd(44)} ${String(conc).padStart(4)} ${String(s.ms.length).padStart(5)} ${String(m.errors).padStart(6)} ${String(s.k).padStart(2)} ${f(pct(s.ms, 50))} ${f(pct(s.ms, 99))} ${f(added50)} ${f(added99)} ${(s.ms.length / m.secs).toFixed(1).padStart(7)}`,
       );
     }
+    const ms = (x?: number) => (x === undefined ? 'n/a' : x.toFixed(2)).padStart(9);
+    cpuRows.push(`${shape.name.padEnd(44)} ${String(conc).padStart(4)} ${ms(m.cpu.gateway)} ${ms(m.cpu.postgres)} ${ms(m.cpu.bench)} ${ms((m.cpu.gateway ?? NaN) + (m.cpu.postgres ?? NaN) + m.cpu.bench)}`);
     log(`${shape.name} c=${conc}: done (load ${load1()})`);
   }
 }
@@ -447,6 +490,8 @@ process.stdout.write(
     `\nfugu-ultra's tool loop over the same tool loop on a worker by name (each part against its by-name counterpart: two requests a round trip on both sides)\n${overPlainTools.join('\n')}\n` +
     `\nRows and charges per unit (concurrency 1; workers: ${SCRIPTED ? 'scripted' : 'OpenAI-wire stubs'}): chat_calls, requests, workflows and workflow_steps rows, the calls' tokens, USD; "agree": each call's cost is its tokens at the pool's prices, the request rows (a batch: its charge) sum to it, the key's spent too\n` +
     `${'shape'.padEnd(44)}  calls requests workflows  steps tok in  tok out        USD agree\n${ledgerRows.join('\n')}\n` +
+    `\nCPU per unit (ms; a unit: a request, or a tool loop's two): the gateway process, every postgres process of the machine, the bench's own (the load generator${SCRIPTED ? '' : ' and the stubs'}); at concurrency 16 the two cores are the limit, and a unit's latency follows its CPU\n` +
+    `${'shape'.padEnd(44)} conc   gateway  postgres     bench       all\n${cpuRows.join('\n')}\n` +
     (commitRows.length > 0 ? `\nPostgres commits per unit (a request; tools: the round trip's two), net of the gateway's idle commits\n${commitRows.join('\n')}\n` : '') +
     `errors: ${totalErrors}; load average (1 min) at the end: ${load1()}\n`,
 );
