@@ -17,6 +17,8 @@ import OpenAI, { APIError } from 'openai';
 import type { FastifyInstance } from 'fastify';
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
+import { Redis } from 'ioredis';
+import { redisHolds } from '@fugu/ultra';
 import { formatUsd, parseUsd, tokenCost, type WorkerPool } from '@fugu/core';
 import { loadConfig, type FuguConfig } from '@fugu/config';
 import { createApiKey, getWorkflowSteps, getWorkflows, listRequests, savePool, type Database, type StoredWorker } from '@fugu/db';
@@ -441,6 +443,25 @@ describe('fugu-ultra: bounds', () => {
 });
 
 describe("fugu-ultra: its state's statements", () => {
+  it('a gateway whose holds (Redis) do not answer: a results request is a 503 saying so, with Retry-After, and the workflow still waits for its results', async () => {
+    await publish({}, 'fixed:moa:2');
+    const h: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'Is it raining in Paris or in Lyon?' }];
+    const r1 = await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+    h.push(r1.choices[0]!.message as never, ...r1.choices[0]!.message.tool_calls!.map((t) => ({ role: 'tool' as const, tool_call_id: t.id, content: 'dry' })));
+    const down = new Redis({ port: 1, lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const { app, url } = await startUltraGateway({ config, db: database.db, pool, stored, secret, log: quiet, holds: redisHolds(down, 'fuguholdsdown') });
+    try {
+      const e = await refused(client(fullKey, url).chat.completions.create({ model: 'fugu-ultra', messages: h, tools }));
+      expect([e.status, e.code, e.headers?.get('retry-after')]).toEqual([503, 'service_unavailable', '1']);
+      expect(e.message).toMatch(/could not take workflow \d+ for this request: the store of its holds \(Redis\) did not answer/);
+    } finally {
+      await app.close();
+      down.disconnect();
+    }
+    const r2 = await client().chat.completions.create({ model: 'fugu-ultra', messages: h, tools });
+    expect(r2.choices[0]!.message.content).toBe('alpha aggregated the proposals');
+  });
+
   it('a tool round trip on one gateway writes the state twice, once per request, and reads it never (the results request was read and taken by a statement of its own)', async () => {
     await publish({}, 'fixed:moa:2');
     // the gateway's own connections, each statement counted

@@ -7,6 +7,7 @@ import type { Db, StoredWorker } from '@fugu/db';
 import type { CallPipeline } from '@fugu/calls';
 import { RouterUnavailableError, type RouteClient } from '@fugu/serving';
 import type { Logger } from '@fugu/telemetry';
+import type { WorkflowHolds } from '@fugu/ultra';
 import { buildGateway } from '../../apps/gateway/src/server.ts';
 import { RecordWriter } from '../../apps/gateway/src/record-writer.ts';
 import { ultraModel, type UltraServingOptions } from '../../apps/gateway/src/ultra.ts';
@@ -25,6 +26,8 @@ export async function startUltraGateway(o: {
   pipeline?: CallPipeline;
   /** the deployment's reuse: its time, its subscription to publishes, its reader (default: the config's, getUltraDeployment) */
   ultra?: Pick<UltraServingOptions, 'cacheMs' | 'invalidations' | 'read'>;
+  /** fugu-ultra's holds (default: the gateway's own, in its memory) */
+  holds?: WorkflowHolds;
 }): Promise<{ app: FastifyInstance; url: string; records: RecordWriter }> {
   // the rows written behind the answers: `records.flush()` waits for those of the answers received so far
   const records = new RecordWriter(o.db, o.log);
@@ -33,7 +36,7 @@ export async function startUltraGateway(o: {
     extraModels: [
       (ctx) => ultraModel(ctx, {
         db: o.db, poolId: o.stored.poolId, workers: o.stored.workers,
-        deps: { writer: { db: o.db, config: o.config, pipeline: o.pipeline ?? (undefined as never), log: o.log }, secret: o.secret, log: o.log },
+        deps: { writer: { db: o.db, config: o.config, pipeline: o.pipeline ?? (undefined as never), log: o.log }, secret: o.secret, log: o.log, ...(o.holds && { holds: o.holds }) },
         // a test publishes and asks at once, and on a loaded machine the publish's message can reach the
         // gateway after the next request: test gateways read the deployment on every request, unless a
         // test of the reuse says otherwise (ultra-deployment-cache.test.ts)

@@ -260,7 +260,7 @@ type Claim = { hold: Hold; advanced: boolean } | { busyMs: number };
  * again. A request that did not go on to advance the workflow gives it back as it found it.
  */
 async function withHold<T>(deps: InteractiveDeps, read: UltraSession, f: (s: UltraSession, claim: Claim) => Promise<T>): Promise<T> {
-  const taken = await deps.holds.take(read.workflowId);
+  const taken = await takeHold(deps, read.workflowId);
   // (busy: its stored answers as they are now)
   if ('busyMs' in taken) return f((await getUltraSession(deps.db, read.workflowId)) ?? read, taken);
   const claim = { hold: taken, advanced: false };
@@ -269,6 +269,18 @@ async function withHold<T>(deps: InteractiveDeps, read: UltraSession, f: (s: Ult
     return await f(current ?? read, claim);
   } finally {
     if (!claim.advanced) await taken.release({ advanced: false });
+  }
+}
+
+/** The workflow's hold for this request (or how long another holds it); a 503 when the holds' store (Redis) does not answer. */
+async function takeHold(deps: Pick<InteractiveDeps, 'holds' | 'log'>, workflowId: number): Promise<Hold | { busyMs: number }> {
+  try {
+    return await deps.holds.take(workflowId);
+  } catch (e) {
+    deps.log?.warn({ workflow: workflowId, err: (e as Error).message }, 'fugu-ultra: the holds (Redis) did not answer');
+    throw new UltraRequestError(503, `fugu-ultra could not take workflow ${workflowId} for this request: the store of its holds (Redis) did not answer; send the request again`, {
+      code: 'service_unavailable', retryAfterS: 1,
+    });
   }
 }
 
@@ -444,7 +456,7 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     // held from before its state is written, when another request can come for it (an
     // Idempotency-Key sent again); a batch line's is run by one request at a time (reopenWorkflow)
     if (input.idempotencyKey !== undefined) {
-      const taken = await deps.holds.take(workflowId);
+      const taken = await takeHold(deps, workflowId);
       if ('busyMs' in taken) throw busy(workflowId, taken.busyMs);
       hold = taken;
     }
@@ -877,7 +889,7 @@ export async function expireSessions(deps: Pick<InteractiveDeps, 'db' | 'holds' 
 
 /** Ends a workflow whose tool results are overdue (`held`: this request's hold on it, else taken here; one another request holds is left). */
 async function expireSession(deps: Pick<InteractiveDeps, 'db' | 'holds' | 'log'>, s: UltraSession, held?: Hold): Promise<boolean> {
-  const taken = held ?? (await deps.holds.take(s.workflowId));
+  const taken = held ?? (await takeHold(deps, s.workflowId));
   if ('busyMs' in taken) return false;
   let state: SessionState;
   try {
