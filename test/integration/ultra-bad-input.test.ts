@@ -455,6 +455,26 @@ describe('fugu-ultra: an llm: Conductor that writes an unparseable workflow mid-
   });
 });
 
+describe("fugu-ultra: an llm: Conductor that writes garbage on a new conversation's first turn", () => {
+  it('a 502; the turn made its conversation and its workflow row, failed / parse-error, in one statement; no state', async () => {
+    await publish('llm:writer');
+    // (a new conversation's workflow takes an id reserved ahead: not after every id there is)
+    const firstTurns = () => database.db.selectFrom('workflows').selectAll().where('key', 'like', `ultra.${fullKeyId}/conv_%.1`).execute();
+    const before = new Set((await firstTurns()).map((r) => r.id));
+    const e = await refused(client().chat.completions.create({ model: 'fugu-ultra', messages: [{ role: 'user', content: 'A first question. GARBLE-PROSE' }] }));
+    expectRefusal(e, { status: 502, code: 'conductor_error', param: null, message: /wrote no valid workflow: model id: no `model id = \[\.\.\.\]` list found/ }, 'prose');
+    const rows = (await firstTurns()).filter((r) => !before.has(r.id));
+    expect(rows).toHaveLength(1);
+    const row = rows[0]!;
+    expect([row.status, row.finish_reason, row.parse_ok, row.completion]).toEqual(['failed', 'parse-error', false, PROSE]);
+    expect(row.started_at).not.toBeNull();
+    expect(row.finished_at).not.toBeNull();
+    const conversation = row.key.slice(`ultra.${fullKeyId}/`.length, -'.1'.length);
+    expect((await database.db.selectFrom('ultra_conversations').select('turns').where('id', '=', conversation).where('api_key_id', '=', fullKeyId).executeTakeFirstOrThrow()).turns).toBe(1);
+    expect(await database.db.selectFrom('ultra_sessions').select('workflow_id').where('workflow_id', '=', String(row.id) as never).executeTakeFirst()).toBeUndefined();
+  });
+});
+
 // ---- a workflow that fails after some of its calls --------------------------------------------
 
 describe('fugu-ultra: a workflow whose final step fails', () => {

@@ -414,15 +414,13 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     out = await writeWorkflow(deps.writer, row, options, workers, pool, undefined);
   } catch (e) {
     if (!(e instanceof ConductorFailure)) throw e;
-    if (create) await startConversationTurn(db, create);
-    await finishWorkflow(db, workflowId, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
+    await failedTurn(db, workflowId, create, { status: 'failed', finishReason: 'conductor-error', outcome: 'unanswered', error: { ...e.wire, message: e.message } });
     throw new UltraRequestError(502, `the Conductor (${d.conductor}) could not write a workflow: ${e.message}`, { code: 'conductor_error' });
   }
   const conductorTally: Tally = { inputTokens: out.usage?.inputTokens ?? 0, outputTokens: out.usage?.outputTokens ?? 0, cost: out.costPico ?? 0n };
   const plan = planWorkflow(out, pool, options.maxSteps);
   if (!plan.ok) {
-    if (create) await startConversationTurn(db, create);
-    await finishWorkflow(db, workflowId, { ...plan.base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...plan.error }, outcome: 'unanswered' });
+    await failedTurn(db, workflowId, create, { ...plan.base, status: 'failed', finishReason: 'parse-error', parseOk: false, parseError: { ...plan.error }, outcome: 'unanswered' });
     if (parseConductorSpec(d.conductor).kind !== 'llm' && out.text.length > PARSE_LIMITS.listChars) {
       // a writer that renders its workflow (fixed:, policy:) fails only at the parser's limits: it repeats the message in every subtask
       throw new UltraRequestError(
@@ -472,6 +470,12 @@ async function startTurn(deps: InteractiveDeps, input: TurnInput, emit: (e: Turn
     progress: { event: 'workflow.written', workflow: workflowId, conversation: conversationId, conductor: d.conductor, topology: schedule.topology, steps: specs.map((s, i) => ({ step: i, worker: s.name, access: s.access })) },
   });
   return advance(deps, input, { workflowId, version, stored: early, ...(hold && { hold }), ...(create && { create }) }, state, conductorTally, emit, { print: START_PRINT, takeover: false });
+}
+
+/** A turn that ended before its agents ran (its Conductor failed): its workflow's final write, in the statement that makes its rows when they are not made yet. */
+async function failedTurn(db: Db, workflowId: number, create: NewConversationTurn | undefined, finish: WorkflowFinish): Promise<void> {
+  if (create) await startConversationTurn(db, create, finish);
+  else await finishWorkflow(db, workflowId, finish);
 }
 
 async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Array<ToolResultPart & { at: number }>, emit: (e: TurnEvent) => void): Promise<TurnResult> {
