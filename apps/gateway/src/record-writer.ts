@@ -40,13 +40,17 @@ const SWEEP_BATCH = 500;
  * deployment share it; a test database's gateways never sweep another's records).
  */
 export function journalKey(queuePrefix: string, databaseUrl: string): string {
-  let name = '';
-  try {
-    name = decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
-  } catch {
-    // not a URL: the prefix alone
-  }
+  const name = databaseNameOf(databaseUrl);
   return `${queuePrefix}:gateway:records${name ? `:${name}` : ''}`;
+}
+
+/** A Postgres URL's database name ('' when it is not a URL). */
+export function databaseNameOf(databaseUrl: string): string {
+  try {
+    return decodeURIComponent(new URL(databaseUrl).pathname.replace(/^\//, ''));
+  } catch {
+    return '';
+  }
 }
 
 export class RecordWriter {

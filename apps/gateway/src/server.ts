@@ -46,7 +46,7 @@ import { rewardsPlugin, type RewardsPluginOptions } from './plugins/rewards.ts';
 import { batchesPlugin } from './plugins/batches.ts';
 import { gatewayBatchCodec } from './batch-codec.ts';
 import { createWorkerModels } from './workers.ts';
-import { journalKey, RecordWriter } from './record-writer.ts';
+import { databaseNameOf, journalKey, RecordWriter } from './record-writer.ts';
 import { invalidUtf8Error } from './utf8.ts';
 import { redisCooldowns } from './cooldown.ts';
 import { redisHolds } from '@fugu/ultra';
@@ -130,8 +130,9 @@ export async function buildGateway(opts: GatewayOptions): Promise<FastifyInstanc
     log,
     registry: opts.registry ?? new Registry(),
     ...(opts.redis && g.cooldownFails > 0 && { cooldowns: redisCooldowns(opts.redis, opts.config.queuePrefix, { fails: g.cooldownFails, ms: g.cooldownMs, log }) }),
-    // fugu-ultra's holds on its workflows, shared by every gateway of the Redis
-    ...(opts.redis && { holds: redisHolds(opts.redis, opts.config.queuePrefix) }),
+    // fugu-ultra's holds on its workflows, shared by the deployment's gateways (its queue prefix and
+    // database: workflow ids are the database's)
+    ...(opts.redis && { holds: redisHolds(opts.redis, [opts.config.queuePrefix, databaseNameOf(opts.config.databaseUrl)].filter((x) => x !== '').join(':')) }),
   });
   const models: ModelRegistry = defaultRegistry(ctx);
   const extraModels = (opts.extraModels ?? []).map((make) => make(ctx));
