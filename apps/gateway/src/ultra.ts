@@ -57,7 +57,7 @@ export type UltraServingOptions = {
 /** A deployment as served: `byDefault` says why the default Conductor serves it (none published for this pool). */
 type ServedDeployment = UltraDeploymentRef & { byDefault?: string };
 
-/** What fugu-ultra uses of the gateway's context: its pool, its config, its log, and the calls on the workers. */
+/** What fugu-ultra uses of the gateway's context: its pool, its config, its log, the calls on the workers, and the holds on its workflows. */
 export type UltraContext = Pick<GatewayContext, 'config' | 'log' | 'pool' | 'specs' | 'calls' | 'holds'>;
 
 export function ultraModel(ctx: UltraContext, o: UltraServingOptions): ModelHandler {
