@@ -60,8 +60,9 @@ export type NewConversationTurn = {
  * A new turn of the conversation `id` of this API key and its workflow, in one statement: the
  * conversation made when new and its turn counted (as nextConversationTurn), and the workflow row
  * `<keyPrefix><turn>` inserted already claimed (status running, attempts 1), or with `finish`
- * already its final write (a turn that ended before its agents ran). A served turn's first write (issue 27: at most two commits per step); a new conversation's first turn makes
- * its rows in its end's statement instead (saveTurn's `create`).
+ * already its final write (a turn that ended before its agents ran). A served turn's first write
+ * (issue 27: at most two commits per step); a new conversation's first turn makes its rows in its
+ * end's statement instead (saveTurn's `create`).
  */
 export async function startConversationTurn(db: Db, c: NewConversationTurn, finish?: WorkflowFinish): Promise<{ row: WorkflowRow; turn: number }> {
   const { rows } = await sql<Record<string, unknown> & { turn: number }>`

@@ -66,6 +66,8 @@ export type HoldsOptions = {
 
 const INFO_TTL_MS = 24 * 60 * 60 * 1000;
 const DEFAULT_LEASE_MS = 6_000;
+/** the workflows a gateway's own holds remember past their last use */
+const LOCAL_ENTRIES = 100_000;
 
 /** Holds shared by every gateway of a Redis (one server, or a Redis Cluster: a workflow's two keys share a slot). */
 export function redisHolds(redis: RedisClient, prefix: string, o: HoldsOptions = {}): WorkflowHolds {
@@ -91,7 +93,18 @@ export function redisHolds(redis: RedisClient, prefix: string, o: HoldsOptions =
 /** Holds in this process only (a gateway without Redis: one replica). */
 export function localHolds(o: HoldsOptions = {}): WorkflowHolds {
   const m = new Map<number, { token?: string; until: number; ver?: number; held: boolean }>();
-  const at = (id: number) => m.get(id) ?? m.set(id, { until: 0, held: false }).get(id)!;
+  const at = (id: number) => {
+    let e = m.get(id);
+    if (e) return e;
+    // past LOCAL_ENTRIES, the oldest entries that neither hold nor mark a takeover go (what they
+    // forget is the newest version: the next request for their workflow reads it from Postgres)
+    for (const [old, x] of m) {
+      if (m.size < LOCAL_ENTRIES) break;
+      if (x.token === undefined && !x.held) m.delete(old);
+    }
+    m.set(id, (e = { until: 0, held: false }));
+    return e;
+  };
   const store: HoldStore = {
     async take(id, token, leaseMs) {
       const e = at(id);

@@ -507,8 +507,10 @@ async function continueTurn(deps: InteractiveDeps, input: TurnInput, results: Ar
 
 /** Whether `results` answer exactly the calls the session's agents wait for (as sent to the client: merged calls once). */
 function answersPending(s: UltraSession, results: ReadonlyArray<ToolResultPart>): boolean {
-  if (s.status !== 'tools' || !(SUPPORTED_STATE_VERSIONS as readonly number[]).includes((s.state as { v?: number }).v ?? -1)) return false;
-  const pending = new Set(readState(s).agents.flatMap((a) => a.pending.flatMap((c) => (c.alias === undefined ? [c.id] : []))));
+  // (the state as stored: its agents' pending calls are the same in every version this release reads)
+  const st = s.state as Partial<Pick<SessionState, 'v' | 'agents'>>;
+  if (s.status !== 'tools' || !(SUPPORTED_STATE_VERSIONS as readonly number[]).includes(st.v ?? -1) || !st.agents) return false;
+  const pending = new Set(st.agents.flatMap((a) => a.pending.flatMap((c) => (c.alias === undefined ? [c.id] : []))));
   return pending.size === results.length && results.every((r) => pending.has(r.toolCallId));
 }
 
