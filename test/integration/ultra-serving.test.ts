@@ -479,7 +479,7 @@ describe("fugu-ultra: its state's statements", () => {
       expect(r2.choices[0]!.message.content).toBe('alpha aggregated the proposals');
       // its end's one statement: the state saved from the version the gateway kept, the steps, the workflow's end
       expect(state()).toHaveLength(1);
-      expect(state()[0]).toMatch(/^with .*update "ultra_sessions" set/s);
+      expect(state()[0]).toMatch(/^\/\* fugu:prepared \*\/ with .*update "ultra_sessions" set/s);
     } finally {
       await app.close();
       await counted.destroy();

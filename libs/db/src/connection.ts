@@ -1,4 +1,5 @@
 // Postgres connections (kysely + pg) and migrations.
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { Migrator, type MigrationResult } from 'kysely/migration';
@@ -12,6 +13,19 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
 export type Db = Kysely<Database>;
 
+/**
+ * SQL text that begins with this comment runs as a prepared statement on each connection, named by
+ * its text's hash: Postgres parses and plans it once per connection and then only binds and runs
+ * it (on the served tool loop's turn ends, where the parse and plan of a long statement cost more
+ * than its run). For hot statements of few shapes only: a connection keeps each text it prepared.
+ * (A pooler in front of Postgres must keep a client's prepared statements: PgBouncer 1.21 and
+ * later in transaction mode does, with max_prepared_statements set.)
+ */
+export const PREPARED = '/* fugu:prepared */ ';
+
+/** The prepared statements one connection keeps at most; texts past them run unnamed. */
+const PREPARED_PER_CONNECTION = 200;
+
 export function createDb(url: string, opts: { max?: number; applicationName?: string } = {}): Db {
   const pool = new pg.Pool({
     connectionString: url,
@@ -21,7 +35,21 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   });
   // an idle client's error (server restart) must not crash the process; the pool replaces it
   pool.on('error', () => {});
+  pool.on('connect', preparing);
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+/** A new connection's `query` runs PREPARED texts as named statements (see PREPARED). */
+function preparing(client: pg.PoolClient): void {
+  const query = client.query.bind(client) as (...a: unknown[]) => unknown;
+  const names = new Set<string>();
+  client.query = ((text: unknown, ...rest: unknown[]) => {
+    if (typeof text !== 'string' || !text.startsWith(PREPARED) || !Array.isArray(rest[0])) return query(text, ...rest);
+    const name = `fugu_${createHash('sha256').update(text).digest('base64url').slice(0, 32)}`;
+    if (!names.has(name) && names.size >= PREPARED_PER_CONNECTION) return query(text, ...rest);
+    names.add(name);
+    return query({ name, text, values: rest[0] }, ...rest.slice(1));
+  }) as typeof client.query;
 }
 
 /** Fails with one clear line naming FUGU_DATABASE_URL when Postgres cannot be reached. */

@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatasetItem, WorkerPool } from '@fugu/core';
 import { ServiceUnavailableError } from '@fugu/core';
 import { createTestDatabase, type TestDatabase } from './testing.ts';
-import { connectDb, migrate } from './connection.ts';
+import { sql } from 'kysely';
+import { connectDb, migrate, PREPARED } from './connection.ts';
 import {
   createRun, existingCallKeys, getCachedResponse, getDatasetItems, getRun, itemWorkerMeans, putCachedResponse, recordCalls,
   saveDataset, savePool, setRunStatus, workerCallStats, type CallRecord,
@@ -101,5 +102,20 @@ describe('db', () => {
     const err = await connectDb('postgres://nobody@127.0.0.1:1/x').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServiceUnavailableError);
     expect((err as Error).message).toMatch(/cannot reach Postgres at postgres:\/\/nobody@127.0.0.1:1\/x .*set FUGU_DATABASE_URL/);
+  });
+
+  it('runs a text marked PREPARED as a prepared statement of its connection, parsed once, and any other text unnamed', async () => {
+    const one = await connectDb(t.url, { max: 1 });
+    try {
+      const marked = (n: number) => sql<{ n: number }>`${sql.raw(PREPARED)}select ${n}::int + 1 as n`.execute(one);
+      expect((await marked(1)).rows[0]!.n).toBe(2);
+      expect((await marked(41)).rows[0]!.n).toBe(42);
+      await sql`select ${1}::int + 2 as n`.execute(one);
+      const kept = await sql<{ statement: string; runs: number }>`select statement, (generic_plans + custom_plans)::int as runs from pg_prepared_statements where from_sql = false`.execute(one);
+      // one statement kept, the marked text, run twice (the second call bound it again, with no parse)
+      expect(kept.rows).toEqual([{ statement: `${PREPARED}select $1::int + 1 as n`, runs: 2 }]);
+    } finally {
+      await one.destroy();
+    }
   });
 });

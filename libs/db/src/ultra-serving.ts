@@ -4,7 +4,7 @@
 // of the holds in Redis that let one request at a time advance a workflow, @fugu/ultra holds.ts),
 // and each conversation's shared tool memory.
 import { sql, type RawBuilder } from 'kysely';
-import type { Db } from './connection.ts';
+import { PREPARED, type Db } from './connection.ts';
 import type { UltraSessionStatus } from './schema.ts';
 import { finishColumns, finishWorkflowQuery, stepRecord, toWorkflowRow, type NewWorkflowRow, type WorkflowFinish, type WorkflowRow, type WorkflowStepRow } from './workflows.ts';
 
@@ -198,7 +198,7 @@ export async function saveTurn(db: Db, o: {
   }
   if (o.finish && !o.create) parts.push(sql`finished as (${finishWorkflowQuery(db, id, o.finish).where(saved)})`);
   if (o.memory && o.memory.entries.length > 0) parts.push(sql`memory as (${toolMemoryInsert(o.memory.conversationId, o.memory.keyId, o.memory.entries, saved)})`);
-  const r = await onSeqConflict(() => sql<{ n: number }>`with ${sql.join(parts)} select count(*)::int as n from saved`.execute(db));
+  const r = await onSeqConflict(() => sql<{ n: number }>`${sql.raw(PREPARED)}with ${sql.join(parts)} select count(*)::int as n from saved`.execute(db));
   return r.rows[0]!.n === 1;
 }
 
