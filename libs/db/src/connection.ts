@@ -1,5 +1,4 @@
 // Postgres connections (kysely + pg) and migrations.
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { Migrator, type MigrationResult } from 'kysely/migration';
@@ -14,10 +13,10 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 export type Db = Kysely<Database>;
 
 /**
- * SQL text that begins with this comment runs as a prepared statement on each connection, named by
- * its text's hash: Postgres parses and plans it once per connection and then only binds and runs
- * it (on the served tool loop's turn ends, where the parse and plan of a long statement cost more
- * than its run). For hot statements of few shapes only: a connection keeps each text it prepared.
+ * SQL text that begins with this comment runs as a prepared statement on each connection: Postgres
+ * parses and plans it once per connection and then only binds and runs it (on the served tool
+ * loop's turn ends, where the parse and plan of a long statement cost more than its run). For hot
+ * statements of few shapes only: a connection keeps each text it prepared, up to 200.
  * (A pooler in front of Postgres must keep a client's prepared statements: PgBouncer 1.21 and
  * later in transaction mode does, with max_prepared_statements set.)
  */
@@ -39,15 +38,17 @@ export function createDb(url: string, opts: { max?: number; applicationName?: st
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 
-/** A new connection's `query` runs PREPARED texts as named statements (see PREPARED). */
+/** A new connection's `query` runs PREPARED texts as named statements (see PREPARED), named in the order it first meets them. */
 function preparing(client: pg.PoolClient): void {
   const query = client.query.bind(client) as (...a: unknown[]) => unknown;
-  const names = new Set<string>();
+  const names = new Map<string, string>();
   client.query = ((text: unknown, ...rest: unknown[]) => {
     if (typeof text !== 'string' || !text.startsWith(PREPARED) || !Array.isArray(rest[0])) return query(text, ...rest);
-    const name = `fugu_${createHash('sha256').update(text).digest('base64url').slice(0, 32)}`;
-    if (!names.has(name) && names.size >= PREPARED_PER_CONNECTION) return query(text, ...rest);
-    names.add(name);
+    let name = names.get(text);
+    if (name === undefined) {
+      if (names.size >= PREPARED_PER_CONNECTION) return query(text, ...rest);
+      names.set(text, (name = `fugu_${names.size + 1}`));
+    }
     return query({ name, text, values: rest[0] }, ...rest.slice(1));
   }) as typeof client.query;
 }
