@@ -50,6 +50,12 @@
 // requests, workflows and their steps) and whether every charge agrees: the calls' costs, each
 // one's tokens at the pool's prices, the request rows' costs and the API key's spent.
 //
+// BENCH_JITTER=j (0 to 1, default 0): each stub call waits L x (1 - j) plus a uniform draw of 0 to
+// 2 j L (mean L, seeded by BENCH_SEED, default 1) instead of exactly L. With every call exactly L,
+// the 16 loops at concurrency 16 move in lock step, and a run settles into one burst or several:
+// its p50 then swings between runs by more than the differences it compares (session 17); real
+// providers' times vary by far more than this.
+//
 // Options (env): BENCH_LATENCY_MS (L, default 50), BENCH_REQUESTS_SCALE (default 1: 100 requests
 // at concurrency 1, 400 at 16, per shape), BENCH_CONCURRENCY (default 1,16), BENCH_COMMITS (default
 // 1; 0 leaves the commits pass out: about 35 s a shape), BENCH_SHAPES (the fugu-ultra shapes to
@@ -72,6 +78,7 @@ import { startOpenAIStub, WEATHER_TOOL, type OpenAIStub, type RecordedRequest, t
 import { watchApp } from '../support/app-process.ts';
 import { publishUltraAndTell } from '../support/ultra-publish.ts';
 import { batchEnded, batchLine, jsonl, uploadBatchFile } from '../support/batch-stack.ts';
+import { rng } from '@fugu/core';
 import { pct } from './stats.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -80,6 +87,9 @@ const L = Number(process.env.BENCH_LATENCY_MS ?? 50);
 const scale = Number(process.env.BENCH_REQUESTS_SCALE ?? 1);
 const levels = (process.env.BENCH_CONCURRENCY ?? '1,16').split(',').map(Number);
 const SCRIPTED = (process.env.BENCH_WORKERS ?? 'stub') === 'scripted';
+const JITTER = Number(process.env.BENCH_JITTER ?? 0);
+if (!(JITTER >= 0 && JITTER <= 1)) throw new Error(`BENCH_JITTER must be a fraction from 0 to 1, got ${process.env.BENCH_JITTER}`);
+const draw = rng('bench:ultra', Number(process.env.BENCH_SEED ?? 1));
 if (!['stub', 'scripted'].includes(process.env.BENCH_WORKERS ?? 'stub')) throw new Error(`BENCH_WORKERS must be stub or scripted, got ${process.env.BENCH_WORKERS}`);
 const log = (s: string) => process.stderr.write(`bench:ultra: ${s}\n`);
 const load1 = () => loadavg()[0]!.toFixed(2);
@@ -92,6 +102,14 @@ type Json = any;
 // as the aggregator (it reads the proposers' answers), or without tools, it answers
 const aggregator = (req: RecordedRequest): boolean => JSON.stringify(req.body?.messages ?? []).includes('Work already done by other agents');
 function replyAs(name: string) {
+  const reply = replyOf(name);
+  // the stub waits L x (1 - j) first; the rest of a call's time is drawn here (BENCH_JITTER)
+  return JITTER === 0 ? reply : async (req: RecordedRequest): Promise<StubReply> => {
+    await new Promise((r) => setTimeout(r, draw.next() * 2 * JITTER * L));
+    return reply(req);
+  };
+}
+function replyOf(name: string) {
   return (req: RecordedRequest): StubReply => {
     const last = (req.body?.messages ?? []).at(-1);
     if (aggregator(req)) return { type: 'text', text: `${name} aggregated`, usage: { input: 40, output: 2 } };
@@ -109,7 +127,7 @@ const config = loadConfig({
   FUGU_HOME: home,
 });
 const stubs: Record<string, OpenAIStub> = {};
-if (!SCRIPTED) for (const name of ['alpha', 'beta']) stubs[name] = await startOpenAIStub({ latencyMs: L, defaultReply: replyAs(name) });
+if (!SCRIPTED) for (const name of ['alpha', 'beta']) stubs[name] = await startOpenAIStub({ latencyMs: L * (1 - JITTER), defaultReply: replyAs(name) });
 /** the stub calls so far (scripted workers: undefined, their calls are counted in the rows pass) */
 const stubCalls = () => (SCRIPTED ? undefined : stubs.alpha!.requests.length + stubs.beta!.requests.length);
 const PRICES = { inputPerMTok: '1', outputPerMTok: '2' };
@@ -355,7 +373,7 @@ const plainTools = new Map<string, number>();
 const overPlainTools: string[] = [];
 let totalErrors = 0;
 const f = (x: number) => x.toFixed(1).padStart(7);
-log(`L = ${L} ms; load average ${load1()} at the start`);
+log(`L = ${L} ms${JITTER > 0 ? `, jitter ${JITTER} (each call ${(L * (1 - JITTER)).toFixed(0)} to ${(L * (1 + JITTER)).toFixed(0)} ms)` : ''}; load average ${load1()} at the start`);
 for (const conc of levels) {
   const units = Math.round((conc === 1 ? 100 : 400) * scale);
   for (const shape of shapes) {
@@ -484,7 +502,7 @@ const ledgerRows: string[] = [];
 
 const header = `${'shape'.padEnd(44)} conc  reqs errors  k  p50 ms  p99 ms  added    added     req/s\n${''.padEnd(44)} ${''.padStart(4)} ${''.padStart(5)} ${''.padStart(6)} ${''.padStart(2)}    wall    wall    p50 ms   p99 ms`;
 process.stdout.write(
-  `\nfugu-ultra served: wall time per request and what it adds beyond its ${SCRIPTED ? 'scripted' : 'stub'} workers' delays (L = ${L} ms${SCRIPTED ? ', each call drawn from 0.75 L to 1.25 L' : ''}; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
+  `\nfugu-ultra served: wall time per request and what it adds beyond its ${SCRIPTED ? 'scripted' : 'stub'} workers' delays (L = ${L} ms${SCRIPTED ? ', each call drawn from 0.75 L to 1.25 L' : JITTER > 0 ? `, each call drawn from ${1 - JITTER} L to ${1 + JITTER} L (BENCH_JITTER)` : ''}; added = wall - k x L, k = stub calls on the critical path; real openai client; gateway process as deployed)\n` +
     `${header}\n${rows.join('\n')}\n` +
     `\nfugu-ultra over the gateway's plain path (p50 added minus the worker-by-name p50 added, same concurrency)\n${overPlain.join('\n')}\n` +
     `\nfugu-ultra's tool loop over the same tool loop on a worker by name (each part against its by-name counterpart: two requests a round trip on both sides)\n${overPlainTools.join('\n')}\n` +
